@@ -1,0 +1,275 @@
+import Foundation
+
+/// Time limits (SPEC H-8 … H-11, A-2). Defaults equal the SPEC's numbers.
+public struct Limits: Sendable, Equatable {
+    public var callbackTimeoutMs = 30_000
+    public var recoveredReturnMs = 3_000
+    public var reportBudgetMs = 60_000
+    public var attachmentsDecisionMs = 10_000
+    /// nil: equal to `reportBudgetMs`.
+    public var completionWindowMs: Int?
+
+    public init() {}
+
+    public var effectiveCompletionWindowMs: Int { completionWindowMs ?? reportBudgetMs }
+}
+
+/// Where reports are submitted (SPEC D-9).
+public struct Submission: Sendable, Equatable {
+    public var url: String?
+    public var timeoutMs = 15_000
+    public var allowInsecure = false
+    public init() {}
+}
+
+/// Retry policy (SPEC D-5, D-6, D-11).
+public struct RetryPolicy: Sendable, Equatable {
+    public enum Behaviour: String, Sendable { case interval, none }
+    public enum Order: String, Sendable { case queue, stack }
+    public var behaviour = Behaviour.interval
+    public var intervalSeconds = 5
+    public var limit = 3
+    public var order = Order.queue
+    public init() {}
+}
+
+/// Storage targets (SPEC D-12); 0 disables each.
+public struct StorageLimits: Sendable, Equatable {
+    public var maxRecordCount = 0
+    public var maxDatabaseSizeMB = 0
+    public init() {}
+}
+
+/// One logging destination (SPEC D-14).
+public struct LoggingDestination: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case console
+        case file(path: String)
+    }
+    public var kind: Kind
+    public var level: LogLevel
+
+    public init(kind: Kind, level: LogLevel) {
+        self.kind = kind
+        self.level = level
+    }
+}
+
+/// The host's configuration: the JSON file of SPEC I, with its defaults.
+public struct Configuration: Sendable, Equatable {
+    public var repository = ".reporthost"
+    public var plugins: [PluginSlot: String] = [:]
+    public var attributes: [String: String] = [:]
+    public var limits = Limits()
+    public var submission = Submission()
+    public var retry = RetryPolicy()
+    public var reportsPerMin = 30
+    public var storage = StorageLimits()
+    public var logging = [LoggingDestination(kind: .console, level: .info)]
+
+    public init() {}
+
+    /// Builds the logger the configuration asks for (SPEC D-14: before the host exists).
+    public func makeLogger(overrideLevel: LogLevel? = nil) throws(HostError) -> HostLogger {
+        var destinations: [any LogDestination] = []
+        for destination in logging {
+            let level = overrideLevel ?? destination.level
+            switch destination.kind {
+            case .console: destinations.append(ConsoleDestination(level: level))
+            case .file(let path):
+                do {
+                    destinations.append(try FileDestination(path: path, level: level))
+                } catch let error as HostError {
+                    throw error
+                } catch {
+                    throw .io(path: path, reason: "cannot open log file")
+                }
+            }
+        }
+        return HostLogger(destinations: destinations)
+    }
+}
+
+// MARK: - Parsing
+
+extension Configuration {
+    /// Reads and validates a configuration file. Relative paths inside it resolve against
+    /// the file's folder (SPEC I-7). Unknown keys and wrong types name the key (exit 2).
+    public static func load(path: String) throws(HostError) -> Configuration {
+        let url = URL(fileURLWithPath: path)
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw .configuration("config \(path): cannot read the file")
+        }
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(data)
+        } catch {
+            throw .configuration("config \(path): \(error)")
+        }
+        return try parse(json, origin: path, baseDirectory: url.deletingLastPathComponent().path)
+    }
+
+    /// Validates a parsed configuration; `origin` names it in errors.
+    public static func parse(_ json: JSONValue, origin: String, baseDirectory: String) throws(HostError) -> Configuration {
+        let reader = ConfigReader(origin: origin)
+        var config = Configuration()
+        let root = try reader.object(json, at: "")
+        try reader.allow(root, at: "", keys: [
+            "repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "logging",
+        ])
+        let resolve = { (p: String) in PluginLoader.absolutePath(p, relativeTo: baseDirectory) }
+
+        if let value = root["repository"] { config.repository = resolve(try reader.string(value, at: "repository")) }
+        if let value = root["plugins"] {
+            let plugins = try reader.object(value, at: "plugins")
+            try reader.allow(plugins, at: "plugins", keys: PluginSlot.allCases.map(\.rawValue))
+            for slot in PluginSlot.allCases {
+                if let path = try reader.optionalString(plugins[slot.rawValue], at: "plugins.\(slot.rawValue)") {
+                    config.plugins[slot] = resolve(path)
+                }
+            }
+        }
+        if let value = root["attributes"] {
+            for (key, item) in try reader.object(value, at: "attributes").pairs {
+                config.attributes[key] = try reader.scalar(item, at: "attributes.\(key)")
+            }
+        }
+        if let value = root["limits"] {
+            let limits = try reader.object(value, at: "limits")
+            try reader.allow(limits, at: "limits", keys: [
+                "callbackTimeoutMs", "recoveredReturnMs", "reportBudgetMs", "attachmentsDecisionMs", "completionWindowMs",
+            ])
+            let l = "limits."
+            if let v = limits["callbackTimeoutMs"] { config.limits.callbackTimeoutMs = try reader.int(v, at: l + "callbackTimeoutMs", min: 1) }
+            if let v = limits["recoveredReturnMs"] { config.limits.recoveredReturnMs = try reader.int(v, at: l + "recoveredReturnMs", min: 1) }
+            if let v = limits["reportBudgetMs"] { config.limits.reportBudgetMs = try reader.int(v, at: l + "reportBudgetMs", min: 1) }
+            if let v = limits["attachmentsDecisionMs"] {
+                config.limits.attachmentsDecisionMs = try reader.int(v, at: l + "attachmentsDecisionMs", min: 1)
+            }
+            if let v = limits["completionWindowMs"], !v.isNull {
+                config.limits.completionWindowMs = try reader.int(v, at: l + "completionWindowMs", min: 0)
+            }
+        }
+        if let value = root["submission"] {
+            let submission = try reader.object(value, at: "submission")
+            try reader.allow(submission, at: "submission", keys: ["url", "timeoutMs", "allowInsecure"])
+            config.submission.url = try reader.optionalString(submission["url"], at: "submission.url")
+            if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1) }
+            if let v = submission["allowInsecure"] { config.submission.allowInsecure = try reader.bool(v, at: "submission.allowInsecure") }
+        }
+        if let value = root["retry"] {
+            let retry = try reader.object(value, at: "retry")
+            try reader.allow(retry, at: "retry", keys: ["behaviour", "intervalSeconds", "limit", "order"])
+            if let v = retry["behaviour"] {
+                config.retry.behaviour = try reader.choice(v, at: "retry.behaviour", RetryPolicy.Behaviour.init(rawValue:), ["interval", "none"])
+            }
+            if let v = retry["intervalSeconds"] { config.retry.intervalSeconds = try reader.int(v, at: "retry.intervalSeconds", min: 0) }
+            if let v = retry["limit"] {
+                config.retry.limit = try reader.int(v, at: "retry.limit", min: 0)
+                if config.retry.limit == 0 {
+                    throw .configuration("config \(origin): key 'retry.limit': 0 is not allowed; use retry.behaviour \"none\" to disable retries")
+                }
+            }
+            if let v = retry["order"] {
+                config.retry.order = try reader.choice(v, at: "retry.order", RetryPolicy.Order.init(rawValue:), ["queue", "stack"])
+            }
+        }
+        if let v = root["reportsPerMin"] { config.reportsPerMin = try reader.int(v, at: "reportsPerMin", min: 0) }
+        if let value = root["storage"] {
+            let storage = try reader.object(value, at: "storage")
+            try reader.allow(storage, at: "storage", keys: ["maxRecordCount", "maxDatabaseSizeMB"])
+            if let v = storage["maxRecordCount"] { config.storage.maxRecordCount = try reader.int(v, at: "storage.maxRecordCount", min: 0) }
+            if let v = storage["maxDatabaseSizeMB"] {
+                config.storage.maxDatabaseSizeMB = try reader.int(v, at: "storage.maxDatabaseSizeMB", min: 0)
+            }
+        }
+        if let value = root["logging"] {
+            guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "logging", expected: "an array") }
+            config.logging = try entries.enumerated().map { (index, entry) throws(HostError) in
+                let at = "logging[\(index)]"
+                let object = try reader.object(entry, at: at)
+                try reader.allow(object, at: at, keys: ["type", "level", "path"])
+                let level = try reader.choice(object["level"] ?? JSONValue.string("info"), at: at + ".level", LogLevel.init(name:), ["debug", "info", "warn", "error"])
+                switch try reader.string(object["type"] ?? .null, at: at + ".type") {
+                case "console":
+                    return LoggingDestination(kind: .console, level: level)
+                case "file":
+                    let path = try reader.string(object["path"] ?? .null, at: at + ".path")
+                    return LoggingDestination(kind: .file(path: resolve(path)), level: level)
+                case let other:
+                    throw .configuration("config \(origin): key '\(at).type': unknown destination \"\(other)\" (expected \"console\" or \"file\")")
+                }
+            }
+        }
+        return config
+    }
+}
+
+/// A JSON object's members, looked up by key.
+private struct JSONFields {
+    let pairs: [(String, JSONValue)]
+    subscript(key: String) -> JSONValue? { pairs.first { $0.0 == key }?.1 }
+}
+
+/// Typed reads of configuration values; every error names the file and the key.
+private struct ConfigReader {
+    let origin: String
+
+    func wrongType(_ value: JSONValue, at key: String, expected: String) -> HostError {
+        .configuration("config \(origin): key '\(key.isEmpty ? "(top level)" : key)': expected \(expected), got \(value.typeName)")
+    }
+
+    func object(_ value: JSONValue, at key: String) throws(HostError) -> JSONFields {
+        guard let object = value.objectValue else { throw wrongType(value, at: key, expected: "an object") }
+        return JSONFields(pairs: object)
+    }
+
+    func allow(_ object: JSONFields, at key: String, keys: [String]) throws(HostError) {
+        for (name, _) in object.pairs where !keys.contains(name) {
+            let full = key.isEmpty ? name : "\(key).\(name)"
+            throw .configuration("config \(origin): unknown key '\(full)' (allowed here: \(keys.joined(separator: ", ")))")
+        }
+    }
+
+    func string(_ value: JSONValue, at key: String) throws(HostError) -> String {
+        guard let string = value.stringValue else { throw wrongType(value, at: key, expected: "a string") }
+        return string
+    }
+
+    func optionalString(_ value: JSONValue?, at key: String) throws(HostError) -> String? {
+        guard let value, !value.isNull else { return nil }
+        return try string(value, at: key)
+    }
+
+    func bool(_ value: JSONValue, at key: String) throws(HostError) -> Bool {
+        guard let bool = value.boolValue else { throw wrongType(value, at: key, expected: "true or false") }
+        return bool
+    }
+
+    func int(_ value: JSONValue, at key: String, min: Int) throws(HostError) -> Int {
+        guard let int = value.intValue else { throw wrongType(value, at: key, expected: "an integer") }
+        guard int >= min else { throw .configuration("config \(origin): key '\(key)': \(int) is below the minimum \(min)") }
+        return int
+    }
+
+    /// A string, number or boolean attribute value, as text.
+    func scalar(_ value: JSONValue, at key: String) throws(HostError) -> String {
+        switch value {
+        case .string(let s): return s
+        case .bool(let b): return b ? "true" : "false"
+        case .number: return value.serialized()
+        default: throw wrongType(value, at: key, expected: "a string, number or boolean")
+        }
+    }
+
+    func choice<T>(_ value: JSONValue, at key: String, _ make: (String) -> T?, _ allowed: [String]) throws(HostError) -> T {
+        let text = try string(value, at: key)
+        guard let choice = make(text) else {
+            throw .configuration("config \(origin): key '\(key)': \"\(text)\" is not one of \(allowed.joined(separator: ", "))")
+        }
+        return choice
+    }
+}

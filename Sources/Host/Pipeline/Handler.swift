@@ -1,0 +1,98 @@
+import PluginAPI
+
+/// Which callback of a handler runs.
+public enum HandlerStep: String, Sendable {
+    case before, after
+}
+
+/// The two handler slots (SPEC H-1): the wrapper's runs first in every step.
+public enum HandlerSlot: String, Sendable, CaseIterable {
+    case wrapper, handler
+
+    func source(_ step: HandlerStep) -> AttachmentSource {
+        switch (self, step) {
+        case (.wrapper, .before): .wrapperBefore
+        case (.wrapper, .after): .wrapperAfter
+        case (.handler, .before): .handlerBefore
+        case (.handler, .after): .handlerAfter
+        }
+    }
+}
+
+/// An in-process Swift handler (SPEC H-4): each callback optional, in the completion form
+/// (call `completion` exactly once, from any thread) or the `async` form (done when it
+/// returns; the host completes for it).
+public struct SwiftHandler: Sendable {
+    public enum Callback: Sendable {
+        case completion(@Sendable (_ report: ReportHandle, _ isTerminating: Bool, _ completion: @escaping @Sendable () -> Void) -> Void)
+        case async(@Sendable (_ report: ReportHandle, _ isTerminating: Bool) async -> Void)
+    }
+
+    public var name: String
+    public var before: Callback?
+    public var after: Callback?
+    public var destroy: (@Sendable () -> Void)?
+
+    public init(name: String, before: Callback? = nil, after: Callback? = nil, destroy: (@Sendable () -> Void)? = nil) {
+        self.name = name
+        self.before = before
+        self.after = after
+        self.destroy = destroy
+    }
+}
+
+/// What sits in a handler slot: a loaded plugin or an in-process Swift handler. The host
+/// holds it strongly until it is replaced or removed (SPEC H-1).
+public enum Handler: Sendable {
+    case plugin(LoadedPlugin)
+    case swift(SwiftHandler)
+
+    public var name: String {
+        switch self {
+        case .plugin(let plugin): plugin.name
+        case .swift(let handler): handler.name
+        }
+    }
+
+    func implements(_ step: HandlerStep) -> Bool {
+        switch (self, step) {
+        case (.plugin(let p), .before): p.handler.on_before_report_created != nil
+        case (.plugin(let p), .after): p.handler.on_after_report_created != nil
+        case (.swift(let h), .before): h.before != nil
+        case (.swift(let h), .after): h.after != nil
+        }
+    }
+
+    /// Calls the step's callback on the current thread. `completion` is the libffi
+    /// closure for plugins; Swift handlers get `swiftCompletion`.
+    func invoke(
+        _ step: HandlerStep, handle: ReportHandle, isTerminating: Bool, completion: rh_completion?,
+        swiftCompletion: @escaping @Sendable () -> Void
+    ) {
+        switch self {
+        case .plugin(let plugin):
+            let callback = step == .before ? plugin.handler.on_before_report_created : plugin.handler.on_after_report_created
+            callback?(plugin.handler.context, HostAPITable.pointer(handle), isTerminating, completion)
+        case .swift(let handler):
+            switch step == .before ? handler.before : handler.after {
+            case .completion(let body): body(handle, isTerminating, swiftCompletion)
+            case .async(let body):
+                Task {
+                    await body(handle, isTerminating)
+                    swiftCompletion()
+                }
+            case nil: break
+            }
+        }
+    }
+
+    /// Releases the handler: a plugin's `destroy` (once), a Swift handler's `destroy`.
+    func destroy() {
+        switch self {
+        case .plugin(let plugin): plugin.destroy()
+        case .swift(let handler): handler.destroy?()
+        }
+    }
+
+    var needsClosure: Bool { if case .plugin = self { true } else { false } }
+}

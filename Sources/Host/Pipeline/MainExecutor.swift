@@ -1,0 +1,24 @@
+import Dispatch
+
+/// Runs work on the host's main thread (SPEC H-8: running-app callbacks run there).
+///
+/// The CLI uses `DispatchQueue.main` with `dispatchMain()`, so plugins that hop to the main
+/// queue themselves work; tests inject their own serial queue, because test runners keep
+/// the real main thread.
+public protocol MainExecutor: Sendable {
+    func execute(_ job: @escaping @Sendable () -> Void)
+}
+
+extension DispatchQueue: MainExecutor {
+    public func execute(_ job: @escaping @Sendable () -> Void) { async(execute: job) }
+}
+
+extension MainExecutor {
+    /// Runs `body` on the main executor and waits for its result. Never call it on the
+    /// main executor itself.
+    func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        let result = WaitableState<T?>(nil)
+        execute { result.update { $0 = body() } }
+        return result.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { state, _ in state! })
+    }
+}

@@ -1,0 +1,53 @@
+/// The exactly-once rule of one callback's completion (SPEC H-7), shared by libffi
+/// closures (plugins) and Swift closures (in-process handlers).
+///
+/// The first call before the host stopped waiting completes the callback; every other call
+/// is ignored and reported through `onIgnored` (a second completion, or a late one).
+///
+/// # Thread safety
+/// Behind one `Locked`; `fire` may be called from any thread and never blocks for long.
+public final class CallbackCompletion: Sendable {
+    /// Why a call was ignored.
+    public enum Ignored: Sendable, Equatable {
+        /// The callback had already completed.
+        case second
+        /// The host had stopped waiting (timed out, abandoned, bundled) before the call.
+        case late
+    }
+
+    private struct State {
+        var completed = false
+        var closed = false
+        var calls = 0
+    }
+
+    private let state = Locked(State())
+    private let onFirst: @Sendable () -> Void
+    private let onIgnored: @Sendable (Ignored) -> Void
+
+    public init(onFirst: @escaping @Sendable () -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
+        self.onFirst = onFirst
+        self.onIgnored = onIgnored
+    }
+
+    /// One call of the completion.
+    public func fire() {
+        let outcome: Ignored? = state.withLock { state in
+            state.calls += 1
+            if state.completed { return .second }
+            if state.closed { return .late }
+            state.completed = true
+            return nil
+        }
+        if let outcome { onIgnored(outcome) } else { onFirst() }
+    }
+
+    /// The host stopped waiting: later calls are late, not completions.
+    public func close() { state.withLock { $0.closed = true } }
+
+    public var isCompleted: Bool { state.withLock { $0.completed } }
+    public var callCount: Int { state.withLock { $0.calls } }
+
+    /// A Swift closure with the same exactly-once rule, for in-process handlers.
+    public var swiftClosure: @Sendable () -> Void { { [self] in fire() } }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import PluginAPI
+
+/// The slot a plugin is loaded into (ABI: "Loading rules").
+public enum PluginSlot: String, Sendable, CaseIterable {
+    case wrapper, handler, delegate
+}
+
+/// Why a plugin did not load. Each case names the path and the values involved.
+public struct PluginLoadError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Reason: Equatable, Sendable {
+        /// The file does not exist.
+        case missingFile
+        /// The file exists but cannot be read.
+        case unreadable
+        /// `dlopen` failed: not a shared object, wrong architecture or an unresolved symbol.
+        case notLoadable(dlerror: String)
+        /// The library has no `rh_plugin_entry`.
+        case noEntry
+        /// `rh_plugin_entry` returned NULL: the plugin refused to load.
+        case entryReturnedNull
+        /// The plugin's ABI major version differs from the host's.
+        case abiMajorMismatch(plugin: UInt32, host: UInt32)
+        /// The plugin needs a newer ABI minor version than the host has.
+        case abiMinorNewer(plugin: UInt32, host: UInt32)
+        /// A struct's `struct_size` does not cover all members of its version.
+        case structTooSmall(name: String, size: UInt32, needed: UInt32)
+        /// `name` is NULL, empty or not UTF-8.
+        case missingName
+        /// Loaded in the delegate slot without a `delegate`.
+        case missingDelegate
+    }
+
+    public let path: String
+    public let reason: Reason
+
+    public var description: String {
+        let what: String =
+            switch reason {
+            case .missingFile: "no such file"
+            case .unreadable: "file is not readable"
+            case .notLoadable(let text): "not a loadable shared object: \(text)"
+            case .noEntry: "no rh_plugin_entry symbol (is this a ReportHost plugin?)"
+            case .entryReturnedNull: "rh_plugin_entry returned NULL (the plugin refused to load; see its log lines)"
+            case .abiMajorMismatch(let plugin, let host): "ABI major \(plugin), host supports \(host)"
+            case .abiMinorNewer(let plugin, let host): "ABI minor \(plugin) is newer than the host's \(host)"
+            case .structTooSmall(let name, let size, let needed): "\(name).struct_size \(size), needs at least \(needed)"
+            case .missingName: "rh_handler.name is missing or empty"
+            case .missingDelegate: "loaded as delegate but rh_handler.delegate is NULL"
+            }
+        return "plugin \(path): \(what)"
+    }
+}
+
+/// Loads plugins with `dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)` and validates what
+/// their entry returns. Never calls `dlclose`: unloading Swift code crashes the Swift
+/// runtime, and RTLD_NODELETE keeps the image even if someone else does.
+public enum PluginLoader {
+    /// Makes `path` absolute against `base` (the working directory by default).
+    public static func absolutePath(_ path: String, relativeTo base: String = FileManager.default.currentDirectoryPath)
+        -> String
+    {
+        let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: base).appendingPathComponent(path)
+        return url.standardizedFileURL.path
+    }
+
+    /// Loads the plugin at `path` into `slot`, handing it `table`. Call on the host's main
+    /// thread ([main-thread] entry).
+    static func load(path: String, slot: PluginSlot, table: UnsafePointer<rh_host_api>) throws(PluginLoadError)
+        -> LoadedPlugin
+    {
+        let path = absolutePath(path)
+        func fail(_ reason: PluginLoadError.Reason) -> PluginLoadError { PluginLoadError(path: path, reason: reason) }
+
+        guard FileManager.default.fileExists(atPath: path) else { throw fail(.missingFile) }
+        guard Glibc.access(path, R_OK) == 0 else { throw fail(.unreadable) }
+        guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            throw fail(.notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "unknown dlopen error"))
+        }
+        guard let symbol = dlsym(image, "rh_plugin_entry") else { throw fail(.noEntry) }
+        let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
+        guard let descriptor = entry(table) else { throw fail(.entryReturnedNull) }
+
+        let handler = try validated(descriptor, name: "rh_handler", path: path)
+        guard let namePointer = handler.name, let name = String(validatingCString: namePointer), !name.isEmpty else {
+            throw fail(.missingName)
+        }
+        let version = handler.version.flatMap { String(validatingCString: $0) }
+
+        var delegate: rh_delegate?
+        if slot == .delegate {
+            guard let pointer = handler.delegate else { throw fail(.missingDelegate) }
+            delegate = try validated(pointer, name: "rh_delegate", path: path)
+        }
+        return LoadedPlugin(path: path, slot: slot, name: name, version: version, handler: handler, delegate: delegate)
+    }
+
+    /// Checks the version header of a plugin struct, then copies it once (ABI: "a reader
+    /// never reads past the struct_size it was given").
+    private static func validated<T>(_ pointer: UnsafePointer<T>, name: String, path: String) throws(PluginLoadError) -> T {
+        let header = UnsafeRawPointer(pointer).bindMemory(to: UInt32.self, capacity: 3)
+        let (major, minor, size) = (header[0], header[1], header[2])
+        let hostMajor = UInt32(RH_ABI_VERSION_MAJOR)
+        let hostMinor = UInt32(RH_ABI_VERSION_MINOR)
+        guard major == hostMajor else {
+            throw PluginLoadError(path: path, reason: .abiMajorMismatch(plugin: major, host: hostMajor))
+        }
+        guard minor <= hostMinor else {
+            throw PluginLoadError(path: path, reason: .abiMinorNewer(plugin: minor, host: hostMinor))
+        }
+        // Version 1.0 has no optional tail: the whole struct is required.
+        let needed = UInt32(MemoryLayout<T>.size)
+        guard size >= needed else {
+            throw PluginLoadError(path: path, reason: .structTooSmall(name: name, size: size, needed: needed))
+        }
+        return pointer.pointee
+    }
+}
+
+/// A plugin loaded into one slot: a copy of its descriptor, taken once at load.
+///
+/// # Thread safety
+/// `@unchecked Sendable`: the copied structs are never written after load, and the only
+/// mutable state (`destroyed`) is behind a `Locked`. The plugin's own pointers are the
+/// plugin's to keep valid until `destroy` (ABI).
+public final class LoadedPlugin: @unchecked Sendable {
+    public let path: String
+    public let slot: PluginSlot
+    public let name: String
+    public let version: String?
+    let handler: rh_handler
+    let delegate: rh_delegate?
+    private let destroyed = Locked(false)
+
+    init(path: String, slot: PluginSlot, name: String, version: String?, handler: rh_handler, delegate: rh_delegate?) {
+        self.path = path
+        self.slot = slot
+        self.name = name
+        self.version = version
+        self.handler = handler
+        self.delegate = delegate
+    }
+
+    /// Calls the plugin's `destroy` once; later calls do nothing. [main-thread]
+    public func destroy() {
+        let first = destroyed.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first, let destroy = handler.destroy { destroy(handler.context) }
+    }
+
+    public var isDestroyed: Bool { destroyed.withLock { $0 } }
+}

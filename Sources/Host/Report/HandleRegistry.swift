@@ -1,0 +1,50 @@
+/// The process-wide map from report handles to live reports (ABI: "Report functions find a
+/// handle in one process-wide registry, so any table serves any handle").
+///
+/// A handle is an id, never a pointer: the top 24 bits name the host that opened it (so a
+/// use after the report is gone can still be logged to that host), the low 40 bits are a
+/// process-wide sequence that is never reused. Id 0 is never issued, so a handle is never
+/// NULL across the ABI.
+///
+/// # Thread safety
+/// All state is behind one `Locked`; it never calls out while holding it.
+public final class HandleRegistry: Sendable {
+    public static let shared = HandleRegistry()
+
+    private struct State {
+        var nextSequence: UInt64 = 1
+        var reports: [UInt64: LiveReport] = [:]
+    }
+
+    private static let sequenceBits: UInt64 = 40
+    private static let sequenceMask: UInt64 = (1 << sequenceBits) - 1
+    private let state = Locked(State())
+
+    func open(_ report: LiveReport, hostID: UInt32) -> ReportHandle {
+        state.withLock { state in
+            let raw = (UInt64(hostID) << Self.sequenceBits) | (state.nextSequence & Self.sequenceMask)
+            state.nextSequence += 1
+            state.reports[raw] = report
+            return ReportHandle(rawValue: raw)
+        }
+    }
+
+    func report(for handle: ReportHandle) -> LiveReport? {
+        state.withLock { $0.reports[handle.rawValue] }
+    }
+
+    /// Drops bundled reports' handles; later uses are answered RH_ERR_CLOSED.
+    func forget(_ handles: [ReportHandle]) {
+        state.withLock { state in
+            for handle in handles { state.reports.removeValue(forKey: handle.rawValue) }
+        }
+    }
+
+    /// The log of the host that opened `handle`.
+    func hostLog(for handle: ReportHandle) -> HostLogger? {
+        HostDirectory.shared.entry(UInt32(truncatingIfNeeded: handle.rawValue >> Self.sequenceBits))?.log
+    }
+
+    /// How many handles still map to a live report (for tests and the status of leaks).
+    public var liveHandleCount: Int { state.withLock { $0.reports.count } }
+}

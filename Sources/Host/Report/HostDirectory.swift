@@ -1,0 +1,43 @@
+/// Host-wide attributes (SPEC R-4): merged into every report before its first callback.
+///
+/// # Thread safety
+/// Behind one `Locked`; plugins call `set` from any thread.
+public final class HostAttributes: Sendable {
+    private let values: Locked<[String: String]>
+
+    public init(_ initial: [String: String] = [:]) { values = Locked(initial) }
+
+    /// Sets `key`; nil removes it.
+    public func set(_ key: String, _ value: String?) { values.withLock { $0[key] = value } }
+
+    public var snapshot: [String: String] { values.withLock { $0 } }
+}
+
+/// The process-wide list of hosts, so that a plugin's call that carries no host (a handle
+/// whose report is gone, `log(NULL, …)`, `set_host_attribute`) reaches the right one.
+/// Entries are never removed: a host's table stays valid for the life of the process.
+///
+/// # Thread safety
+/// Behind one `Locked`.
+public final class HostDirectory: Sendable {
+    public static let shared = HostDirectory()
+
+    public struct Entry: Sendable {
+        public let log: HostLogger
+        public let attributes: HostAttributes
+    }
+
+    private let entries = Locked<(next: UInt32, byID: [UInt32: Entry])>((1, [:]))
+
+    /// Registers a host; ids start at 1 and are never reused.
+    public func register(_ entry: Entry) -> UInt32 {
+        entries.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.byID[id] = entry
+            return id
+        }
+    }
+
+    public func entry(_ id: UInt32) -> Entry? { entries.withLock { $0.byID[id] } }
+}

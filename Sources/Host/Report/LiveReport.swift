@@ -1,0 +1,216 @@
+import Foundation
+
+/// Who changes a report through a handle: names the handler for the internal log and the
+/// attachment budget it draws on (SPEC R-7: one callback invocation is one source, all
+/// delegate calls of a report share the `delegate` source).
+public struct Contributor: Sendable, Hashable {
+    public var handler: String
+    public var source: AttachmentSource
+    public var budgetKey: String
+
+    public init(handler: String, source: AttachmentSource, budgetKey: String) {
+        self.handler = handler
+        self.source = source
+        self.budgetKey = budgetKey
+    }
+
+    public static let extended = Contributor(handler: "host", source: .extended, budgetKey: "extended")
+    public static func delegate(_ name: String) -> Contributor {
+        Contributor(handler: name, source: .delegate, budgetKey: "delegate")
+    }
+}
+
+/// A report while it is being built: the one object every handler changes (SPEC R-1, "the
+/// report is live"). What a handler sets is what gets bundled; there is no apply step.
+///
+/// Handlers reach it only through `ReportHandle`s it opens; each checks that its handle is
+/// still open under the same lock that applies the change, so a change is either applied
+/// whole or not at all (SPEC R-8).
+///
+/// # Thread safety
+/// All state is behind one `Locked`; safe from any thread.
+public final class LiveReport: Sendable {
+    public let id: String
+    public let trigger: Trigger
+    public let createdAt: Date
+    let hostID: UInt32
+    let hostLog: HostLogger
+    private let state: Locked<State>
+
+    struct HandleState {
+        var contributor: Contributor
+        var isOpen = true
+        /// Operations already noted as used after close (each is noted once per handle).
+        var notedAfterClose: Set<String> = []
+    }
+
+    struct State {
+        var content = ReportContent()
+        var handles: [ReportHandle: HandleState] = [:]
+        var attachmentsAdded: [String: Int] = [:]
+        var internalLog: [InternalLogEntry] = []
+        var isBundled = false
+    }
+
+    public var type: ReportType { trigger.type }
+
+    public init(
+        trigger: Trigger, id: String = UUID().uuidString.lowercased(), createdAt: Date = Date(),
+        hostID: UInt32 = 0, hostLog: HostLogger = .silent
+    ) {
+        self.id = id
+        self.trigger = trigger
+        self.createdAt = createdAt
+        self.hostID = hostID
+        self.hostLog = hostLog
+        self.state = Locked(State())
+    }
+
+    // MARK: Host side
+
+    /// Opens a handle for one callback invocation or delegate call.
+    public func openHandle(for contributor: Contributor) -> ReportHandle {
+        let handle = HandleRegistry.shared.open(self, hostID: hostID)
+        let opened = state.withLock { state -> Bool in
+            guard !state.isBundled else { return false }
+            state.handles[handle] = HandleState(contributor: contributor)
+            return true
+        }
+        if !opened { HandleRegistry.shared.forget([handle]) }
+        return handle
+    }
+
+    /// Closes a handle; later calls through it change nothing (SPEC R-8).
+    public func close(_ handle: ReportHandle) {
+        state.withLock { $0.handles[handle]?.isOpen = false }
+    }
+
+    public func isOpen(_ handle: ReportHandle) -> Bool {
+        state.withLock { $0.handles[handle]?.isOpen ?? false }
+    }
+
+    /// Changes the content on the host's behalf (no handle, no budget).
+    @discardableResult
+    public func edit<T: Sendable>(_ body: (inout ReportContent) -> T) -> T {
+        state.withLock { body(&$0.content) }
+    }
+
+    public var content: ReportContent { state.withLock { $0.content } }
+    public var internalLog: [InternalLogEntry] { state.withLock { $0.internalLog } }
+    public var isBundled: Bool { state.withLock { $0.isBundled } }
+
+    /// Notes a fact in the internal log (SPEC H-14); after bundling, in the host's log.
+    public func note(_ level: LogLevel, handler: String, _ message: String) {
+        let bundled = state.withLock { state -> Bool in
+            if !state.isBundled {
+                state.internalLog.append(InternalLogEntry(level: level, handler: handler, message: message))
+            }
+            return state.isBundled
+        }
+        if bundled { hostLog.log(level, "report \(id): \(message)", handler: handler) }
+    }
+
+    /// Adds an attachment charged to `contributor`'s budget (SPEC R-7).
+    public func addAttachment(
+        name: String, filename: String, data: Data, by contributor: Contributor
+    ) -> Result<Void, ReportError> {
+        state.withLock { Self.addAttachment(&$0, name: name, filename: filename, data: data, by: contributor) }
+    }
+
+    fileprivate static func addAttachment(
+        _ state: inout State, name: String, filename: String, data: Data, by contributor: Contributor
+    ) -> Result<Void, ReportError> {
+        let used = state.attachmentsAdded[contributor.budgetKey, default: 0]
+        let reason: String? =
+            if data.isEmpty { "has no data" }
+            else if data.count > ReportContent.attachmentMaxBytes {
+                "is \(data.count) bytes, over the \(ReportContent.attachmentMaxBytes)-byte limit"
+            } else if used >= ReportContent.attachmentsPerSource {
+                "is past the \(ReportContent.attachmentsPerSource) attachments allowed to \(contributor.source.rawValue)"
+            } else { nil }
+        if let reason {
+            state.internalLog.append(InternalLogEntry(
+                level: .warn, handler: contributor.handler, message: "attachment '\(name)' dropped: it \(reason)"))
+            return .failure(.dropped)
+        }
+        state.attachmentsAdded[contributor.budgetKey] = used + 1
+        state.content.attachments.append(
+            Attachment(name: name, filename: filename, data: data, source: contributor.source))
+        return .success(())
+    }
+
+    /// Closes every handle and freezes the content: the report's final form (bundling).
+    /// Later uses of its handles go to the host's log.
+    public func bundle() -> ReportDocument {
+        let (document, handles) = state.withLock { state in
+            state.isBundled = true
+            for key in state.handles.keys { state.handles[key]?.isOpen = false }
+            let document = ReportDocument(
+                id: id, trigger: trigger, content: state.content, internalLog: state.internalLog,
+                createdAt: createdAt)
+            return (document, Array(state.handles.keys))
+        }
+        HandleRegistry.shared.forget(handles)
+        return document
+    }
+
+    // MARK: Handle side
+
+    /// Runs `body` if `handle` is open, under the lock that also guards the open flag, so
+    /// a change and a close never interleave. A use after close is noted once per
+    /// operation and handle, and answered `.closed`.
+    func access<T>(
+        _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true,
+        _ body: (inout State, Contributor) -> Result<T, ReportError>
+    ) -> Result<T, ReportError> {
+        let outcome: AccessOutcome<T> = state.withLock { state in
+            guard var handleState = state.handles[handle] else { return .closed(note: nil, bundled: true) }
+            guard handleState.isOpen else {
+                let first = noteIfClosed && handleState.notedAfterClose.insert(operation).inserted
+                state.handles[handle] = handleState
+                let note = first ? "\(operation) through a closed handle was ignored" : nil
+                if let note, !state.isBundled {
+                    state.internalLog.append(InternalLogEntry(
+                        level: .warn, handler: handleState.contributor.handler, message: note))
+                }
+                return .closed(note: note, bundled: state.isBundled)
+            }
+            return .done(body(&state, handleState.contributor))
+        }
+        switch outcome {
+        case .done(let result): return result
+        case .closed(let note, let bundled):
+            if let note, bundled { hostLog.warn("report \(id): \(note)") }
+            return .failure(.closed)
+        }
+    }
+
+    func add(
+        attachment name: String, filename: String, data: Data, through handle: ReportHandle
+    ) -> Result<Void, ReportError> {
+        access(handle, "add_attachment") { state, contributor in
+            Self.addAttachment(&state, name: name, filename: filename, data: data, by: contributor)
+        }
+    }
+}
+
+private enum AccessOutcome<T> {
+    case done(Result<T, ReportError>)
+    case closed(note: String?, bundled: Bool)
+}
+
+/// Why a report operation did nothing. Raw values are the ABI's `RH_ERR_*`.
+public enum ReportError: Int32, Error, Sendable {
+    /// The handle is closed or unknown: nothing changed.
+    case closed = -1
+    /// A value is missing where one is required, or is not valid UTF-8.
+    case invalid = -2
+    /// No such attribute, label or attachment, or the field is absent.
+    case notFound = -3
+    /// The caller's buffer is too small.
+    case truncated = -4
+    /// Severity outside 1...5: ignored and logged.
+    case range = -5
+    /// Attachment empty, over 3 MB or past its source's third: dropped and logged.
+    case dropped = -6
+}

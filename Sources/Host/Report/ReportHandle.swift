@@ -1,0 +1,177 @@
+import Foundation
+
+/// One callback invocation's view of a live report: the Swift face of the ABI's
+/// `rh_report *`. The C host table and in-process Swift handlers both go through it.
+///
+/// It is an id (see `HandleRegistry`), so a copy kept past its callback is harmless: every
+/// call through a closed or unknown handle returns `.closed` and changes nothing (SPEC R-9).
+///
+/// # Thread safety
+/// Safe from any thread while open ([handle-open]).
+public struct ReportHandle: Hashable, Sendable {
+    public let rawValue: UInt64
+
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    private func access<T>(
+        _ operation: String, _ body: (inout LiveReport.State, Contributor) -> Result<T, ReportError>
+    ) -> Result<T, ReportError> {
+        guard let report = HandleRegistry.shared.report(for: self) else {
+            HandleRegistry.shared.hostLog(for: self)?.debug("\(operation) through a handle whose report is gone was ignored")
+            return .failure(.closed)
+        }
+        return report.access(self, operation, body)
+    }
+
+    private func read<T>(_ operation: String, _ body: (ReportContent) -> T?) throws(ReportError) -> T {
+        try access(operation) { state, _ in body(state.content).map { .success($0) } ?? .failure(.notFound) }.get()
+    }
+
+    private func change(_ operation: String, _ body: (inout ReportContent) -> Void) throws(ReportError) {
+        try access(operation) { state, _ in
+            body(&state.content)
+            return .success(())
+        }.get()
+    }
+
+    // MARK: Read-only fields
+
+    public func reportID() throws(ReportError) -> String {
+        guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
+        return try read("report_id") { _ in report.id }
+    }
+
+    public func trigger() throws(ReportError) -> Trigger {
+        guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
+        return try read("report_trigger") { _ in report.trigger }
+    }
+
+    public func type() throws(ReportError) -> ReportType { try trigger().type }
+
+    // MARK: Text fields
+
+    public func summary() throws(ReportError) -> String { try read("summary") { $0.summary } }
+    public func setSummary(_ value: String?) throws(ReportError) { try change("set_summary") { $0.summary = value } }
+    public func description() throws(ReportError) -> String { try read("description") { $0.description } }
+    public func setDescription(_ value: String?) throws(ReportError) {
+        try change("set_description") { $0.description = value }
+    }
+    public func email() throws(ReportError) -> String { try read("email") { $0.email } }
+    public func setEmail(_ value: String?) throws(ReportError) { try change("set_email") { $0.email = value } }
+
+    // MARK: Severity (SPEC R-3)
+
+    public func severity() throws(ReportError) -> Int32 { try read("severity") { $0.severity } }
+
+    /// Sets 1...5; any other value is ignored, noted in the internal log, and answered `.range`.
+    public func setSeverity(_ value: Int32) throws(ReportError) {
+        try self.access("set_severity") { (state, contributor) -> Result<Void, ReportError> in
+            guard ReportContent.severityRange.contains(value) else {
+                state.internalLog.append(InternalLogEntry(
+                    level: .warn, handler: contributor.handler,
+                    message: "severity \(value) ignored (outside 1-5); kept \(state.content.severity)"))
+                return .failure(.range)
+            }
+            state.content.severity = value
+            return .success(())
+        }.get()
+    }
+
+    // MARK: Attributes (SPEC R-4)
+
+    public func attribute(_ key: String) throws(ReportError) -> String { try read("attribute") { $0.attributes[key] } }
+
+    /// Sets `key`; nil removes it (and succeeds whether or not it existed).
+    public func setAttribute(_ key: String, _ value: String?) throws(ReportError) {
+        try change("set_attribute") { $0.attributes[key] = value }
+    }
+
+    public func removeAttribute(_ key: String) throws(ReportError) {
+        try self.access("remove_attribute") { (state, _) -> Result<Void, ReportError> in
+            state.content.attributes.removeValue(forKey: key) == nil ? .failure(.notFound) : .success(())
+        }.get()
+    }
+
+    public func clearAttributes() throws(ReportError) { try change("clear_attributes") { $0.attributes = [:] } }
+
+    /// A snapshot, sorted by key.
+    public func attributes() throws(ReportError) -> [(key: String, value: String)] {
+        try read("each_attribute") { $0.attributes.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) } }
+    }
+
+    // MARK: Labels (SPEC R-5)
+
+    public func labels() throws(ReportError) -> [String] { try read("each_label") { $0.labels } }
+
+    /// Replaces the whole list; nil elements are dropped.
+    public func setLabels(_ labels: [String?]) throws(ReportError) {
+        try change("set_labels") { $0.labels = labels.compactMap { $0 } }
+    }
+
+    /// Appends, even a label already present.
+    public func addLabel(_ label: String) throws(ReportError) { try change("add_label") { $0.labels.append(label) } }
+
+    public func addLabels(_ labels: [String?]) throws(ReportError) {
+        try change("add_labels") { $0.labels.append(contentsOf: labels.compactMap { $0 }) }
+    }
+
+    /// Removes every occurrence.
+    public func removeLabel(_ label: String) throws(ReportError) {
+        try self.access("remove_label") { (state, _) -> Result<Void, ReportError> in
+            let before = state.content.labels.count
+            state.content.labels.removeAll { $0 == label }
+            return state.content.labels.count == before ? .failure(.notFound) : .success(())
+        }.get()
+    }
+
+    public func clearLabels() throws(ReportError) { try change("clear_labels") { $0.labels = [] } }
+
+    public func hasLabel(_ label: String) throws(ReportError) -> Bool { try read("has_label") { $0.labels.contains(label) } }
+
+    // MARK: Attachments (SPEC)
+
+    public func attachments() throws(ReportError) -> [AttachmentInfo] {
+        try read("each_attachment") { $0.attachments.map(\.info) }
+    }
+
+    /// Appends an attachment charged to this handle's source budget.
+    public func addAttachment(name: String, filename: String, data: Data) throws(ReportError) {
+        guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
+        try report.add(attachment: name, filename: filename, data: data, through: self).get()
+    }
+
+    /// The bytes of the first attachment called `name`.
+    public func attachmentData(_ name: String) throws(ReportError) -> Data {
+        try read("attachment_data") { content in content.attachments.first { $0.name == name }?.data }
+    }
+
+    /// Removes every attachment called `name`; the budget is not given back.
+    public func removeAttachment(_ name: String) throws(ReportError) {
+        try self.access("remove_attachment") { (state, _) -> Result<Void, ReportError> in
+            let before = state.content.attachments.count
+            state.content.attachments.removeAll { $0.name == name }
+            return state.content.attachments.count == before ? .failure(.notFound) : .success(())
+        }.get()
+    }
+
+    public func clearAttachments() throws(ReportError) { try change("clear_attachments") { $0.attachments = [] } }
+
+    // MARK: Log
+
+    /// Notes `message` in the report's internal log under this handler's name (and in the
+    /// host's log); through a closed handle, in the host's log only.
+    public func log(_ level: LogLevel, _ message: String) {
+        guard let report = HandleRegistry.shared.report(for: self) else {
+            HandleRegistry.shared.hostLog(for: self)?.log(level, message)
+            return
+        }
+        let noted: Result<String, ReportError> = report.access(self, "log", noteIfClosed: false) { state, contributor in
+            state.internalLog.append(InternalLogEntry(level: level, handler: contributor.handler, message: message))
+            return .success(contributor.handler)
+        }
+        switch noted {
+        case .success(let handler): report.hostLog.log(level, message, handler: handler)
+        case .failure: report.hostLog.log(level, message)
+        }
+    }
+}

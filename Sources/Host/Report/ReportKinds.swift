@@ -1,0 +1,108 @@
+import Foundation
+
+/// What kind of report this is. Raw values are the ABI's `RH_REPORT_*`.
+public enum ReportType: Int32, Sendable, CaseIterable {
+    case bug = 1, crash = 2, error = 3
+
+    public var name: String {
+        switch self {
+        case .bug: "bug"
+        case .crash: "crash"
+        case .error: "error"
+        }
+    }
+}
+
+/// What raised the report; it decides the type (SPEC R-2). Raw values are `RH_TRIGGER_*`.
+public enum Trigger: Int32, Sendable, CaseIterable {
+    case dialog = 1, upload, logError, logException, crash, abnormalExit
+
+    public var name: String {
+        switch self {
+        case .dialog: "dialog"
+        case .upload: "upload"
+        case .logError: "log_error"
+        case .logException: "log_exception"
+        case .crash: "crash"
+        case .abnormalExit: "abnormal_exit"
+        }
+    }
+
+    public var type: ReportType {
+        switch self {
+        case .dialog, .upload: .bug
+        case .logError, .logException: .error
+        case .crash, .abnormalExit: .crash
+        }
+    }
+
+    /// Recovered (native) reports are built on a later launch from what a crash left behind.
+    public var isRecovered: Bool { type == .crash }
+}
+
+/// Where an attachment came from (`attachments[].source` in the report document).
+public enum AttachmentSource: String, Sendable, CaseIterable {
+    case wrapperBefore = "wrapper.before"
+    case wrapperAfter = "wrapper.after"
+    case handlerBefore = "handler.before"
+    case handlerAfter = "handler.after"
+    case delegate
+    case extended
+    case recovered
+}
+
+/// An attachment with its bytes.
+public struct Attachment: Sendable, Equatable {
+    public var name: String
+    public var filename: String
+    public var data: Data
+    public var source: AttachmentSource
+
+    public init(name: String, filename: String, data: Data, source: AttachmentSource) {
+        self.name = name
+        self.filename = filename
+        self.data = data
+        self.source = source
+    }
+
+    public var info: AttachmentInfo { AttachmentInfo(name: name, filename: filename, size: data.count) }
+}
+
+/// What a snapshot of the attachments shows: no bytes.
+public struct AttachmentInfo: Sendable, Equatable {
+    public var name: String
+    public var filename: String
+    public var size: Int
+}
+
+/// One note in a report's internal log (SPEC H-14).
+public struct InternalLogEntry: Sendable, Equatable {
+    public var level: LogLevel
+    /// The plugin's `name`, or `host` for the host's own notes.
+    public var handler: String
+    public var message: String
+
+    public init(level: LogLevel, handler: String, message: String) {
+        self.level = level
+        self.handler = handler
+        self.message = message
+    }
+}
+
+/// The fields a handler can change (SPEC R-2).
+public struct ReportContent: Sendable, Equatable {
+    public var summary: String?
+    public var description: String?
+    public var email: String?
+    /// 0 while there is none; otherwise 1...5 (SPEC R-3).
+    public var severity: Int32 = 0
+    public var attributes: [String: String] = [:]
+    public var labels: [String] = []
+    public var attachments: [Attachment] = []
+
+    public init() {}
+
+    public static let severityRange: ClosedRange<Int32> = 1...5
+    public static let attachmentMaxBytes = 3 * 1024 * 1024
+    public static let attachmentsPerSource = 3
+}

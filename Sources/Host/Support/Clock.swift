@@ -1,0 +1,101 @@
+import Foundation
+import Synchronization
+
+/// A point on a host clock, in nanoseconds from an arbitrary origin.
+public struct HostInstant: Comparable, Hashable, Sendable {
+    public var nanoseconds: UInt64
+
+    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
+    public static func < (a: HostInstant, b: HostInstant) -> Bool { a.nanoseconds < b.nanoseconds }
+
+    public func advanced(byMilliseconds ms: Int) -> HostInstant {
+        HostInstant(nanoseconds: nanoseconds &+ UInt64(max(ms, 0)) &* 1_000_000)
+    }
+
+    /// Milliseconds from `earlier` to `self`, 0 when `earlier` is later.
+    public func milliseconds(since earlier: HostInstant) -> Int {
+        nanoseconds > earlier.nanoseconds ? Int((nanoseconds - earlier.nanoseconds) / 1_000_000) : 0
+    }
+}
+
+/// The host's source of time. Injected everywhere a deadline is computed, so tests advance
+/// a manual clock instead of sleeping.
+///
+/// # Thread safety
+/// Implementations are called from any thread.
+public protocol HostClock: Sendable {
+    func now() -> HostInstant
+    /// Blocks on `condition` (locked by the caller) until it is signalled, `deadline`
+    /// passes on this clock, or a spurious wake-up. Callers re-check their predicate.
+    func wait(on condition: NSCondition, until deadline: HostInstant)
+}
+
+/// The monotonic system clock (CLOCK_MONOTONIC).
+public struct SystemClock: HostClock {
+    public init() {}
+
+    public func now() -> HostInstant {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return HostInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
+
+    public func wait(on condition: NSCondition, until deadline: HostInstant) {
+        let now = now()
+        guard deadline > now else { return }
+        let seconds = Double(deadline.nanoseconds - now.nanoseconds) / 1e9
+        _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
+    }
+}
+
+/// State guarded by a condition variable, for threads that wait until the state says so.
+///
+/// # Thread safety
+/// `@unchecked Sendable`: every access to `state` happens while `condition` is locked.
+public final class WaitableState<State>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var state: State
+
+    public init(_ state: State) { self.state = state }
+
+    /// Reads or changes the state under the lock, then wakes every waiter.
+    @discardableResult
+    public func update<T>(_ body: (inout State) -> T) -> T {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return body(&state)
+    }
+
+    /// Reads the state under the lock without waking anyone.
+    public func read<T>(_ body: (State) -> T) -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return body(state)
+    }
+
+    /// Waits until `predicate` holds or `deadline` (nil: forever) passes on `clock`; then
+    /// runs `body` on the state, still under the lock, and returns its result.
+    public func wait<T>(
+        until deadline: HostInstant?, clock: any HostClock,
+        for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
+    ) -> T {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        while !predicate(state) {
+            if let deadline {
+                if clock.now() >= deadline { return body(&state, false) }
+                clock.wait(on: condition, until: deadline)
+            } else {
+                condition.wait()
+            }
+        }
+        return body(&state, true)
+    }
+}

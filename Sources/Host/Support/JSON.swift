@@ -1,0 +1,280 @@
+import Foundation
+
+/// A JSON value that keeps object keys in order, so documents print in the order SPEC I
+/// shows them, and so parsing can tell `true` from `1` (Foundation's parser cannot, on Linux).
+public enum JSONValue: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([(String, JSONValue)])
+
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case (.bool(let x), .bool(let y)): x == y
+        case (.number(let x), .number(let y)): x == y
+        case (.string(let x), .string(let y)): x == y
+        case (.array(let x), .array(let y)): x == y
+        case (.object(let x), .object(let y)):
+            x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: false
+        }
+    }
+
+    public static func int<I: BinaryInteger>(_ value: I) -> JSONValue { .number(Double(value)) }
+    public static func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+
+    /// The value of `key` when this is an object.
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let pairs) = self else { return nil }
+        return pairs.first(where: { $0.0 == key })?.1
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    public var objectValue: [(String, JSONValue)]? { if case .object(let o) = self { o } else { nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var isNull: Bool { self == .null }
+
+    /// The value as an integer, when it is a number without a fractional part.
+    public var intValue: Int? {
+        guard case .number(let d) = self, d.rounded() == d, abs(d) < 9.0e15 else { return nil }
+        return Int(d)
+    }
+
+    /// A short name of the value's JSON type, for error messages.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
+
+// MARK: - Writing
+
+extension JSONValue {
+    /// Compact JSON text; `pretty` indents by two spaces.
+    public func serialized(pretty: Bool = false) -> String {
+        var out = ""
+        write(to: &out, pretty: pretty, indent: 0)
+        return out
+    }
+
+    private func write(to out: inout String, pretty: Bool, indent: Int) {
+        let newline = pretty ? "\n" : ""
+        let pad = { (level: Int) in pretty ? String(repeating: "  ", count: level) : "" }
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .number(let d):
+            if d.rounded() == d && abs(d) < 9.0e15 { out += String(Int64(d)) } else { out += "\(d)" }
+        case .string(let s): JSONValue.writeString(s, to: &out)
+        case .array(let items):
+            if items.isEmpty { out += "[]"; return }
+            out += "[" + newline
+            for (i, item) in items.enumerated() {
+                out += pad(indent + 1)
+                item.write(to: &out, pretty: pretty, indent: indent + 1)
+                out += (i < items.count - 1 ? "," : "") + newline
+            }
+            out += pad(indent) + "]"
+        case .object(let pairs):
+            if pairs.isEmpty { out += "{}"; return }
+            out += "{" + newline
+            for (i, (key, value)) in pairs.enumerated() {
+                out += pad(indent + 1)
+                JSONValue.writeString(key, to: &out)
+                out += pretty ? ": " : ":"
+                value.write(to: &out, pretty: pretty, indent: indent + 1)
+                out += (i < pairs.count - 1 ? "," : "") + newline
+            }
+            out += pad(indent) + "}"
+        }
+    }
+
+    private static func writeString(_ s: String, to out: inout String) {
+        out += "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}
+
+// MARK: - Parsing
+
+/// Why JSON text could not be parsed, with the byte offset.
+public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let offset: Int
+    public let reason: String
+    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+}
+
+extension JSONValue {
+    /// Parses one JSON document (RFC 8259); duplicate object keys keep the last value.
+    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        var parser = Parser(bytes: Array(text.utf8))
+        parser.skipSpace()
+        let value = try parser.value(depth: 0)
+        parser.skipSpace()
+        guard parser.index == parser.bytes.count else { throw parser.fail("unexpected text after the document") }
+        return value
+    }
+
+    public static func parse(_ data: Data) throws(JSONParseError) -> JSONValue {
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw JSONParseError(offset: 0, reason: "not UTF-8")
+        }
+        return try parse(text)
+    }
+
+    private struct Parser {
+        let bytes: [UInt8]
+        var index = 0
+
+        func fail(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
+
+        mutating func skipSpace() {
+            while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+        }
+
+        mutating func expect(_ literal: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+            let lit = Array(literal.utf8)
+            guard index + lit.count <= bytes.count, Array(bytes[index..<index + lit.count]) == lit else {
+                throw fail("expected \(literal)")
+            }
+            index += lit.count
+            return value
+        }
+
+        mutating func value(depth: Int) throws(JSONParseError) -> JSONValue {
+            guard depth < 256 else { throw fail("nested too deeply") }
+            guard index < bytes.count else { throw fail("unexpected end") }
+            switch bytes[index] {
+            case UInt8(ascii: "n"): return try expect("null", .null)
+            case UInt8(ascii: "t"): return try expect("true", .bool(true))
+            case UInt8(ascii: "f"): return try expect("false", .bool(false))
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "["):
+                index += 1
+                var items: [JSONValue] = []
+                skipSpace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
+                while true {
+                    skipSpace()
+                    items.append(try value(depth: depth + 1))
+                    skipSpace()
+                    guard index < bytes.count else { throw fail("unterminated array") }
+                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                    if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
+                    throw fail("expected , or ]")
+                }
+            case UInt8(ascii: "{"):
+                index += 1
+                var pairs: [(String, JSONValue)] = []
+                skipSpace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
+                while true {
+                    skipSpace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+                    let key = try string()
+                    skipSpace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected :") }
+                    index += 1
+                    skipSpace()
+                    let item = try value(depth: depth + 1)
+                    pairs.removeAll { $0.0 == key }
+                    pairs.append((key, item))
+                    skipSpace()
+                    guard index < bytes.count else { throw fail("unterminated object") }
+                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                    if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
+                    throw fail("expected , or }")
+                }
+            default: return try number()
+            }
+        }
+
+        mutating func number() throws(JSONParseError) -> JSONValue {
+            let start = index
+            let allowed = Set("+-0123456789.eE".utf8)
+            while index < bytes.count, allowed.contains(bytes[index]) { index += 1 }
+            guard index > start, let text = String(bytes: bytes[start..<index], encoding: .utf8),
+                text.first != "+", let d = Double(text), d.isFinite
+            else {
+                index = start
+                throw fail("expected a value")
+            }
+            return .number(d)
+        }
+
+        mutating func string() throws(JSONParseError) -> String {
+            index += 1  // opening quote
+            var out = [UInt8]()
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    guard let s = String(bytes: out, encoding: .utf8) else { throw fail("string is not UTF-8") }
+                    return s
+                case UInt8(ascii: "\\"):
+                    guard index < bytes.count else { throw fail("unterminated escape") }
+                    let escape = bytes[index]
+                    index += 1
+                    switch escape {
+                    case UInt8(ascii: "\""): out.append(0x22)
+                    case UInt8(ascii: "\\"): out.append(0x5C)
+                    case UInt8(ascii: "/"): out.append(0x2F)
+                    case UInt8(ascii: "b"): out.append(0x08)
+                    case UInt8(ascii: "f"): out.append(0x0C)
+                    case UInt8(ascii: "n"): out.append(0x0A)
+                    case UInt8(ascii: "r"): out.append(0x0D)
+                    case UInt8(ascii: "t"): out.append(0x09)
+                    case UInt8(ascii: "u"):
+                        var code = try hex4()
+                        if (0xD800..<0xDC00).contains(code), index + 6 <= bytes.count,
+                            bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                        {
+                            index += 2
+                            let low = try hex4()
+                            guard (0xDC00..<0xE000).contains(low) else { throw fail("bad surrogate pair") }
+                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        }
+                        guard let scalar = Unicode.Scalar(code) else { throw fail("bad \\u escape") }
+                        out.append(contentsOf: Array(String(Character(scalar)).utf8))
+                    default: throw fail("bad escape")
+                    }
+                case 0..<0x20: throw fail("control character in string")
+                default: out.append(byte)
+                }
+            }
+            throw fail("unterminated string")
+        }
+
+        mutating func hex4() throws(JSONParseError) -> UInt32 {
+            guard index + 4 <= bytes.count,
+                let text = String(bytes: bytes[index..<index + 4], encoding: .ascii),
+                let code = UInt32(text, radix: 16)
+            else { throw fail("bad \\u escape") }
+            index += 4
+            return code
+        }
+    }
+}
