@@ -1,1 +1,46 @@
-print("x")
+import Dispatch
+import Foundation
+import Host
+
+// A closed pipe must not kill the host (documents may go to `head`).
+signal(SIGPIPE, SIG_IGN)
+let output = DocumentOutput.claimStandardOutput()
+
+let usage = """
+    usage: reporthost <command> [options]
+
+      report bug|error|exception [--summary S] [--description D] [--email E]
+             [--severity N] [--label L]... [--attribute K=V]... [--attach FILE]...
+             [--terminating] [--print]
+      demo                     a bug report through two built-in handlers
+
+    common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
+                    --log-level debug|info|warn|error
+
+    """
+
+let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, DocumentOutput) throws(HostError) -> Int32)] = [
+    "report": (ReportCommand.options, ReportCommand.run),
+    "demo": (DemoCommand.options, DemoCommand.run),
+]
+
+let words = Array(CommandLine.arguments.dropFirst())
+if words.isEmpty || words == ["--help"] || words == ["-h"] || words == ["help"] {
+    output.write(usage)
+    exit(words.isEmpty ? 2 : 0)
+}
+
+// The command runs off the main thread: the main thread serves the main queue, where
+// running-app callbacks run (SPEC H-8).
+Thread.detachNewThread {
+    let status: Int32
+    do throws(HostError) {
+        let arguments = try Arguments.parse(words) { commands[$0]?.options }
+        status = try commands[arguments.command]!.run(arguments, output)
+    } catch {
+        printError(error.description)
+        status = error.exitStatus
+    }
+    exit(status)
+}
+dispatchMain()
