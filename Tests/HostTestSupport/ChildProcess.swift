@@ -1,0 +1,60 @@
+import Foundation
+import Host
+
+/// Runs a program to completion and captures its output.
+public enum ChildProcess {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+        /// Set when the process ended by a signal.
+        public var signal: Int32?
+    }
+
+    /// Runs `executable` with `arguments`; `environment` is added to the current one.
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil,
+        input: Data? = nil
+    ) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["SWIFT_BACKTRACE"] = "enable=no"
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        if let directory { process.currentDirectoryURL = directory }
+        let out = Pipe()
+        let err = Pipe()
+        let inPipe = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = inPipe
+        try process.run()
+        if let input { inPipe.fileHandleForWriting.write(input) }
+        try? inPipe.fileHandleForWriting.close()
+        // Read both pipes concurrently so a chatty child cannot fill one and block.
+        let errData = Locked(Data())
+        let errDone = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            errData.withLock { $0 = data }
+            errDone.signal()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        errDone.wait()
+        process.waitUntilExit()
+        let signalled = process.terminationReason == .uncaughtSignal
+        return Result(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self),
+            signal: signalled ? process.terminationStatus : nil)
+    }
+
+    /// Runs the built `reporthost` with `arguments`.
+    public static func reporthost(
+        _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil
+    ) throws -> Result {
+        try run(Products.reporthost.path, arguments, environment: environment, directory: directory)
+    }
+}
