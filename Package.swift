@@ -23,7 +23,7 @@ let package = Package(
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "HostTestSupport", "PluginAPI"]),
         .testTarget(
-            name: "ReporthostTests", dependencies: ["HostTestSupport"]),
+            name: "ReporthostTests", dependencies: ["Host", "HostTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -31,7 +31,9 @@ if words.isEmpty || words == ["--help"] || words == ["-h"] || words == ["help"] 
 }
 
 // The command runs off the main thread: the main thread serves the main queue, where
-// running-app callbacks run (SPEC H-8).
+// running-app callbacks run (SPEC H-8). The main thread runs Foundation's run loop, which
+// drains DispatchQueue.main on this very thread; `dispatchMain()` would not do: on Linux it
+// exits the main thread and lets a pool thread serve the queue.
 Thread.detachNewThread {
     let status: Int32
     do throws(HostError) {
@@ -43,4 +45,6 @@ Thread.detachNewThread {
     }
     exit(status)
 }
-dispatchMain()
+let keepAlive = Timer(timeInterval: 1e9, repeats: true) { _ in }
+RunLoop.main.add(keepAlive, forMode: .default)
+while true { _ = RunLoop.main.run(mode: .default, before: .distantFuture) }

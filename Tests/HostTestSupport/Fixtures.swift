@@ -28,7 +28,7 @@ public enum Fixtures {
         let output = folder.appendingPathComponent(base + ".so")
         try source.write(to: sourceURL, atomically: true, encoding: .utf8)
         try compile([
-            "-std=c11", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-I", Products.pluginAPIInclude.path,
+            "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-I", Products.pluginAPIInclude.path,
             sourceURL.path, "-o", output.path,
         ] + flags)
         cache.withLock { $0[key] = output }

@@ -4,8 +4,11 @@ import Host
 /// A clock that moves only when a test advances it. Waiters blocked on it wake when it
 /// moves, so deadline logic is tested without sleeping.
 ///
+/// To advance at the right moment a test notes `waitsStarted`, causes the event it cares
+/// about, then calls `awaitWait(after:)`: it returns once a later wait has parked.
+///
 /// # Thread safety
-/// Behind one `Locked`; `advance` wakes every condition currently waiting on this clock.
+/// State is a `WaitableState`; `advance` wakes every condition parked on this clock.
 public final class ManualClock: HostClock {
     private struct State {
         var now: UInt64
@@ -13,17 +16,15 @@ public final class ManualClock: HostClock {
         var waitCount = 0
     }
 
-    private let state: Locked<State>
+    private let state: WaitableState<State>
 
-    public init(start: UInt64 = 1_000_000_000) { state = Locked(State(now: start)) }
+    public init(start: UInt64 = 1_000_000_000) { state = WaitableState(State(now: start)) }
 
-    public func now() -> HostInstant { HostInstant(nanoseconds: state.withLock { $0.now }) }
+    public func now() -> HostInstant { HostInstant(nanoseconds: state.read { $0.now }) }
 
-    public func advance(byMilliseconds ms: Int) { advance(byNanoseconds: UInt64(ms) * 1_000_000) }
-
-    public func advance(byNanoseconds ns: UInt64) {
-        let waiting = state.withLock { state in
-            state.now += ns
+    public func advance(byMilliseconds ms: Int) {
+        let waiting = state.update { state in
+            state.now += UInt64(ms) * 1_000_000
             return Array(state.waiting.values)
         }
         for condition in waiting {
@@ -33,12 +34,19 @@ public final class ManualClock: HostClock {
         }
     }
 
-    /// How many waits have started so far (tests advance once a waiter is parked).
-    public var waitsStarted: Int { state.withLock { $0.waitCount } }
+    /// How many waits have started so far.
+    public var waitsStarted: Int { state.read { $0.waitCount } }
+
+    /// Blocks until a wait numbered above `mark` has parked on this clock.
+    public func awaitWait(after mark: Int) {
+        state.wait(until: nil, clock: SystemClock(), for: { $0.waitCount > mark }, then: { _, _ in })
+    }
 
     public func wait(on condition: NSCondition, until deadline: HostInstant) {
         let id = ObjectIdentifier(condition)
-        let expired = state.withLock { state -> Bool in
+        // The caller holds `condition`, so an `advance` that follows cannot broadcast before
+        // this thread is parked in `condition.wait()`.
+        let expired = state.update { state -> Bool in
             state.waitCount += 1
             guard state.now < deadline.nanoseconds else { return true }
             state.waiting[id] = condition
@@ -46,6 +54,6 @@ public final class ManualClock: HostClock {
         }
         if expired { return }
         condition.wait()
-        state.withLock { _ = $0.waiting.removeValue(forKey: id) }
+        state.update { _ = $0.waiting.removeValue(forKey: id) }
     }
 }
