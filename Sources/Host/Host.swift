@@ -16,6 +16,7 @@ public final class ReportHost: Sendable {
     public let attributes: HostAttributes
     let clock: any HostClock
     let mainExecutor: any MainExecutor
+    let observer: PipelineObserver?
     let closures: ClosurePool
     private let table: SendablePointer<rh_host_api>
     private let slots = Locked<[HandlerSlot: Handler]>([:])
@@ -23,9 +24,10 @@ public final class ReportHost: Sendable {
     /// Creates a host; fails (exit 1) when libffi closures cannot be allocated.
     public init(
         configuration: Configuration, logger: HostLogger, clock: any HostClock = SystemClock(),
-        mainExecutor: any MainExecutor
+        mainExecutor: any MainExecutor, observer: PipelineObserver? = nil
     ) throws(HostError) {
         self.configuration = configuration
+        self.observer = observer
         self.logger = logger
         self.clock = clock
         self.mainExecutor = mainExecutor
@@ -98,7 +100,8 @@ public final class ReportHost: Sendable {
     public func runChain(_ report: LiveReport, mode: ChainMode) throws(HostError) -> ReportDocument {
         let handlers = slots.withLock { $0 }
         let runner = CallbackRunner(
-            clock: clock, limits: configuration.limits, mainExecutor: mainExecutor, closures: closures)
+            clock: clock, limits: configuration.limits, mainExecutor: mainExecutor, closures: closures,
+            observer: observer)
         return try Chain(runner: runner, clock: clock, logger: logger).run(report: report, handlers: handlers, mode: mode)
     }
 

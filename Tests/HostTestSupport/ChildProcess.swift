@@ -33,10 +33,11 @@ public enum ChildProcess {
         try process.run()
         if let input { inPipe.fileHandleForWriting.write(input) }
         try? inPipe.fileHandleForWriting.close()
-        // Read both pipes concurrently so a chatty child cannot fill one and block.
+        // Read both pipes concurrently so a chatty child cannot fill one and block. A
+        // thread of its own: tests block pool threads, so the pool may have none to spare.
         let errData = Locked(Data())
         let errDone = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             let data = err.fileHandleForReading.readDataToEndOfFile()
             errData.withLock { $0 = data }
             errDone.signal()

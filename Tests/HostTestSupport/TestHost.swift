@@ -7,14 +7,66 @@ import Host
 public enum TestHost {
     public static func make(
         clock: any HostClock = SystemClock(), log: MemoryDestination = MemoryDestination(),
-        _ configure: (inout Configuration) -> Void = { _ in }
+        events: EventRecorder? = nil, _ configure: (inout Configuration) -> Void = { _ in }
     ) throws -> ReportHost {
         var configuration = Configuration()
         configure(&configuration)
         return try ReportHost(
             configuration: configuration, logger: HostLogger(destinations: [log]), clock: clock,
-            mainExecutor: DispatchQueue(label: "reporthost.test.main"))
+            mainExecutor: ThreadExecutor(name: "reporthost.test.main"), observer: events?.observer)
     }
+}
+
+/// Records pipeline events and lets a test wait for one.
+///
+/// # Thread safety
+/// Events are a `WaitableState`.
+public final class EventRecorder: Sendable {
+    private let events = WaitableState<[PipelineEvent]>([])
+
+    public init() {}
+
+    public var observer: PipelineObserver { { [events] event in events.update { $0.append(event) } } }
+
+    public var all: [PipelineEvent] { events.read { $0 } }
+
+    /// Blocks until the host waits for `callback` to finish; returns that wait's deadline.
+    @discardableResult
+    public func awaitFinishWait(of callback: String) -> HostInstant {
+        events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.finishDeadline($0, callback) != nil } }) { events, _ in
+            events.lazy.compactMap { Self.finishDeadline($0, callback) }.first!
+        }
+    }
+
+    private static func finishDeadline(_ event: PipelineEvent, _ callback: String) -> HostInstant? {
+        if case .awaitingFinish(callback, let deadline) = event { deadline } else { nil }
+    }
+}
+
+/// A serial executor on a thread of its own: the tests' stand-in for the main thread.
+/// Unlike a dispatch queue it never waits for a pool thread, which parallel tests that
+/// block may have used up.
+///
+/// # Thread safety
+/// The job queue is a `WaitableState`.
+public final class ThreadExecutor: MainExecutor {
+    /// Jobs in order; nil tells the thread to end.
+    private let jobs = WaitableState<[(@Sendable () -> Void)?]>([])
+
+    public init(name: String) {
+        let jobs = self.jobs
+        let thread = Thread {
+            while let job = jobs.wait(until: nil, clock: SystemClock(), for: { !$0.isEmpty }, then: { queue, _ in queue.removeFirst() }) {
+                job()
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    deinit { jobs.update { $0.append(nil) } }
+
+    public func execute(_ job: @escaping @Sendable () -> Void) { jobs.update { $0.append(job) } }
 }
 
 /// The C prelude every fixture plugin starts with.

@@ -85,23 +85,24 @@ import Testing
                 }
                 """)
         let clock = ManualClock()
-        let host = try TestHost.make(clock: clock)
+        let events = EventRecorder()
+        let host = try TestHost.make(clock: clock, events: events)
         try host.loadPlugin(at: Fixtures.freshCopy(of: Fixtures.plugin("stuck", source: source)).path, into: .handler)
-        let mark = clock.waitsStarted
-        let result = Locked<ReportDocument?>(nil)
+        let result = Locked<ReportDocument??>(nil)
         let finished = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             let document = try? host.raise(ReportRequest(trigger: .upload))
             result.withLock { $0 = document }
             finished.signal()
         }
-        // Each wait parks on the clock; move past the limit only once the runner waits for completion.
-        clock.awaitWait(after: mark)
+        let deadline = events.awaitFinishWait(of: "stuck.on_before_report_created")
+        #expect(deadline == clock.now().advanced(byMilliseconds: 30_000))
         clock.advance(byMilliseconds: 29_999)
+        clock.awaitPark()  // the host looked at the time again and went back to waiting
         #expect(result.withLock { $0 } == nil)
-        clock.advance(byMilliseconds: 2)
+        clock.advance(byMilliseconds: 1)
         finished.wait()
-        let document = try #require(result.withLock { $0 })
+        let document = try #require(result.withLock { $0 } ?? nil)
         #expect(document.content.summary == "from before")
         #expect(document.content.description == "from after")
         #expect(document.internalLog.contains { $0.handler == "host" && $0.message.contains("did not complete within 30000 ms") })

@@ -13,6 +13,17 @@ public enum ChainMode: Sendable, Equatable {
     case recovered
 }
 
+/// What the pipeline is waiting for, for tests and tools that must act at the right moment
+/// (a test advancing a manual clock, the conformance validator).
+public enum PipelineEvent: Sendable, Equatable {
+    /// A callback ("<plugin>.<method>") is queued; it is skipped if not started by `deadline`.
+    case awaitingStart(callback: String, deadline: HostInstant)
+    /// A callback started; the host waits for it until `deadline`.
+    case awaitingFinish(callback: String, deadline: HostInstant)
+}
+
+public typealias PipelineObserver = @Sendable (PipelineEvent) -> Void
+
 /// Runs one handler callback under the completion contract and the time limits.
 ///
 /// The callback is queued on the main executor (or a background queue when recovered). If
@@ -24,6 +35,7 @@ struct CallbackRunner {
     let limits: Limits
     let mainExecutor: any MainExecutor
     let closures: ClosurePool
+    let observer: PipelineObserver?
 
     private struct RunState {
         enum Phase { case queued, running, skipped }
@@ -79,13 +91,17 @@ struct CallbackRunner {
             state.update { $0.returned = true }
         }
         if mode == .recovered {
-            DispatchQueue.global().async(execute: job)
+            // A thread of its own, not the shared pool: an abandoned method keeps running
+            // (SPEC H-9), and it must not hold a pool thread others need.
+            Thread.detachNewThread(job)
         } else {
             mainExecutor.execute(job)
         }
 
         let limitMs = mode == .recovered ? limits.recoveredReturnMs : limits.callbackTimeoutMs
         let startDeadline = min(clock.now().advanced(byMilliseconds: limitMs), budgetDeadline)
+        let callback = "\(name).\(callbackName)"
+        observer?(.awaitingStart(callback: callback, deadline: startDeadline))
         let started = state.wait(until: startDeadline, clock: clock, for: { $0.phase != .queued }) { state, started in
             if !started { state.phase = .skipped }
             return started
@@ -102,9 +118,13 @@ struct CallbackRunner {
 
         let startedAt = state.read { $0.startedAt }
         let deadline = min(startedAt.advanced(byMilliseconds: limitMs), budgetDeadline)
+        observer?(.awaitingFinish(callback: callback, deadline: deadline))
+        // A running-app callback is done when it has completed and its method has returned,
+        // so what the method notes after completing still reaches the internal log.
         let finished = state.wait(
             until: deadline, clock: clock,
-            for: { mode == .runningApp ? $0.completed : $0.returned }, then: { _, done in done })
+            for: { mode == .runningApp ? $0.completed && $0.returned : $0.returned },
+            then: { state, done in done || (mode == .runningApp && state.completed) })
         guard finished else {
             report.close(handle)
             finish()

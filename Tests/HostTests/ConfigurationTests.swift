@@ -1,0 +1,127 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// The configuration file of SPEC I: defaults, strict keys and types, path resolution.
+@Suite struct ConfigurationTests {
+    func parse(_ text: String, base: String = "/etc/rh") throws -> Configuration {
+        try Configuration.parse(JSONValue.parse(text), origin: "c.json", baseDirectory: base)
+    }
+
+    func error(_ text: String) -> String? {
+        do {
+            _ = try parse(text)
+            return nil
+        } catch let error as HostError {
+            #expect(error.exitStatus == 2)
+            return error.description
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test("I: the defaults equal the SPEC's numbers")
+    func defaults() throws {
+        let config = try parse("{}")
+        #expect(config == Configuration())
+        #expect(config.limits.callbackTimeoutMs == 30_000)
+        #expect(config.limits.recoveredReturnMs == 3_000)
+        #expect(config.limits.reportBudgetMs == 60_000)
+        #expect(config.limits.attachmentsDecisionMs == 10_000)
+        #expect(config.limits.completionWindowMs == nil)
+        #expect(config.limits.effectiveCompletionWindowMs == 60_000)
+        #expect(config.submission.timeoutMs == 15_000)
+        #expect(config.retry.intervalSeconds == 5 && config.retry.limit == 3)
+        #expect(config.retry.behaviour == .interval && config.retry.order == .queue)
+        #expect(config.reportsPerMin == 30)
+        #expect(config.storage.maxRecordCount == 0 && config.storage.maxDatabaseSizeMB == 0)
+        #expect(config.logging == [LoggingDestination(kind: .console, level: .info)])
+        #expect(config.repository == ".reporthost")
+    }
+
+    @Test("I: every documented key is read; paths resolve against the file's folder")
+    func fullFile() throws {
+        let config = try parse("""
+            {"repository": "repo",
+             "plugins": {"wrapper": "w.so", "handler": "/abs/h.so", "delegate": null},
+             "attributes": {"app": "demo", "build": 42, "beta": true},
+             "limits": {"callbackTimeoutMs": 50, "recoveredReturnMs": 20, "reportBudgetMs": 500,
+                        "attachmentsDecisionMs": 40, "completionWindowMs": 1000},
+             "submission": {"url": "http://127.0.0.1:1/post?format=json&token=t", "timeoutMs": 100, "allowInsecure": true},
+             "retry": {"behaviour": "none", "intervalSeconds": 1, "limit": 7, "order": "stack"},
+             "reportsPerMin": 0,
+             "storage": {"maxRecordCount": 10, "maxDatabaseSizeMB": 2},
+             "logging": [{"type": "console", "level": "warn"}, {"type": "file", "level": "debug", "path": "logs/r.log"}]}
+            """)
+        #expect(config.repository == "/etc/rh/repo")
+        #expect(config.plugins == [.wrapper: "/etc/rh/w.so", .handler: "/abs/h.so"])
+        #expect(config.attributes == ["app": "demo", "build": "42", "beta": "true"])
+        #expect(config.limits.callbackTimeoutMs == 50 && config.limits.effectiveCompletionWindowMs == 1000)
+        #expect(config.submission.allowInsecure && config.submission.timeoutMs == 100)
+        #expect(config.retry.behaviour == .none && config.retry.order == .stack && config.retry.limit == 7)
+        #expect(config.reportsPerMin == 0)
+        #expect(config.logging == [
+            LoggingDestination(kind: .console, level: .warn), LoggingDestination(kind: .file(path: "/etc/rh/logs/r.log"), level: .debug),
+        ])
+    }
+
+    @Test("I: unknown keys and wrong types are errors that name the key")
+    func strictness() {
+        let cases: [(String, String)] = [
+            (#"{"colour": 1}"#, "'colour'"),
+            (#"{"limits": {"callbackTimeout": 1}}"#, "'limits.callbackTimeout'"),
+            (#"{"limits": {"callbackTimeoutMs": "1"}}"#, "'limits.callbackTimeoutMs': expected an integer, got a string"),
+            (#"{"limits": {"callbackTimeoutMs": 1.5}}"#, "'limits.callbackTimeoutMs'"),
+            (#"{"limits": {"callbackTimeoutMs": 0}}"#, "'limits.callbackTimeoutMs': 0 is below the minimum 1"),
+            (#"{"plugins": {"handler": 3}}"#, "'plugins.handler'"),
+            (#"{"plugins": {"extra": "x.so"}}"#, "'plugins.extra'"),
+            (#"{"attributes": {"a": [1]}}"#, "'attributes.a'"),
+            (#"{"submission": {"allowInsecure": "yes"}}"#, "'submission.allowInsecure'"),
+            (#"{"retry": {"behaviour": "sometimes"}}"#, "'retry.behaviour'"),
+            (#"{"retry": {"limit": 0}}"#, "'retry.limit': 0 is not allowed"),
+            (#"{"retry": {"order": "random"}}"#, "'retry.order'"),
+            (#"{"reportsPerMin": -1}"#, "'reportsPerMin'"),
+            (#"{"storage": {"maxRecordCount": true}}"#, "'storage.maxRecordCount'"),
+            (#"{"logging": {"type": "console"}}"#, "'logging'"),
+            (#"{"logging": [{"type": "syslog"}]}"#, "'logging[0].type'"),
+            (#"{"logging": [{"type": "file"}]}"#, "'logging[0].path'"),
+            (#"{"logging": [{"type": "console", "level": "loud"}]}"#, "'logging[0].level'"),
+            (#"[]"#, "(top level)"),
+        ]
+        for (text, named) in cases {
+            let message = error(text)
+            #expect(message?.contains(named) == true, "\(text) gave \(message ?? "no error")")
+            #expect(message?.hasPrefix("config c.json: ") == true)
+        }
+    }
+
+    @Test("D-14: an empty logging list disables every destination; an absent one keeps the console at info")
+    func loggingList() throws {
+        #expect(try parse(#"{"logging": []}"#).makeLogger().destinations.isEmpty)
+        let standard = try parse("{}").makeLogger()
+        #expect(standard.destinations.count == 1)
+        #expect(standard.destinations.first?.level == .info)
+    }
+
+    @Test("JSON: the parser keeps key order, tells true from 1, and rejects trailing text with an offset")
+    func jsonParser() throws {
+        let value = try JSONValue.parse(#"{"b": true, "a": 1, "s": "\u00e9\n", "n": null, "l": [1.5, -2e3]}"#)
+        #expect(value.objectValue?.map(\.0) == ["b", "a", "s", "n", "l"])
+        #expect(value["b"] == .bool(true))
+        #expect(value["a"] == .number(1))
+        #expect(value["s"] == .string("é\n"))
+        #expect(value["l"] == .array([.number(1.5), .number(-2000)]))
+        #expect(try JSONValue.parse(value.serialized()) == value)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse("{} x") }
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(#"{"a": 01x}"#) }
+    }
+
+    @Test("SHA-256 matches the FIPS 180-4 test vectors")
+    func sha256() {
+        #expect(SHA256.hex(Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hex(Data("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hex(Data("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+            == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+    }
+}
