@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .library(name: "Host", targets: ["Host"]),
         .executable(name: "reporthost", targets: ["reporthost"]),
+        .executable(name: "reporthost-bench", targets: ["reporthost-bench"]),
+        .library(name: "rh-bench-plugin", type: .dynamic, targets: ["BenchPlugin"]),
     ],
     targets: [
         .target(name: "PluginAPI", path: "Sources/PluginAPI"),
@@ -19,6 +21,8 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "Host", dependencies: ["PluginAPI", "CFFI"]),
         .executableTarget(name: "reporthost", dependencies: ["Host"]),
+        .target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),
+        .executableTarget(name: "reporthost-bench", dependencies: ["Host"], path: "Benchmarks/reporthost-bench"),
         .target(name: "HostTestSupport", dependencies: ["Host"], path: "Tests/HostTestSupport"),
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "HostTestSupport", "PluginAPI"]),

@@ -4,30 +4,31 @@ import Host
 /// A clock that moves only when a test advances it. Waiters blocked on it wake when it
 /// moves, so deadline logic is tested without sleeping.
 ///
-/// Tests that block on the host use `drive`: time moves only while some thread is parked
-/// on the clock since the last move, so no deadline passes before the code under test has
-/// reached it.
+/// A test runs the host with `start`, learns what the host waits for from its pipeline
+/// events, advances exactly to the edge of a deadline, and uses `awaitParkOrReturn` to see
+/// the host react, so no deadline passes before the code under test has reached it.
 ///
 /// # Thread safety
 /// State is a `WaitableState`; `advance` wakes every condition parked on this clock.
 public final class ManualClock: HostClock {
-    private struct Parked {
+    fileprivate struct Parked {
         var condition: NSCondition
         /// The number of advances when it parked.
         var generation: Int
     }
 
-    private struct State {
+    fileprivate struct State {
         var now: UInt64
         var parked: [Int: Parked] = [:]
         var nextPark = 0
         var advances = 0
-        var finishedRuns = 0
+        var runs = 0
+        var finishedRuns: Set<Int> = []
 
         var someoneParkedSinceLastAdvance: Bool { parked.values.contains { $0.generation == advances } }
     }
 
-    private let state: WaitableState<State>
+    fileprivate let state: WaitableState<State>
 
     public init(start: UInt64 = 1_000_000_000) { state = WaitableState(State(now: start)) }
 
@@ -46,30 +47,54 @@ public final class ManualClock: HostClock {
         }
     }
 
-    /// Blocks until some thread has parked on the clock since the last advance.
-    public func awaitPark() {
-        state.wait(until: nil, clock: SystemClock(), for: { $0.someoneParkedSinceLastAdvance }, then: { _, _ in })
+    /// Work started with `start`: its result, once it has returned.
+    public final class Run<T: Sendable>: Sendable {
+        fileprivate let clock: ManualClock
+        fileprivate let number: Int
+        fileprivate let value = Locked<T?>(nil)
+
+        fileprivate init(clock: ManualClock, number: Int) {
+            self.clock = clock
+            self.number = number
+        }
+
+        /// Blocks until some thread has parked on the clock since the last advance (true), or
+        /// the work has returned or 30 s of real time passed (false).
+        @discardableResult
+        public func awaitParkOrReturn() -> Bool {
+            let clock = SystemClock()
+            return self.clock.state.wait(
+                until: clock.now().advanced(byMilliseconds: 30_000), clock: clock,
+                for: { $0.someoneParkedSinceLastAdvance || $0.finishedRuns.contains(self.number) },
+                then: { state, _ in state.someoneParkedSinceLastAdvance && !state.finishedRuns.contains(self.number) })
+        }
+
+        /// Blocks until the work has returned, or gives up after `watchdogSeconds` of real
+        /// time (nil), so a host that wrongly keeps waiting fails the test instead of hanging it.
+        public func result(watchdogSeconds: Double = 30) -> T? {
+            let clock = SystemClock()
+            let watchdog = clock.now().advanced(byMilliseconds: Int(watchdogSeconds * 1000))
+            return self.clock.state.wait(until: watchdog, clock: clock, for: { $0.finishedRuns.contains(self.number) }) { _, returned in
+                returned ? value.withLock { $0 } : nil
+            }
+        }
+
+        /// The result if the work has returned, else nil.
+        public var resultIfReturned: T? { value.withLock { $0 } }
     }
 
-    /// Runs `body` on a thread of its own and advances the clock by `stepMilliseconds`
-    /// whenever a thread has parked on the clock since the last advance, until `body`
-    /// returns; then returns its result and how far the clock moved.
-    public func drive<T: Sendable>(stepMilliseconds: Int, _ body: @escaping @Sendable () -> T) -> (result: T, elapsedMs: Int) {
-        let start = now()
-        let result = Locked<T?>(nil)
-        let mark = state.read { $0.finishedRuns }
+    /// Runs `body` on a thread of its own.
+    public func start<T: Sendable>(_ body: @escaping @Sendable () -> T) -> Run<T> {
+        let run = Run<T>(clock: self, number: state.update { state in
+            state.runs += 1
+            return state.runs
+        })
         Thread.detachNewThread { [state] in
             let value = body()
-            result.withLock { $0 = value }
-            state.update { $0.finishedRuns += 1 }
+            run.value.withLock { $0 = value }
+            state.update { $0.finishedRuns.insert(run.number) }
         }
-        while true {
-            let finished = state.wait(
-                until: nil, clock: SystemClock(), for: { $0.someoneParkedSinceLastAdvance || $0.finishedRuns > mark },
-                then: { state, _ in state.finishedRuns > mark })
-            if finished { return (result.withLock { $0! }, now().milliseconds(since: start)) }
-            advance(byMilliseconds: stepMilliseconds)
-        }
+        return run
     }
 
     public func wait(on condition: NSCondition, until deadline: HostInstant) {

@@ -88,21 +88,14 @@ import Testing
         let events = EventRecorder()
         let host = try TestHost.make(clock: clock, events: events)
         try host.loadPlugin(at: Fixtures.freshCopy(of: Fixtures.plugin("stuck", source: source)).path, into: .handler)
-        let result = Locked<ReportDocument??>(nil)
-        let finished = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            let document = try? host.raise(ReportRequest(trigger: .upload))
-            result.withLock { $0 = document }
-            finished.signal()
-        }
+        let run = clock.start { try? host.raise(ReportRequest(trigger: .upload)) }
         let deadline = events.awaitFinishWait(of: "stuck.on_before_report_created")
         #expect(deadline == clock.now().advanced(byMilliseconds: 30_000))
         clock.advance(byMilliseconds: 29_999)
-        clock.awaitPark()  // the host looked at the time again and went back to waiting
-        #expect(result.withLock { $0 } == nil)
+        // The host looked at the time again and went back to waiting.
+        #expect(run.awaitParkOrReturn())
         clock.advance(byMilliseconds: 1)
-        finished.wait()
-        let document = try #require(result.withLock { $0 } ?? nil)
+        let document = try #require(run.result() ?? nil)
         #expect(document.content.summary == "from before")
         #expect(document.content.description == "from after")
         #expect(document.internalLog.contains { $0.handler == "host" && $0.message.contains("did not complete within 30000 ms") })
