@@ -1,14 +1,16 @@
 import Foundation
 import PluginAPI
 
-/// The ReportHost engine: holds the handler slots, hands plugins their host table, and
-/// runs every report through the handler chain before it is bundled.
+/// The ReportHost engine: holds the handler and delegate slots, hands plugins their host
+/// table, and runs every report through the chain before it is bundled.
 ///
-/// Lifecycle: create with a configuration → set or load handlers → raise reports → stop.
+/// Lifecycle: create with a configuration → set or load the wrapper, handler and delegate →
+/// `launch` (recovered reports are processed here, with the handlers set so far, SPEC H-2)
+/// → raise reports → `stop`.
 ///
 /// # Thread safety
-/// Safe from any thread except the main executor's: `loadPlugin` and `raise` wait for
-/// work they queue there.
+/// Safe from any thread except the main executor's: loading plugins and raising reports
+/// wait for work they queue there.
 public final class ReportHost: Sendable {
     public let configuration: Configuration
     public let logger: HostLogger
@@ -17,9 +19,17 @@ public final class ReportHost: Sendable {
     let clock: any HostClock
     let mainExecutor: any MainExecutor
     let observer: PipelineObserver?
-    let closures: ClosurePool
+    let completions: ClosurePool
+    let decisions: ClosurePool
+    let active = ActiveCalls()
     private let table: SendablePointer<rh_host_api>
-    private let slots = Locked<[HandlerSlot: Handler]>([:])
+    private let slots = Locked(Slots())
+
+    private struct Slots {
+        var handlers: [HandlerSlot: Handler] = [:]
+        var delegate: Delegate?
+        var launched = false
+    }
 
     /// Creates a host; fails (exit 1) when libffi closures cannot be allocated.
     public init(
@@ -27,30 +37,33 @@ public final class ReportHost: Sendable {
         mainExecutor: any MainExecutor, observer: PipelineObserver? = nil
     ) throws(HostError) {
         self.configuration = configuration
-        self.observer = observer
         self.logger = logger
         self.clock = clock
         self.mainExecutor = mainExecutor
+        self.observer = observer
         attributes = HostAttributes(configuration.attributes)
         hostID = HostDirectory.shared.register(.init(log: logger, attributes: attributes))
         table = SendablePointer(pointer: UnsafeMutablePointer(mutating: try HostAPITable.make(hostID: hostID)))
-        closures = ClosurePool(windowMilliseconds: configuration.limits.effectiveCompletionWindowMs, clock: clock)
+        let window = configuration.limits.effectiveCompletionWindowMs
+        completions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .completion)
+        decisions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .decision)
         // Fail at start, not in the middle of a report, where closures cannot be made.
-        _ = try closures.acquire(for: CallbackCompletion(onFirst: {}, onIgnored: { _ in }))
+        let probe = try completions.acquire(for: CallbackCompletion(onFirst: {}, onIgnored: { _ in }))
+        completions.release(probe.slot)
         logger.debug("host \(hostID) created")
     }
 
     /// The table this host hands to its plugins (valid for the life of the process).
     public var hostAPI: UnsafePointer<rh_host_api> { UnsafePointer(table.pointer) }
 
-    // MARK: Handlers
+    // MARK: Slots
 
     /// Puts `handler` in `slot`, or empties it with nil (SPEC H-1). The previous handler's
-    /// `destroy` runs once, on the main executor.
+    /// `destroy` runs once, on the main executor, after any callback of it queued there.
     public func setHandler(_ handler: Handler?, for slot: HandlerSlot) {
         let previous = slots.withLock { slots in
-            defer { slots[slot] = handler }
-            return slots[slot]
+            defer { slots.handlers[slot] = handler }
+            return slots.handlers[slot]
         }
         if let previous {
             logger.debug("\(slot.rawValue) \(previous.name) removed")
@@ -58,10 +71,23 @@ public final class ReportHost: Sendable {
         }
     }
 
-    public func handler(in slot: HandlerSlot) -> Handler? { slots.withLock { $0[slot] } }
+    public func handler(in slot: HandlerSlot) -> Handler? { slots.withLock { $0.handlers[slot] } }
 
-    /// Loads the plugin at `path` (made absolute first) and, for the wrapper and handler
-    /// slots, sets it there. The entry point runs on the main executor.
+    /// Puts `delegate` in the delegate slot, or empties it with nil. A plugin delegate lives
+    /// as long as its slot (its plugin's `destroy` runs when it leaves); a Swift delegate is
+    /// held weakly (SPEC A-5).
+    public func setDelegate(_ delegate: Delegate?) {
+        let previous = slots.withLock { slots in
+            defer { slots.delegate = delegate }
+            return slots.delegate
+        }
+        if case .plugin(let plugin)? = previous { mainExecutor.sync { plugin.destroy() } }
+    }
+
+    public var delegate: Delegate? { slots.withLock { $0.delegate } }
+
+    /// Loads the plugin at `path` (made absolute first) into `slot`. The entry point runs
+    /// on the main executor.
     @discardableResult
     public func loadPlugin(at path: String, into slot: PluginSlot) throws(HostError) -> LoadedPlugin {
         let table = self.table
@@ -79,30 +105,60 @@ public final class ReportHost: Sendable {
             switch slot {
             case .wrapper: setHandler(.plugin(plugin), for: .wrapper)
             case .handler: setHandler(.plugin(plugin), for: .handler)
-            case .delegate: break
+            case .delegate: setDelegate(.plugin(plugin))
             }
             return plugin
         }
     }
 
-    // MARK: Reports
-
-    /// Raises a running-app report (or a terminating one), runs the chain and returns the
-    /// bundled document.
-    public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument {
-        let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger)
-        prepare(report, from: request)
-        let mode: ChainMode = request.isTerminating ? .terminating : (request.trigger.isRecovered ? .recovered : .runningApp)
-        return try runChain(report, mode: mode)
+    /// Loads the plugins the configuration names.
+    public func loadConfiguredPlugins() throws(HostError) {
+        for slot in PluginSlot.allCases {
+            if let path = configuration.plugins[slot] { try loadPlugin(at: path, into: slot) }
+        }
     }
 
-    /// Runs the chain over an already prepared report in `mode` (recovery uses `.recovered`).
-    public func runChain(_ report: LiveReport, mode: ChainMode) throws(HostError) -> ReportDocument {
-        let handlers = slots.withLock { $0 }
-        let runner = CallbackRunner(
-            clock: clock, limits: configuration.limits, mainExecutor: mainExecutor, closures: closures,
-            observer: observer)
-        return try Chain(runner: runner, clock: clock, logger: logger).run(report: report, handlers: handlers, mode: mode)
+    // MARK: Reports
+
+    /// Launches the host: runs the chain over each recovered report in recovered mode with
+    /// the handlers set so far (SPEC H-2); a handler set later sees later reports only.
+    public func launch(recovered reports: [LiveReport] = []) throws(HostError) -> [ReportDocument] {
+        slots.withLock { $0.launched = true }
+        var documents: [ReportDocument] = []
+        for report in reports {
+            if let document = try runChain(report, mode: .recovered) { documents.append(document) }
+        }
+        return documents
+    }
+
+    public var isLaunched: Bool { slots.withLock { $0.launched } }
+
+    /// Makes a report for `request` with the host-wide attributes merged in (SPEC R-4), ready
+    /// for `runChain` (a caller that journals reports first uses this).
+    public func makeReport(_ request: ReportRequest) -> LiveReport {
+        let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger)
+        prepare(report, from: request)
+        return report
+    }
+
+    /// Raises a running-app report (or a terminating one), runs the chain and returns the
+    /// bundled document; nil when the user cancelled the dialog.
+    public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
+        let mode: ChainMode = request.isTerminating ? .terminating : (request.trigger.isRecovered ? .recovered : .runningApp)
+        return try runChain(makeReport(request), mode: mode, dialog: request.dialog)
+    }
+
+    /// Runs the chain over a prepared report in `mode`, with the slots as they are now.
+    public func runChain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil) throws(HostError)
+        -> ReportDocument?
+    {
+        let slots = self.slots.withLock { $0 }
+        let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active)
+        let chain = Chain(
+            callbacks: CallbackRunner(invoker: invoker, limits: configuration.limits, closures: completions),
+            delegates: DelegateRunner(invoker: invoker, limits: configuration.limits, decisions: decisions),
+            clock: clock, logger: logger, active: active)
+        return try chain.run(report: report, handlers: slots.handlers, delegate: slots.delegate, mode: mode, dialog: dialog)
     }
 
     /// Fills a report before its first callback: host-wide attributes, then the request's
@@ -122,9 +178,21 @@ public final class ReportHost: Sendable {
         }
     }
 
-    /// Removes both handlers, calling each `destroy` once.
+    // MARK: Stopping
+
+    /// SPEC H-15 (SIGINT, SIGTERM): every call in flight or still to come is skipped and
+    /// logged; chains running now go straight to bundling.
+    public func interrupt() {
+        logger.info("interrupted: skipping the remaining handler calls")
+        active.stopAll()
+    }
+
+    /// Stops the host: calls still waiting are skipped (SPEC H-8), then the handlers and the
+    /// delegate leave their slots, each plugin's `destroy` called once.
     public func stop() {
+        active.stopAll()
         for slot in HandlerSlot.allCases { setHandler(nil, for: slot) }
+        setDelegate(nil)
         logger.debug("host \(hostID) stopped")
     }
 }

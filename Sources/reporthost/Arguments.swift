@@ -10,7 +10,7 @@ struct Arguments {
 
     /// Options every host-launching command takes.
     static let common: [String: Bool] = [
-        "config": true, "repository": true, "wrapper": true, "handler": true, "log-level": true,
+        "config": true, "repository": true, "wrapper": true, "handler": true, "delegate": true, "log-level": true,
     ]
 
     /// Parses `words` (without the program name). `accepted` maps option names to whether
@@ -61,6 +61,7 @@ struct Arguments {
         if let repository = value("repository") { config.repository = PluginLoader.absolutePath(repository) }
         if let wrapper = value("wrapper") { config.plugins[.wrapper] = PluginLoader.absolutePath(wrapper) }
         if let handler = value("handler") { config.plugins[.handler] = PluginLoader.absolutePath(handler) }
+        if let delegate = value("delegate") { config.plugins[.delegate] = PluginLoader.absolutePath(delegate) }
         return config
     }
 

@@ -33,8 +33,7 @@ enum DemoCommand {
         var request = ReportRequest(trigger: .upload)
         request.summary = "Checkout fails for alice@example.com"
         request.labels = ["checkout"]
-        let document = try host.raise(request)
-        output.write(document.json.serialized(pretty: true) + "\n")
+        if let document = try host.raise(request) { output.write(document.json.serialized(pretty: true) + "\n") }
         return 0
     }
 }

@@ -7,38 +7,40 @@ import Host
 enum ReportCommand {
     static let options: [String: Bool] = Arguments.common.merging([
         "summary": true, "description": true, "email": true, "severity": true, "label": true, "attribute": true,
-        "attach": true, "terminating": false, "print": false,
+        "attach": true, "dialog": false, "dialog-script": true, "terminating": false, "print": false,
     ]) { a, _ in a }
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
-        guard arguments.positionals.count == 1, let kind = arguments.positionals.first else {
-            throw .usage("'report' needs exactly one kind: bug, error or exception")
-        }
-        let trigger: Trigger
-        switch kind {
-        case "bug": trigger = .upload
-        case "error": trigger = .logError
-        case "exception": trigger = .logException
-        default: throw .usage("unknown report kind '\(kind)' (expected bug, error or exception)")
-        }
         // Everything the command line can get wrong is checked before the host starts.
-        let request = try makeRequest(trigger: trigger, arguments)
+        let request = try makeRequest(arguments)
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
 
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
         defer { host.stop() }
-        for slot in [PluginSlot.wrapper, .handler] {
-            if let path = configuration.plugins[slot] { try host.loadPlugin(at: path, into: slot) }
-        }
-        let document = try host.raise(request)
+        let signals = InterruptHandler(host: host, dialogShowing: request.dialog != nil)
+        try host.loadConfiguredPlugins()
+        _ = try host.launch()
+        guard let document = try host.raise(request) else { return 0 }  // the user cancelled the dialog
+        signals.reportBundled()
         logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) bundled; not stored: this build has no repository yet")
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
         return 0
     }
 
-    static func makeRequest(trigger: Trigger, _ arguments: Arguments) throws(HostError) -> ReportRequest {
-        var request = ReportRequest(trigger: trigger)
+    static func makeRequest(_ arguments: Arguments) throws(HostError) -> ReportRequest {
+        guard arguments.positionals.count == 1, let kind = arguments.positionals.first else {
+            throw .usage("'report' needs exactly one kind: bug, error or exception")
+        }
+        let dialog = try makeDialog(arguments, kind: kind)
+        var request: ReportRequest
+        switch kind {
+        case "bug": request = ReportRequest(trigger: dialog == nil ? .upload : .dialog)
+        case "error": request = ReportRequest(trigger: .logError)
+        case "exception": request = ReportRequest(trigger: .logException)
+        default: throw .usage("unknown report kind '\(kind)' (expected bug, error or exception)")
+        }
+        request.dialog = dialog
         request.summary = arguments.value("summary")
         request.description = arguments.value("description")
         request.email = arguments.value("email")
@@ -65,4 +67,48 @@ enum ReportCommand {
         request.isTerminating = arguments.flag("terminating")
         return request
     }
+
+    /// `--dialog` (a terminal is required) or `--dialog-script FILE`; bug reports only.
+    static func makeDialog(_ arguments: Arguments, kind: String) throws(HostError) -> (any DialogPresenter)? {
+        let script = arguments.value("dialog-script")
+        let terminal = arguments.flag("dialog")
+        guard script != nil || terminal else { return nil }
+        guard kind == "bug" else { throw .usage("--dialog and --dialog-script are for bug reports, not '\(kind)'") }
+        if let script {
+            guard !terminal else { throw .usage("--dialog and --dialog-script exclude each other") }
+            return try ScriptedDialog(path: PluginLoader.absolutePath(script))
+        }
+        guard TerminalDialog.isAvailable else { throw .usage("--dialog needs a terminal on standard input and standard error") }
+        return TerminalDialog()
+    }
+}
+
+/// SIGINT and SIGTERM while a report runs (SPEC H-15): the remaining calls are skipped and
+/// the report is bundled. During a dialog the user has not sent the report yet, so the
+/// process ends with nothing stored.
+final class InterruptHandler {
+    private let sources: [any DispatchSourceSignal]
+    private let inDialog: Locked<Bool>
+
+    init(host: ReportHost, dialogShowing: Bool) {
+        let inDialog = Locked(dialogShowing)
+        self.inDialog = inDialog
+        sources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                if inDialog.withLock({ $0 }) {
+                    host.logger.info("interrupted during the dialog: the report was not sent; nothing is stored")
+                    exit(0)
+                }
+                host.interrupt()
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    func reportBundled() { inDialog.withLock { $0 = false } }
+
+    deinit { sources.forEach { $0.cancel() } }
 }

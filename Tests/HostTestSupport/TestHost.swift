@@ -104,3 +104,13 @@ public func fixtureHandler(
     }
     """
 }
+
+extension ReportHost {
+    public struct Cancelled: Error {}
+
+    /// `raise`, for reports that cannot be cancelled: a nil document is an error.
+    public func raiseDocument(_ request: ReportRequest) throws -> ReportDocument {
+        guard let document = try raise(request) else { throw Cancelled() }
+        return document
+    }
+}

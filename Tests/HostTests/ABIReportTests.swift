@@ -198,13 +198,13 @@ func cString(_ buffer: [CChar]) -> String {
             _ = host.hostAPI.pointee.set_host_attribute("late", "yes")
             done()
         })), for: .handler)
-        let first = try host.raise(request)
+        let first = try host.raiseDocument(request)
         #expect(first.content.attributes["tenant"] == "acme")
         #expect(first.content.attributes["late"] == nil)
-        let second = try host.raise(request)
+        let second = try host.raiseDocument(request)
         #expect(second.content.attributes["late"] == "yes")
         _ = api.set_host_attribute("tenant", nil)
-        #expect(try host.raise(request).content.attributes["tenant"] == nil)
+        #expect(try host.raiseDocument(request).content.attributes["tenant"] == nil)
     }
 
     @Test("R-4: precedence, lowest first: configuration attributes, set_host_attribute, --attribute")
@@ -214,11 +214,11 @@ func cString(_ buffer: [CChar]) -> String {
         _ = host.hostAPI.pointee.set_host_attribute("c", "host")
         var request = ReportRequest(trigger: .logError)
         request.attributes = ["c": "flag"]
-        let document = try host.raise(request)
+        let document = try host.raiseDocument(request)
         #expect(document.content.attributes == ["a": "config", "b": "host", "c": "flag"])
         // Host attributes belong to the host that handed out the table.
         let other = try TestHost.make()
-        #expect(try other.raise(ReportRequest(trigger: .logError)).content.attributes.isEmpty)
+        #expect(try other.raiseDocument(ReportRequest(trigger: .logError)).content.attributes.isEmpty)
     }
 
     // MARK: R-5

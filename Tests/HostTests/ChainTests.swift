@@ -31,7 +31,7 @@ import Testing
         let host = try TestHost.make()
         try host.loadPlugin(at: Fixtures.plugin("tracer-w", source: Self.tracer("w")).path, into: .wrapper)
         try host.loadPlugin(at: Fixtures.plugin("tracer-h", source: Self.tracer("h")).path, into: .handler)
-        let document = try host.raise(ReportRequest(trigger: .logException))
+        let document = try host.raiseDocument(ReportRequest(trigger: .logException))
         #expect(document.content.labels == ["w.before", "h.before", "w.after", "h.after"])
         #expect(document.internalLog.isEmpty)
     }
@@ -42,7 +42,7 @@ import Testing
         try host.loadPlugin(at: Fixtures.plugin("empty", source: fixtureHandler(name: "empty")).path, into: .handler)
         var request = ReportRequest(trigger: .upload)
         request.summary = "same"
-        let document = try host.raise(request)
+        let document = try host.raiseDocument(request)
         #expect(document.content.summary == "same")
         #expect(document.internalLog.isEmpty)
     }
@@ -62,7 +62,7 @@ import Testing
                 """)
         let host = try TestHost.make()
         try host.loadPlugin(at: Fixtures.plugin("sloppy", source: source).path, into: .handler)
-        let document = try host.raise(ReportRequest(trigger: .upload))
+        let document = try host.raiseDocument(ReportRequest(trigger: .upload))
         #expect(document.content.summary == "set before completion")
         #expect(document.internalLog.contains { $0.handler == "sloppy" && $0.message.contains("completion called again") })
         #expect(document.internalLog.contains { $0.handler == "sloppy" && $0.message.contains("set_summary through a closed handle") })
@@ -88,7 +88,7 @@ import Testing
         let events = EventRecorder()
         let host = try TestHost.make(clock: clock, events: events)
         try host.loadPlugin(at: Fixtures.freshCopy(of: Fixtures.plugin("stuck", source: source)).path, into: .handler)
-        let run = clock.start { try? host.raise(ReportRequest(trigger: .upload)) }
+        let run = clock.start { try? host.raiseDocument(ReportRequest(trigger: .upload)) }
         let deadline = events.awaitFinishWait(of: "stuck.on_before_report_created")
         #expect(deadline == clock.now().advanced(byMilliseconds: 30_000))
         clock.advance(byMilliseconds: 29_999)
@@ -134,7 +134,7 @@ import Testing
         let log = MemoryDestination()
         let host = try TestHost.make(log: log)
         try host.loadPlugin(at: library.path, into: .handler)
-        let document = try host.raise(ReportRequest(trigger: .upload))
+        let document = try host.raiseDocument(ReportRequest(trigger: .upload))
         let image = try #require(dlopen(library.path, RTLD_NOW | RTLD_NOLOAD))
         typealias WriteLate = @convention(c) () -> UnsafeMutablePointer<Int32>
         let writeLate = unsafeBitCast(try #require(dlsym(image, "rh_fixture_write_late")), to: WriteLate.self)
@@ -159,7 +159,7 @@ import Testing
         try host.loadPlugin(at: library.path, into: .handler)
         var request = ReportRequest(trigger: .logException)
         request.isTerminating = true
-        let document = try host.raise(request)
+        let document = try host.raiseDocument(request)
         #expect(document.content.summary == "terminating")
         #expect(!document.internalLog.contains { $0.message.contains("did not") })
     }

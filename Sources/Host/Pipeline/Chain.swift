@@ -26,39 +26,109 @@ public struct ReportRequest: Sendable {
     /// `--attach FILE`: the `extended` source (SPEC R-7).
     public var attachments: [ExtendedAttachment] = []
     public var isTerminating = false
+    /// Shows a dialog report to its user (trigger `dialog`); nil for other reports.
+    public var dialog: (any DialogPresenter)?
 
     public init(trigger: Trigger) { self.trigger = trigger }
 }
 
-/// Runs the handler chain of one report in the order of SPEC H-6: wrapper.before,
-/// user.before, wrapper.after, user.after; then bundles.
+/// Runs one report's steps in the order of SPEC H-5 (dialog) or H-6 (every other report),
+/// with the wrapper first in each step, then bundles.
+///
+///     dialog:  wrapper.before → handler.before → delegate.addFields → dialog →
+///              wrapper.after → handler.after → delegate.checkFields → delegate.attachments
+///     others:  wrapper.before → handler.before → wrapper.after → handler.after →
+///              delegate.attachments
 struct Chain {
-    let runner: CallbackRunner
+    let callbacks: CallbackRunner
+    let delegates: DelegateRunner
     let clock: any HostClock
     let logger: HostLogger
+    let active: ActiveCalls
 
-    func run(report: LiveReport, handlers: [HandlerSlot: Handler], mode: ChainMode) throws(HostError) -> ReportDocument {
-        let budgetDeadline = clock.now().advanced(byMilliseconds: runner.limits.reportBudgetMs)
-        var leftovers: [CallbackRunner.Leftover] = []
-        for step in [HandlerStep.before, .after] {
+    var limits: Limits { callbacks.limits }
+
+    /// The bundled document, or nil when the user cancelled the dialog.
+    func run(
+        report: LiveReport, handlers: [HandlerSlot: Handler], delegate: Delegate?, mode: ChainMode,
+        dialog: (any DialogPresenter)?
+    ) throws(HostError) -> ReportDocument? {
+        // The shared budget (H-10); time in the dialog does not count, so it moves the deadline.
+        var budgetDeadline = clock.now().advanced(byMilliseconds: limits.reportBudgetMs)
+        var pending: [CallbackRunner.Pending] = []
+
+        func callbacks(_ step: HandlerStep) throws(HostError) {
             for slot in HandlerSlot.allCases {
                 guard let handler = handlers[slot], handler.implements(step) else { continue }
-                guard clock.now() < budgetDeadline else {
-                    report.note(
-                        .warn, handler: "host",
-                        "\(handler.name).on_\(step.rawValue)_report_created skipped: the report's \(runner.limits.reportBudgetMs) ms budget was spent")
+                let label = "\(handler.name).on_\(step.rawValue)_report_created"
+                if let reason = skipReason(budgetDeadline) {
+                    report.note(.warn, handler: "host", "\(label) skipped: \(reason)")
                     continue
                 }
-                logger.debug("report \(report.id): \(slot.rawValue) \(handler.name).on_\(step.rawValue)_report_created")
-                if let leftover = try runner.run(
+                logger.debug("report \(report.id): \(slot.rawValue) \(label)")
+                if let open = try self.callbacks.run(
                     handler, in: slot, step: step, report: report, mode: mode, budgetDeadline: budgetDeadline)
                 {
-                    leftovers.append(leftover)
+                    pending.append(open)
                 }
             }
         }
+
+        func delegateStep(_ method: String, _ body: (Delegate) throws(HostError) -> Void) throws(HostError) {
+            guard let delegate else { return }
+            guard delegate.name != nil else {
+                logger.debug("report \(report.id): the delegate was released; \(method) not called")
+                return
+            }
+            if let reason = skipReason(budgetDeadline) {
+                report.note(.warn, handler: "host", "\(delegate.name ?? "delegate").\(method) skipped: \(reason)")
+                return
+            }
+            try body(delegate)
+        }
+
+        try callbacks(.before)
+        if let dialog {
+            try delegateStep("add_fields_before_report_created") { delegates.addFields($0, report: report, budgetDeadline: budgetDeadline) }
+            let shownAt = clock.now()
+            let seeded = report.edit { DialogFields(summary: $0.summary, description: $0.description, labels: $0.labels, severity: $0.severity) }
+            switch dialog.present(seeded) {
+            case .cancel:
+                logger.info("report \(report.id): the user cancelled the dialog; nothing is stored or sent")
+                _ = report.bundle()
+                release(pending)
+                return nil
+            case .send(let fields):
+                report.edit { content in
+                    content.summary = fields.summary
+                    content.description = fields.description
+                    content.labels = fields.labels
+                    content.severity = fields.severity
+                }
+            }
+            budgetDeadline = budgetDeadline.advanced(byMilliseconds: clock.now().milliseconds(since: shownAt))
+        }
+        try callbacks(.after)
+        if dialog != nil {
+            try delegateStep("check_fields_after_report_created") { delegates.checkFields($0, report: report, budgetDeadline: budgetDeadline) }
+        }
+        try delegateStep("attachments_for_report") { (delegate) throws(HostError) in
+            try delegates.attachments(delegate, report: report, mode: mode, budgetDeadline: budgetDeadline)
+        }
         let document = report.bundle()
-        for case let slot? in leftovers.map(\.closureSlot) { runner.closures.release(slot) }
+        release(pending)
         return document
+    }
+
+    /// Why the next call must be skipped, if it must (H-10 budget, H-15 interruption).
+    private func skipReason(_ budgetDeadline: HostInstant) -> String? {
+        if active.isStopping { return "the host is stopping" }
+        if clock.now() >= budgetDeadline { return "the report's \(limits.reportBudgetMs) ms budget was spent" }
+        return nil
+    }
+
+    /// Callbacks left open until bundling are over: later completions are late.
+    private func release(_ pending: [CallbackRunner.Pending]) {
+        for callback in pending { callbacks.release(callback) }
     }
 }

@@ -21,17 +21,31 @@ public final class CallbackCompletion: Sendable {
         var calls = 0
     }
 
+    /// A closure's raw libffi arguments (`void **`), valid only during the call.
+    public typealias Arguments = UnsafeMutablePointer<UnsafeMutableRawPointer?>
+
     private let state = Locked(State())
-    private let onFirst: @Sendable () -> Void
+    private let onFirst: @Sendable (Arguments?) -> Void
     private let onIgnored: @Sendable (Ignored) -> Void
 
-    public init(onFirst: @escaping @Sendable () -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
+    /// - Parameter onFirst: runs for the first call, during it (so it may copy arguments).
+    public init(onFirst: @escaping @Sendable (Arguments?) -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
         self.onFirst = onFirst
         self.onIgnored = onIgnored
     }
 
-    /// One call of the completion.
-    public func fire() {
+    public convenience init(onFirst: @escaping @Sendable () -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
+        self.init(onFirst: { (_: Arguments?) in onFirst() }, onIgnored: onIgnored)
+    }
+
+    /// One call of the completion; `arguments` are the decision closure's, if any.
+    public func fire(arguments: Arguments? = nil) {
+        fire { onFirst(arguments) }
+    }
+
+    /// One call, where the first runs `first` instead of `onFirst` (a Swift decision
+    /// carries its items as Swift values).
+    public func fire(_ first: () -> Void) {
         let outcome: Ignored? = state.withLock { state in
             state.calls += 1
             if state.completed { return .second }
@@ -39,7 +53,7 @@ public final class CallbackCompletion: Sendable {
             state.completed = true
             return nil
         }
-        if let outcome { onIgnored(outcome) } else { onFirst() }
+        if let outcome { onIgnored(outcome) } else { first() }
     }
 
     /// The host stopped waiting: later calls are late, not completions.

@@ -1,7 +1,8 @@
 import CFFI
 import PluginAPI
 
-/// libffi closures handed to plugins as `rh_completion` (ABI: "Handles and completions").
+/// libffi closures handed to plugins as `rh_completion` or `rh_attachments_decision` (ABI:
+/// "Handles and completions"); one pool per host and signature.
 ///
 /// A closure carries no argument, so each is prepared once with its slot number as user
 /// data, and the slot says which callback it currently serves. A closure is never freed;
@@ -13,8 +14,16 @@ import PluginAPI
 /// Behind one `Locked`; the trampoline looks the slot up under it and fires the binding
 /// outside it.
 public final class ClosurePool: Sendable {
+    /// The C signature of a pool's closures.
+    public enum Signature: Sendable {
+        /// `void (*)(void)`: `rh_completion`.
+        case completion
+        /// `void (*)(const rh_attachment *, size_t)`: `rh_attachments_decision`.
+        case decision
+    }
+
     private struct Slot {
-        let code: rh_completion
+        let code: SendableRawPointer
         var binding: CallbackCompletion?
     }
 
@@ -32,13 +41,15 @@ public final class ClosurePool: Sendable {
     }
 
     public let windowMilliseconds: Int
+    public let signature: Signature
     private let clock: any HostClock
     private let poolID: UInt32
     private let state = Locked(State())
 
     /// - Parameter windowMilliseconds: how long a closure stays reserved after its callback ends.
-    public init(windowMilliseconds: Int, clock: any HostClock) {
+    public init(windowMilliseconds: Int, clock: any HostClock, signature: Signature = .completion) {
         self.windowMilliseconds = windowMilliseconds
+        self.signature = signature
         self.clock = clock
         self.poolID = ClosurePool.directory.withLock { state in
             state.next += 1
@@ -47,10 +58,24 @@ public final class ClosurePool: Sendable {
         ClosurePool.directory.withLock { $0.pools[poolID] = self }
     }
 
-    /// A closure bound to `binding`; throws when libffi cannot allocate one (SPEC I-4, exit 1).
+    /// A completion closure bound to `binding`; throws when libffi cannot allocate one
+    /// (SPEC I-4, exit 1).
     public func acquire(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: rh_completion) {
+        precondition(signature == .completion)
+        let (slot, code) = try acquireRaw(for: binding)
+        return (slot, unsafeBitCast(code, to: rh_completion.self))
+    }
+
+    /// A decision closure bound to `binding`; its first call hands `binding` the arguments.
+    public func acquireDecision(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: rh_attachments_decision) {
+        precondition(signature == .decision)
+        let (slot, code) = try acquireRaw(for: binding)
+        return (slot, unsafeBitCast(code, to: rh_attachments_decision.self))
+    }
+
+    private func acquireRaw(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: UnsafeMutableRawPointer) {
         let now = clock.now()
-        return try state.withLock { state -> Result<(slot: Int, code: rh_completion), HostError> in
+        return try state.withLock { state -> Result<(slot: Int, code: UnsafeMutableRawPointer), HostError> in
             if state.coolingHead < state.cooling.count, state.cooling[state.coolingHead].reusableAt <= now {
                 let slot = state.cooling[state.coolingHead].slot
                 state.coolingHead += 1
@@ -59,12 +84,12 @@ public final class ClosurePool: Sendable {
                     state.coolingHead = 0
                 }
                 state.slots[slot].binding = binding
-                return .success((slot, state.slots[slot].code))
+                return .success((slot, state.slots[slot].code.pointer))
             }
             // Allocated under the lock: the slot number is baked into the closure.
             let slot = state.slots.count
-            return Self.makeClosure(userData: (UInt64(poolID) << 32) | UInt64(slot + 1)).map { code in
-                state.slots.append(Slot(code: code, binding: binding))
+            return Self.makeClosure(signature, userData: (UInt64(poolID) << 32) | UInt64(slot + 1)).map { code in
+                state.slots.append(Slot(code: SendableRawPointer(pointer: code), binding: binding))
                 return (slot, code)
             }
         }.get()
@@ -88,25 +113,31 @@ public final class ClosurePool: Sendable {
 
     private static let directory = Locked<(next: UInt32, pools: [UInt32: ClosurePool])>((0, [:]))
 
-    private static func fire(userData: UInt64) {
+    private static func fire(userData: UInt64, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
         let poolID = UInt32(truncatingIfNeeded: userData >> 32)
         let slot = Int(truncatingIfNeeded: userData & 0xffff_ffff) - 1
         guard let pool = directory.withLock({ $0.pools[poolID] }) else { return }
         let binding = pool.state.withLock { state in slot < state.slots.count ? state.slots[slot].binding : nil }
-        binding?.fire()
+        binding?.fire(arguments: arguments)
     }
 
-    /// The call interface of `void (*)(void)`, prepared once for every closure.
-    private static let completionInterface: SendablePointer<ffi_cif>? = {
-        let cif = UnsafeMutablePointer<ffi_cif>.allocate(capacity: 1)
-        guard ffi_prep_cif(cif, rh_ffi_default_abi(), 0, rh_ffi_type_void(), nil) == FFI_OK else { return nil }
-        return SendablePointer(pointer: cif)
+    /// The call interfaces, prepared once: `void (*)(void)` and `void (*)(const void *, size_t)`.
+    private static let interfaces: (completion: SendablePointer<ffi_cif>, decision: SendablePointer<ffi_cif>)? = {
+        let completion = UnsafeMutablePointer<ffi_cif>.allocate(capacity: 1)
+        guard ffi_prep_cif(completion, rh_ffi_default_abi(), 0, rh_ffi_type_void(), nil) == FFI_OK else { return nil }
+        let types = UnsafeMutablePointer<UnsafeMutablePointer<ffi_type>?>.allocate(capacity: 2)
+        types[0] = rh_ffi_type_pointer()
+        types[1] = rh_ffi_type_size_t()
+        let decision = UnsafeMutablePointer<ffi_cif>.allocate(capacity: 1)
+        guard ffi_prep_cif(decision, rh_ffi_default_abi(), 2, rh_ffi_type_void(), types) == FFI_OK else { return nil }
+        return (SendablePointer(pointer: completion), SendablePointer(pointer: decision))
     }()
 
-    private static func makeClosure(userData: UInt64) -> Result<rh_completion, HostError> {
-        guard let cif = completionInterface?.pointer else {
-            return .failure(.runtime("libffi could not prepare the completion call interface"))
+    private static func makeClosure(_ signature: Signature, userData: UInt64) -> Result<UnsafeMutableRawPointer, HostError> {
+        guard let interfaces else {
+            return .failure(.runtime("libffi could not prepare the completion call interfaces"))
         }
+        let cif = signature == .completion ? interfaces.completion.pointer : interfaces.decision.pointer
         var code: UnsafeMutableRawPointer?
         guard ClosureAllocation.isAllowed, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code
         else { return .failure(ClosureAllocation.failure) }
@@ -114,19 +145,24 @@ public final class ClosurePool: Sendable {
         let trampoline: @convention(c) (
             UnsafeMutablePointer<ffi_cif>?, UnsafeMutableRawPointer?,
             UnsafeMutablePointer<UnsafeMutableRawPointer?>?, UnsafeMutableRawPointer?
-        ) -> Void = { _, _, _, userData in
-            ClosurePool.fire(userData: UInt64(UInt(bitPattern: userData)))
+        ) -> Void = { _, _, arguments, userData in
+            ClosurePool.fire(userData: UInt64(UInt(bitPattern: userData)), arguments: arguments)
         }
         let status = ffi_prep_closure_loc(
             closure, cif, trampoline, UnsafeMutableRawPointer(bitPattern: UInt(userData)), code)
         guard status == FFI_OK else {
             return .failure(.runtime("libffi could not prepare a completion closure (status \(status.rawValue))"))
         }
-        return .success(unsafeBitCast(code, to: rh_completion.self))
+        return .success(code)
     }
 }
 
 /// A pointer to memory that is written once before publication and never freed.
 struct SendablePointer<T>: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<T>
+}
+
+/// The code address of a libffi closure, which is never freed.
+struct SendableRawPointer: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
 }

@@ -42,7 +42,12 @@ public final class LiveReport: Sendable {
         var isOpen = true
         /// Operations already noted as used after close (each is noted once per handle).
         var notedAfterClose: Set<String> = []
+        /// Set once a recovered callback's method has returned without completing: its later
+        /// changes wait here and apply only if completion arrives before bundling (SPEC H-9).
+        var pending: [Change]?
     }
+
+    typealias Change = @Sendable (inout State, Contributor) -> Void
 
     struct State {
         var content = ReportContent()
@@ -80,9 +85,48 @@ public final class LiveReport: Sendable {
         return handle
     }
 
-    /// Closes a handle; later calls through it change nothing (SPEC R-8).
+    /// Closes a handle; later calls through it change nothing (SPEC R-8). Changes it held
+    /// back (see `holdChanges`) are dropped and noted.
     public func close(_ handle: ReportHandle) {
-        state.withLock { $0.handles[handle]?.isOpen = false }
+        state.withLock { state in
+            guard var handleState = state.handles[handle], handleState.isOpen else { return }
+            handleState.isOpen = false
+            if let pending = handleState.pending, !pending.isEmpty {
+                state.internalLog.append(InternalLogEntry(
+                    level: .warn, handler: handleState.contributor.handler,
+                    message: "\(pending.count) change(s) made after the method returned were dropped: no completion before bundling"))
+            }
+            handleState.pending = nil
+            state.handles[handle] = handleState
+        }
+    }
+
+    /// The callback behind `handle` completed: applies the changes it held back, in order,
+    /// then closes the handle.
+    public func complete(_ handle: ReportHandle) {
+        state.withLock { state in
+            guard var handleState = state.handles[handle], handleState.isOpen else { return }
+            for change in handleState.pending ?? [] { change(&state, handleState.contributor) }
+            handleState.pending = nil
+            handleState.isOpen = false
+            state.handles[handle] = handleState
+        }
+    }
+
+    /// From now on, changes through `handle` are held back until it completes (SPEC H-9: a
+    /// recovered callback's change after its method returned counts only if completion
+    /// arrives before bundling). Reads still see the report without them.
+    public func holdChanges(of handle: ReportHandle) {
+        state.withLock { state in
+            guard state.handles[handle]?.isOpen == true, state.handles[handle]?.pending == nil else { return }
+            state.handles[handle]?.pending = []
+        }
+    }
+
+    /// Removes the attachments added through `handle` (an asynchronous decision that timed
+    /// out takes back what its call added, SPEC A-2).
+    func removeAttachments(addedThrough handle: ReportHandle) {
+        state.withLock { $0.content.attachments.removeAll { $0.addedThrough == handle } }
     }
 
     public func isOpen(_ handle: ReportHandle) -> Bool {
@@ -114,11 +158,12 @@ public final class LiveReport: Sendable {
     public func addAttachment(
         name: String, filename: String, data: Data, by contributor: Contributor
     ) -> Result<Void, ReportError> {
-        state.withLock { Self.addAttachment(&$0, name: name, filename: filename, data: data, by: contributor) }
+        state.withLock { Self.addAttachment(&$0, name: name, filename: filename, data: data, by: contributor, through: nil) }
     }
 
     fileprivate static func addAttachment(
-        _ state: inout State, name: String, filename: String, data: Data, by contributor: Contributor
+        _ state: inout State, name: String, filename: String, data: Data, by contributor: Contributor,
+        through handle: ReportHandle?
     ) -> Result<Void, ReportError> {
         let used = state.attachmentsAdded[contributor.budgetKey, default: 0]
         let reason: String? =
@@ -134,8 +179,9 @@ public final class LiveReport: Sendable {
             return .failure(.dropped)
         }
         state.attachmentsAdded[contributor.budgetKey] = used + 1
-        state.content.attachments.append(
-            Attachment(name: name, filename: filename, data: data, source: contributor.source))
+        var attachment = Attachment(name: name, filename: filename, data: data, source: contributor.source)
+        attachment.addedThrough = handle
+        state.content.attachments.append(attachment)
         return .success(())
     }
 
@@ -158,10 +204,11 @@ public final class LiveReport: Sendable {
 
     /// Runs `body` if `handle` is open, under the lock that also guards the open flag, so
     /// a change and a close never interleave. A use after close is noted once per
-    /// operation and handle, and answered `.closed`.
-    func access<T>(
-        _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true,
-        _ body: (inout State, Contributor) -> Result<T, ReportError>
+    /// operation and handle, and answered `.closed`. A change through a handle that holds
+    /// its changes back is answered from a scratch copy and kept for completion.
+    func access<T: Sendable>(
+        _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true, mutates: Bool = true,
+        _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         let outcome: AccessOutcome<T> = state.withLock { state in
             guard var handleState = state.handles[handle] else { return .closed(note: nil, bundled: true) }
@@ -174,6 +221,13 @@ public final class LiveReport: Sendable {
                         level: .warn, handler: handleState.contributor.handler, message: note))
                 }
                 return .closed(note: note, bundled: state.isBundled)
+            }
+            if mutates, handleState.pending != nil {
+                var scratch = state
+                let result = body(&scratch, handleState.contributor)
+                handleState.pending?.append { state, contributor in _ = body(&state, contributor) }
+                state.handles[handle] = handleState
+                return .done(result)
             }
             return .done(body(&state, handleState.contributor))
         }
@@ -189,12 +243,12 @@ public final class LiveReport: Sendable {
         attachment name: String, filename: String, data: Data, through handle: ReportHandle
     ) -> Result<Void, ReportError> {
         access(handle, "add_attachment") { state, contributor in
-            Self.addAttachment(&state, name: name, filename: filename, data: data, by: contributor)
+            Self.addAttachment(&state, name: name, filename: filename, data: data, by: contributor, through: handle)
         }
     }
 }
 
-private enum AccessOutcome<T> {
+private enum AccessOutcome<T: Sendable>: Sendable {
     case done(Result<T, ReportError>)
     case closed(note: String?, bundled: Bool)
 }

@@ -13,21 +13,21 @@ public struct ReportHandle: Hashable, Sendable {
 
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
-    private func access<T>(
-        _ operation: String, _ body: (inout LiveReport.State, Contributor) -> Result<T, ReportError>
+    private func access<T: Sendable>(
+        _ operation: String, mutates: Bool = true, _ body: @escaping @Sendable (inout LiveReport.State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         guard let report = HandleRegistry.shared.report(for: self) else {
             HandleRegistry.shared.hostLog(for: self)?.debug("\(operation) through a handle whose report is gone was ignored")
             return .failure(.closed)
         }
-        return report.access(self, operation, body)
+        return report.access(self, operation, mutates: mutates, body)
     }
 
-    private func read<T>(_ operation: String, _ body: (ReportContent) -> T?) throws(ReportError) -> T {
-        try access(operation) { state, _ in body(state.content).map { .success($0) } ?? .failure(.notFound) }.get()
+    private func read<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (ReportContent) -> T?) throws(ReportError) -> T {
+        try access(operation, mutates: false) { state, _ in body(state.content).map { .success($0) } ?? .failure(.notFound) }.get()
     }
 
-    private func change(_ operation: String, _ body: (inout ReportContent) -> Void) throws(ReportError) {
+    private func change(_ operation: String, _ body: @escaping @Sendable (inout ReportContent) -> Void) throws(ReportError) {
         try access(operation) { state, _ in
             body(&state.content)
             return .success(())
@@ -165,7 +165,7 @@ public struct ReportHandle: Hashable, Sendable {
             HandleRegistry.shared.hostLog(for: self)?.log(level, message)
             return
         }
-        let noted: Result<String, ReportError> = report.access(self, "log", noteIfClosed: false) { state, contributor in
+        let noted: Result<String, ReportError> = report.access(self, "log", noteIfClosed: false, mutates: false) { state, contributor in
             state.internalLog.append(InternalLogEntry(level: level, handler: contributor.handler, message: message))
             return .success(contributor.handler)
         }

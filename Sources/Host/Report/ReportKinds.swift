@@ -57,6 +57,8 @@ public struct Attachment: Sendable, Equatable {
     public var filename: String
     public var data: Data
     public var source: AttachmentSource
+    /// The handle it was added through, if any.
+    var addedThrough: ReportHandle?
 
     public init(name: String, filename: String, data: Data, source: AttachmentSource) {
         self.name = name

@@ -1,0 +1,142 @@
+import Foundation
+import PluginAPI
+
+/// An attachment a delegate offers in its asynchronous decision.
+public struct OfferedAttachment: Sendable, Equatable {
+    public var name: String
+    public var filename: String
+    public var data: Data
+
+    public init(name: String, filename: String, data: Data) {
+        self.name = name
+        self.filename = filename
+        self.data = data
+    }
+}
+
+/// Which methods an in-process delegate implements.
+public struct DelegateMethods: OptionSet, Sendable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    public static let addFields = DelegateMethods(rawValue: 1)
+    public static let checkFields = DelegateMethods(rawValue: 2)
+    public static let attachments = DelegateMethods(rawValue: 4)
+    public static let attachmentsAsync = DelegateMethods(rawValue: 8)
+}
+
+/// The optional second interface, in Swift (SPEC A): fields hooks for dialog reports and an
+/// attachments hook in a synchronous or an asynchronous form.
+///
+/// The host holds an in-process delegate weakly (SPEC A-5): once its owner releases it, it
+/// is no longer called.
+public protocol ReportDelegate: AnyObject, Sendable {
+    var name: String { get }
+    /// The methods below that this delegate implements; the others are never called.
+    var implements: DelegateMethods { get }
+    /// Dialog reports only (SPEC H-5 step 2): summary, description and labels were cleared.
+    func addFields(_ report: ReportHandle)
+    /// Dialog reports only (SPEC H-5 step 5).
+    func checkFields(_ report: ReportHandle)
+    /// Synchronous: add attachments with `report.addAttachment` during the call (SPEC A-1).
+    func attachments(_ report: ReportHandle)
+    /// Asynchronous: call `decide` once within the decision limit; nil means none (SPEC A-2).
+    func attachments(_ report: ReportHandle, decide: @escaping @Sendable ([OfferedAttachment]?) -> Void)
+}
+
+extension ReportDelegate {
+    public func addFields(_ report: ReportHandle) {}
+    public func checkFields(_ report: ReportHandle) {}
+    public func attachments(_ report: ReportHandle) {}
+    public func attachments(_ report: ReportHandle, decide: @escaping @Sendable ([OfferedAttachment]?) -> Void) { decide(nil) }
+}
+
+/// What sits in the delegate slot: a plugin's `rh_delegate` (alive as long as its slot) or a
+/// weakly held Swift delegate.
+public enum Delegate: Sendable {
+    case plugin(LoadedPlugin)
+    case swift(WeakDelegate)
+
+    /// A weak reference to an in-process delegate.
+    public final class WeakDelegate: Sendable {
+        private let reference: Locked<Reference>
+        private struct Reference { weak var delegate: (any ReportDelegate)? }
+
+        public init(_ delegate: any ReportDelegate) { reference = Locked(Reference(delegate: delegate)) }
+        public var delegate: (any ReportDelegate)? { reference.withLock { $0.delegate } }
+    }
+
+    public static func weak(_ delegate: any ReportDelegate) -> Delegate { .swift(WeakDelegate(delegate)) }
+
+    /// The delegate's name for the internal log, or nil once a Swift delegate is gone.
+    var name: String? {
+        switch self {
+        case .plugin(let plugin): plugin.name
+        case .swift(let box): box.delegate?.name
+        }
+    }
+
+    /// What it implements now (nothing once a Swift delegate is gone).
+    var methods: DelegateMethods {
+        switch self {
+        case .plugin(let plugin):
+            guard let d = plugin.delegate else { return [] }
+            var methods: DelegateMethods = []
+            if d.add_fields_before_report_created != nil { methods.insert(.addFields) }
+            if d.check_fields_after_report_created != nil { methods.insert(.checkFields) }
+            if d.attachments_for_report != nil { methods.insert(.attachments) }
+            if d.attachments_for_report_async != nil { methods.insert(.attachmentsAsync) }
+            return methods
+        case .swift(let box):
+            return box.delegate?.implements ?? []
+        }
+    }
+
+    func addFields(_ handle: ReportHandle) {
+        switch self {
+        case .plugin(let p): p.delegate?.add_fields_before_report_created?(p.handler.context, HostAPITable.pointer(handle))
+        case .swift(let box): box.delegate?.addFields(handle)
+        }
+    }
+
+    func checkFields(_ handle: ReportHandle) {
+        switch self {
+        case .plugin(let p): p.delegate?.check_fields_after_report_created?(p.handler.context, HostAPITable.pointer(handle))
+        case .swift(let box): box.delegate?.checkFields(handle)
+        }
+    }
+
+    func attachments(_ handle: ReportHandle) {
+        switch self {
+        case .plugin(let p): p.delegate?.attachments_for_report?(p.handler.context, HostAPITable.pointer(handle))
+        case .swift(let box): box.delegate?.attachments(handle)
+        }
+    }
+
+    func attachmentsAsync(
+        _ handle: ReportHandle, decision: rh_attachments_decision?, swiftDecision: @escaping @Sendable ([OfferedAttachment]?) -> Void
+    ) {
+        switch self {
+        case .plugin(let p): p.delegate?.attachments_for_report_async?(p.handler.context, HostAPITable.pointer(handle), decision)
+        case .swift(let box): box.delegate?.attachments(handle, decide: swiftDecision)
+        }
+    }
+
+    var needsClosure: Bool { if case .plugin = self { true } else { false } }
+}
+
+/// Copies the items of an `rh_attachments_decision` call (during the call, as the ABI says).
+/// Items with a NULL or non-UTF-8 name are skipped.
+func offeredAttachments(_ arguments: CallbackCompletion.Arguments?) -> [OfferedAttachment]? {
+    guard let arguments,
+        let items = arguments[0]?.load(as: UnsafePointer<rh_attachment>?.self),
+        let count = arguments[1]?.load(as: Int.self), count > 0
+    else { return nil }
+    return (0..<count).compactMap { index in
+        let item = items[index]
+        guard let name = HostAPITable.string(item.name) else { return nil }
+        let filename = HostAPITable.string(item.filename) ?? name
+        let data = item.data.map { Data(bytes: $0, count: item.size) } ?? Data()
+        return OfferedAttachment(name: name, filename: filename, data: data)
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import PluginAPI
+
+/// Runs the delegate's steps (SPEC H-5, H-6, A-1 … A-4). Every delegate call of a report
+/// draws on the one `delegate` attachment budget (SPEC R-7).
+struct DelegateRunner {
+    let invoker: Invoker
+    let limits: Limits
+    let decisions: ClosurePool
+
+    /// H-5 step 2, dialog reports only: clears summary, description and labels (they are
+    /// replaced outright), then lets the delegate set them. [main-thread]
+    func addFields(_ delegate: Delegate, report: LiveReport, budgetDeadline: HostInstant) {
+        guard delegate.methods.contains(.addFields) else { return }
+        report.edit { content in
+            content.summary = nil
+            content.description = nil
+            content.labels = []
+        }
+        callAndReturn(delegate, "add_fields_before_report_created", on: .main, report: report, budgetDeadline: budgetDeadline) {
+            delegate.addFields($0)
+        }
+    }
+
+    /// H-5 step 5, dialog reports only. [main-thread]
+    func checkFields(_ delegate: Delegate, report: LiveReport, budgetDeadline: HostInstant) {
+        guard delegate.methods.contains(.checkFields) else { return }
+        callAndReturn(delegate, "check_fields_after_report_created", on: .main, report: report, budgetDeadline: budgetDeadline) {
+            delegate.checkFields($0)
+        }
+    }
+
+    /// The attachments step, the last moment the report can change. The synchronous form
+    /// wins when both exist (A-4); the asynchronous one is not called for recovered or
+    /// terminating reports (A-3).
+    func attachments(_ delegate: Delegate, report: LiveReport, mode: ChainMode, budgetDeadline: HostInstant) throws(HostError) {
+        let methods = delegate.methods
+        if methods.contains(.attachments) {
+            callAndReturn(delegate, "attachments_for_report", on: .own, report: report, budgetDeadline: budgetDeadline) {
+                delegate.attachments($0)
+            }
+        } else if methods.contains(.attachmentsAsync) {
+            guard mode == .runningApp else {
+                report.note(
+                    .info, handler: "host",
+                    "\(delegate.name ?? "delegate").attachments_for_report_async skipped: the asynchronous form is not called for \(mode == .recovered ? "a recovered" : "a terminating") report")
+                return
+            }
+            try decide(delegate, report: report, budgetDeadline: budgetDeadline)
+        }
+    }
+
+    /// A delegate call that is done when it returns, bounded by the callback limit (R-8).
+    private func callAndReturn(
+        _ delegate: Delegate, _ method: String, on thread: CallThread, report: LiveReport, budgetDeadline: HostInstant,
+        _ body: @escaping @Sendable (ReportHandle) -> Void
+    ) {
+        guard let name = delegate.name else { return }
+        let label = "\(name).\(method)"
+        let handle = report.openHandle(for: .delegate(name))
+        let result = invoker.perform(
+            label, on: thread, limitMs: limits.callbackTimeoutMs, budgetDeadline: budgetDeadline, finish: .returned,
+            tracker: CallTracker()
+        ) { body(handle) }
+        report.close(handle)
+        note(result, label: label, limitMs: limits.callbackTimeoutMs, what: "return", report: report)
+    }
+
+    /// A-2: the asynchronous form on the main thread; the host waits for the decision up to
+    /// its limit, then goes on without the delegate's attachments.
+    private func decide(_ delegate: Delegate, report: LiveReport, budgetDeadline: HostInstant) throws(HostError) {
+        guard let name = delegate.name else { return }
+        let label = "\(name).attachments_for_report_async"
+        let handle = report.openHandle(for: .delegate(name))
+        let tracker = CallTracker()
+        let accept: @Sendable ([OfferedAttachment]?) -> Void = { items in
+            for item in items ?? [] {
+                _ = report.add(attachment: item.name, filename: item.filename, data: item.data, through: handle)
+            }
+            tracker.markCompleted()
+        }
+        let completion = CallbackCompletion(
+            onFirst: { arguments in accept(offeredAttachments(arguments)) },
+            onIgnored: { kind in
+                report.note(
+                    .warn, handler: name,
+                    "\(label): decision called \(kind == .second ? "again" : "after the host stopped waiting"); ignored")
+            })
+        let closure = delegate.needsClosure ? try decisions.acquireDecision(for: completion) : nil
+        let result = invoker.perform(
+            label, on: .main, limitMs: limits.attachmentsDecisionMs, budgetDeadline: budgetDeadline, finish: .completed,
+            tracker: tracker
+        ) {
+            delegate.attachmentsAsync(handle, decision: closure?.code) { items in completion.fire { accept(items) } }
+        }
+        report.close(handle)
+        if let closure { decisions.release(closure.slot) } else { completion.close() }
+        if result != .finished {
+            // Bundled without the delegate's attachments, those added during the call included.
+            report.removeAttachments(addedThrough: handle)
+        }
+        note(result, label: label, limitMs: limits.attachmentsDecisionMs, what: "decide", report: report)
+    }
+
+    private func note(_ result: CallResult, label: String, limitMs: Int, what: String, report: LiveReport) {
+        switch result {
+        case .finished: return
+        case .skipped(let budgetSpent):
+            let why = budgetSpent
+                ? "the report's \(limits.reportBudgetMs) ms budget was spent" : "it could not start within \(limitMs) ms"
+            report.note(.warn, handler: "host", "\(label) skipped: \(why)")
+        case .timedOut(let budgetSpent, _):
+            let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
+            report.note(.warn, handler: "host", "\(label) did not \(what) \(within); its later changes are ignored")
+        case .stopped:
+            report.note(.warn, handler: "host", "\(label) skipped: the host is stopping")
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// The fields a user sees and may edit in the dialog (SPEC H-5 step 3).
+public struct DialogFields: Sendable, Equatable {
+    public var summary: String?
+    public var description: String?
+    public var labels: [String]
+    /// 0 for none, else 1...5.
+    public var severity: Int32
+
+    public init(summary: String?, description: String?, labels: [String], severity: Int32) {
+        self.summary = summary
+        self.description = description
+        self.labels = labels
+        self.severity = severity
+    }
+}
+
+/// What the user decided.
+public enum DialogDecision: Sendable, Equatable {
+    case send(DialogFields)
+    /// Nothing further runs, nothing is stored and nothing is sent.
+    case cancel
+}
+
+/// Shows a dialog report to its user: a terminal dialog, or a script standing in for one.
+public protocol DialogPresenter: Sendable {
+    func present(_ fields: DialogFields) -> DialogDecision
+}
+
+/// `--dialog-script FILE` (SPEC I-5): `{"summary", "description", "labels", "severity",
+/// "action": "send"|"cancel"}`; absent keys keep the current value; no action means send.
+public struct ScriptedDialog: DialogPresenter {
+    public let summary: String??
+    public let description: String??
+    public let labels: [String]?
+    public let severity: Int32?
+    public let cancels: Bool
+
+    /// Reads and validates a script; anything else than such an object is a usage error.
+    public init(path: String) throws(HostError) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw .usage("--dialog-script '\(path)': the file is missing or unreadable")
+        }
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(data)
+        } catch {
+            throw .usage("--dialog-script '\(path)': \(error)")
+        }
+        func bad(_ what: String) -> HostError { .usage("--dialog-script '\(path)': \(what)") }
+        guard let object = json.objectValue else { throw bad("expected an object, got \(json.typeName)") }
+        let allowed = ["summary", "description", "labels", "severity", "action"]
+        if let unknown = object.first(where: { !allowed.contains($0.0) }) { throw bad("unknown key '\(unknown.0)'") }
+        func text(_ key: String) throws(HostError) -> String?? {
+            guard let value = json[key] else { return .none }
+            if value.isNull { return .some(nil) }
+            guard let string = value.stringValue else { throw bad("'\(key)' must be a string or null, got \(value.typeName)") }
+            return .some(string)
+        }
+        summary = try text("summary")
+        description = try text("description")
+        if let value = json["labels"] {
+            guard let items = value.arrayValue, items.allSatisfy({ $0.stringValue != nil }) else {
+                throw bad("'labels' must be an array of strings")
+            }
+            labels = items.compactMap(\.stringValue)
+        } else {
+            labels = nil
+        }
+        if let value = json["severity"] {
+            guard let number = value.intValue, (1...5).contains(number) else {
+                throw bad("'severity' must be an integer from 1 to 5, got \(value.serialized())")
+            }
+            severity = Int32(number)
+        } else {
+            severity = nil
+        }
+        switch json["action"] {
+        case nil, .string("send")?: cancels = false
+        case .string("cancel")?: cancels = true
+        case let other?: throw bad("'action' must be \"send\" or \"cancel\", got \(other.serialized())")
+        }
+    }
+
+    public func present(_ fields: DialogFields) -> DialogDecision {
+        if cancels { return .cancel }
+        var edited = fields
+        if let summary { edited.summary = summary }
+        if let description { edited.description = description }
+        if let labels { edited.labels = labels }
+        if let severity { edited.severity = severity }
+        return .send(edited)
+    }
+}

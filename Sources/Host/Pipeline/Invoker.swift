@@ -1,0 +1,157 @@
+import Foundation
+
+/// What the pipeline is waiting for, for tests and tools that must act at the right moment
+/// (a test advancing a manual clock, the conformance validator).
+public enum PipelineEvent: Sendable, Equatable {
+    /// A call ("<plugin>.<method>") is queued; it is skipped if not started by `deadline`.
+    case awaitingStart(call: String, deadline: HostInstant)
+    /// A call started; the host waits for it until `deadline`.
+    case awaitingFinish(call: String, deadline: HostInstant)
+}
+
+public typealias PipelineObserver = @Sendable (PipelineEvent) -> Void
+
+/// Where a call into a handler or delegate runs.
+enum CallThread {
+    /// The host's main thread (running-app callbacks, dialog-side delegate calls).
+    case main
+    /// A thread of its own: recovered callbacks and the synchronous attachments call. Not
+    /// the shared pool: an abandoned method keeps running and must not hold a pool thread.
+    case own
+}
+
+/// What ends the host's wait for a call.
+enum CallFinish {
+    /// Completion called and the method returned (running-app callbacks, SPEC H-8).
+    case completedAndReturned
+    /// The method returned (terminating, recovered and synchronous delegate calls).
+    case returned
+    /// The completion or decision was called (the asynchronous attachments decision, A-2).
+    case completed
+}
+
+/// How a call ended, from the host's side.
+enum CallResult: Equatable {
+    /// Finished as `CallFinish` asks, within the limits.
+    case finished
+    /// Never started: the main thread could not start it in time, or the budget was spent.
+    case skipped(budgetSpent: Bool)
+    /// Started but did not finish in time.
+    case timedOut(budgetSpent: Bool, completed: Bool)
+    /// The host was stopped or interrupted while the call was queued or running.
+    case stopped
+}
+
+/// One call's progress, shared by the thread that runs it and the thread that waits.
+///
+/// # Thread safety
+/// A `WaitableState`: "skipped" and "started" are decided under one lock, so a call the host
+/// gave up on is never started late.
+final class CallTracker: Sendable {
+    struct State {
+        enum Phase { case queued, running, skipped }
+        var phase = Phase.queued
+        var startedAt = HostInstant(nanoseconds: 0)
+        var returned = false
+        var completed = false
+        var stopped = false
+    }
+
+    let state = WaitableState(State())
+
+    func markCompleted() { state.update { $0.completed = true } }
+    func markStopped() { state.update { $0.stopped = true } }
+    var isCompleted: Bool { state.read { $0.completed } }
+}
+
+/// The calls in flight on one host, so that stopping or interrupting the host ends their
+/// waits (SPEC H-8: a callback still waiting when the host is stopped is skipped; H-15).
+///
+/// # Thread safety
+/// Behind one `Locked`.
+final class ActiveCalls: Sendable {
+    private let state = Locked<(stopping: Bool, next: Int, trackers: [Int: CallTracker])>((false, 0, [:]))
+
+    /// Registers `tracker`; nil when the host is already stopping.
+    func register(_ tracker: CallTracker) -> Int? {
+        state.withLock { state in
+            guard !state.stopping else { return nil }
+            state.next += 1
+            state.trackers[state.next] = tracker
+            return state.next
+        }
+    }
+
+    func unregister(_ id: Int) { state.withLock { _ = $0.trackers.removeValue(forKey: id) } }
+
+    /// Ends every wait in flight and refuses new calls.
+    func stopAll() {
+        let trackers = state.withLock { state in
+            state.stopping = true
+            return Array(state.trackers.values)
+        }
+        for tracker in trackers { tracker.markStopped() }
+    }
+
+    var isStopping: Bool { state.withLock { $0.stopping } }
+}
+
+/// Runs one call under the time limits: queue it, skip it if it cannot start in time, wait
+/// for what `finish` asks until the limit, report how it ended.
+struct Invoker {
+    let clock: any HostClock
+    let mainExecutor: any MainExecutor
+    let observer: PipelineObserver?
+    let active: ActiveCalls
+
+    func perform(
+        _ label: String, on thread: CallThread, limitMs: Int, budgetDeadline: HostInstant, finish: CallFinish,
+        tracker: CallTracker, call: @escaping @Sendable () -> Void
+    ) -> CallResult {
+        guard let registration = active.register(tracker) else { return .stopped }
+        defer { active.unregister(registration) }
+        let state = tracker.state
+        let job: @Sendable () -> Void = { [clock] in
+            let start = state.update { state -> Bool in
+                guard state.phase == .queued else { return false }
+                state.phase = .running
+                state.startedAt = clock.now()
+                return true
+            }
+            guard start else { return }
+            call()
+            state.update { $0.returned = true }
+        }
+
+        let limitDeadline = clock.now().advanced(byMilliseconds: limitMs)
+        let startDeadline = min(limitDeadline, budgetDeadline)
+        observer?(.awaitingStart(call: label, deadline: startDeadline))
+        switch thread {
+        case .main: mainExecutor.execute(job)
+        case .own: Thread.detachNewThread(job)
+        }
+        let started = state.wait(until: startDeadline, clock: clock, for: { $0.phase != .queued || $0.stopped }) { state, _ in
+            if state.phase == .queued { state.phase = .skipped }
+            return state.phase == .running
+        }
+        guard started else {
+            return state.read { $0.stopped } ? .stopped : .skipped(budgetSpent: clock.now() >= budgetDeadline)
+        }
+
+        let startedAt = state.read { $0.startedAt }
+        let ownDeadline = startedAt.advanced(byMilliseconds: limitMs)
+        let deadline = min(ownDeadline, budgetDeadline)
+        observer?(.awaitingFinish(call: label, deadline: deadline))
+        let done: (CallTracker.State) -> Bool =
+            switch finish {
+            case .completedAndReturned: { $0.completed && $0.returned }
+            case .returned: { $0.returned }
+            case .completed: { $0.completed }
+            }
+        return state.wait(until: deadline, clock: clock, for: { done($0) || $0.stopped }) { state, _ in
+            if done(state) { return .finished }
+            if state.stopped { return .stopped }
+            return .timedOut(budgetSpent: budgetDeadline < ownDeadline, completed: state.completed)
+        }
+    }
+}
