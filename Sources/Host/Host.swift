@@ -71,6 +71,9 @@ public final class ReportHost: Sendable {
         }
     }
 
+    /// Puts an in-process Swift handler in `slot`.
+    public func setHandler(_ handler: SwiftHandler, for slot: HandlerSlot) { setHandler(.swift(handler), for: slot) }
+
     public func handler(in slot: HandlerSlot) -> Handler? { slots.withLock { $0.handlers[slot] } }
 
     /// Puts `delegate` in the delegate slot, or empties it with nil. A plugin delegate lives

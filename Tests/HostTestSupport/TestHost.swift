@@ -38,6 +38,18 @@ public final class EventRecorder: Sendable {
         }
     }
 
+    /// Blocks until `callback` is queued; returns the deadline for it to start.
+    @discardableResult
+    public func awaitStartWait(of callback: String) -> HostInstant {
+        events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.startDeadline($0, callback) != nil } }) { events, _ in
+            events.lazy.compactMap { Self.startDeadline($0, callback) }.first!
+        }
+    }
+
+    private static func startDeadline(_ event: PipelineEvent, _ callback: String) -> HostInstant? {
+        if case .awaitingStart(callback, let deadline) = event { deadline } else { nil }
+    }
+
     private static func finishDeadline(_ event: PipelineEvent, _ callback: String) -> HostInstant? {
         if case .awaitingFinish(callback, let deadline) = event { deadline } else { nil }
     }

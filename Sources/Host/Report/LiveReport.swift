@@ -94,11 +94,15 @@ public final class LiveReport: Sendable {
             if let pending = handleState.pending, !pending.isEmpty {
                 state.internalLog.append(InternalLogEntry(
                     level: .warn, handler: handleState.contributor.handler,
-                    message: "\(pending.count) change(s) made after the method returned were dropped: no completion before bundling"))
+                    message: Self.droppedChangesNote(pending.count)))
             }
             handleState.pending = nil
             state.handles[handle] = handleState
         }
+    }
+
+    private static func droppedChangesNote(_ count: Int) -> String {
+        "\(count) change(s) made after the method returned were dropped: no completion before bundling"
     }
 
     /// The callback behind `handle` completed: applies the changes it held back, in order,
@@ -189,8 +193,16 @@ public final class LiveReport: Sendable {
     /// Later uses of its handles go to the host's log.
     public func bundle() -> ReportDocument {
         let (document, handles) = state.withLock { state in
+            for (handle, handleState) in state.handles where handleState.isOpen {
+                if let pending = handleState.pending, !pending.isEmpty {
+                    state.internalLog.append(InternalLogEntry(
+                        level: .warn, handler: handleState.contributor.handler,
+                        message: Self.droppedChangesNote(pending.count)))
+                }
+                state.handles[handle]?.isOpen = false
+                state.handles[handle]?.pending = nil
+            }
             state.isBundled = true
-            for key in state.handles.keys { state.handles[key]?.isOpen = false }
             let document = ReportDocument(
                 id: id, trigger: trigger, content: state.content, internalLog: state.internalLog,
                 createdAt: createdAt)
