@@ -7,13 +7,13 @@ import Host
 public enum TestHost {
     public static func make(
         clock: any HostClock = SystemClock(), log: MemoryDestination = MemoryDestination(),
-        events: EventRecorder? = nil, _ configure: (inout Configuration) -> Void = { _ in }
+        events: EventRecorder? = nil, mainExecutor: ThreadExecutor? = nil, _ configure: (inout Configuration) -> Void = { _ in }
     ) throws -> ReportHost {
         var configuration = Configuration()
         configure(&configuration)
         return try ReportHost(
             configuration: configuration, logger: HostLogger(destinations: [log]), clock: clock,
-            mainExecutor: ThreadExecutor(name: "reporthost.test.main"), observer: events?.observer)
+            mainExecutor: mainExecutor ?? ThreadExecutor(name: "test-main"), observer: events?.observer)
     }
 }
 
@@ -36,6 +36,11 @@ public final class EventRecorder: Sendable {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.finishDeadline($0, callback) != nil } }) { events, _ in
             events.lazy.compactMap { Self.finishDeadline($0, callback) }.first!
         }
+    }
+
+    /// Blocks until `callback`'s completion has been called.
+    public func awaitCompletion(of callback: String) {
+        events.wait(until: nil, clock: SystemClock(), for: { $0.contains(.completed(call: callback)) }, then: { _, _ in })
     }
 
     /// Blocks until `callback` is queued; returns the deadline for it to start.
@@ -64,16 +69,25 @@ public final class EventRecorder: Sendable {
 public final class ThreadExecutor: MainExecutor {
     /// Jobs in order; nil tells the thread to end.
     private let jobs = WaitableState<[(@Sendable () -> Void)?]>([])
+    private let threadID = WaitableState<pthread_t?>(nil)
 
     public init(name: String) {
         let jobs = self.jobs
+        let threadID = self.threadID
         let thread = Thread {
+            threadID.update { $0 = pthread_self() }
             while let job = jobs.wait(until: nil, clock: SystemClock(), for: { !$0.isEmpty }, then: { queue, _ in queue.removeFirst() }) {
                 job()
             }
         }
         thread.name = name
         thread.start()
+    }
+
+    /// Whether the caller runs on this executor's thread (the test's "main thread").
+    public var isCurrentThread: Bool {
+        let id = threadID.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { id, _ in id! })
+        return pthread_equal(id, pthread_self()) != 0
     }
 
     deinit { jobs.update { $0.append(nil) } }

@@ -201,11 +201,11 @@ import Testing
 
     @Test("H-9: recovered callbacks run off the main thread; the host waits for return, not for completion")
     func recoveredOffMain() throws {
-        let main = ThreadExecutor(name: "main")
-        let host = try ReportHost(configuration: Configuration(), logger: .silent, mainExecutor: main)
+        let main = ThreadExecutor(name: "test-main")
+        let host = try TestHost.make(mainExecutor: main)
         let threads = Recorder()
         host.setHandler(SwiftHandler(name: "rec", before: .completion { report, terminating, _ in
-            threads.record(Thread.current.name == "main" ? "main" : "background")
+            threads.record(main.isCurrentThread ? "main" : "background")
             threads.record("terminating=\(terminating)")
             try? report.setSummary("before return")
             // Never completes: the host must not wait for it.
@@ -363,14 +363,13 @@ import Testing
         #expect(try await offPool { finished.wait() })
         #expect(document.content.summary == nil)
 
-        // Finishing before bundling counts: the next step waits for the async body.
-        let quick = try TestHost.make()
-        let bodyDone = Gate()
+        // Finishing before bundling counts: the next step waits until the host completed it.
+        let events = EventRecorder()
+        let quick = try TestHost.make(events: events)
         quick.setHandler(SwiftHandler(name: "async", before: .async { report, _ in
             try? report.setSummary("in time")
-            bodyDone.release()
         }, after: .completion { _, _, done in
-            bodyDone.wait()
+            events.awaitCompletion(of: "async.on_before_report_created")
             done()
         }), for: .handler)
         let inTime = try #require(try await offPool { try quick.runChain(quick.makeReport(ReportRequest(trigger: .crash)), mode: .recovered) })

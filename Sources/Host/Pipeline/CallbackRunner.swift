@@ -42,10 +42,12 @@ struct CallbackRunner {
         let handle = report.openHandle(
             for: Contributor(handler: name, source: slot.source(step), budgetKey: "\(slot.rawValue).\(step.rawValue)"))
         let tracker = CallTracker()
+        let observer = invoker.observer
         let completion = CallbackCompletion(
             onFirst: {
                 report.complete(handle)
                 tracker.markCompleted()
+                observer?(.completed(call: label))
             },
             onIgnored: { kind in
                 report.note(
@@ -61,6 +63,8 @@ struct CallbackRunner {
             label, on: mode == .recovered ? .own : .main, limitMs: limitMs, budgetDeadline: budgetDeadline,
             finish: finish, tracker: tracker
         ) {
+            // An async method's body runs after `invoke` returns: hold its changes from the start.
+            if mode == .recovered && handler.isAsync(step) { report.holdChanges(of: handle) }
             handler.invoke(
                 step, handle: handle, isTerminating: mode == .terminating, completion: closure?.code,
                 swiftCompletion: completion.swiftClosure)

@@ -87,14 +87,17 @@ struct DelegateRunner {
                     "\(label): decision called \(kind == .second ? "again" : "after the host stopped waiting"); ignored")
             })
         let closure = delegate.needsClosure ? try decisions.acquireDecision(for: completion) : nil
+        // Waiting for the method's return too keeps what it notes after deciding (a second
+        // decision, say) in this report's internal log.
         let result = invoker.perform(
-            label, on: .main, limitMs: limits.attachmentsDecisionMs, budgetDeadline: budgetDeadline, finish: .completed,
-            tracker: tracker
+            label, on: .main, limitMs: limits.attachmentsDecisionMs, budgetDeadline: budgetDeadline,
+            finish: .completedAndReturned, tracker: tracker
         ) {
             delegate.attachmentsAsync(handle, decision: closure?.code) { items in completion.fire { accept(items) } }
         }
         report.close(handle)
         if let closure { decisions.release(closure.slot) } else { completion.close() }
+        if case .timedOut(_, completed: true) = result { return }  // decided in time; the method is merely slow
         if result != .finished {
             // Bundled without the delegate's attachments, those added during the call included.
             report.removeAttachments(addedThrough: handle)

@@ -94,5 +94,11 @@ public enum Handler: Sendable {
         }
     }
 
+    /// Whether `step` is an `async` Swift method: it "returns" as soon as it starts.
+    func isAsync(_ step: HandlerStep) -> Bool {
+        guard case .swift(let handler) = self, case .async? = (step == .before ? handler.before : handler.after) else { return false }
+        return true
+    }
+
     var needsClosure: Bool { if case .plugin = self { true } else { false } }
 }

@@ -7,6 +7,8 @@ public enum PipelineEvent: Sendable, Equatable {
     case awaitingStart(call: String, deadline: HostInstant)
     /// A call started; the host waits for it until `deadline`.
     case awaitingFinish(call: String, deadline: HostInstant)
+    /// A callback's completion was called for the first time (its changes now count).
+    case completed(call: String)
 }
 
 public typealias PipelineObserver = @Sendable (PipelineEvent) -> Void
