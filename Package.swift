@@ -1,5 +1,12 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
+
+/// C sample plugins export only `rh_plugin_entry` (their `exports.map` version script).
+func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+    return [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/\(folder)/exports.map"])]
+}
 
 // Layers, lowest first: PluginAPI (the C ABI headers) → Host (the engine) → reporthost (the CLI).
 // CFFI and CSQLite are thin shims over Debian's libffi and libsqlite3.
@@ -9,7 +16,13 @@ let package = Package(
         .library(name: "Host", targets: ["Host"]),
         .executable(name: "reporthost", targets: ["reporthost"]),
         .executable(name: "reporthost-bench", targets: ["reporthost-bench"]),
+        .library(name: "PluginKit", targets: ["PluginKit"]),
         .library(name: "rh-bench-plugin", type: .dynamic, targets: ["BenchPlugin"]),
+        // Report-handler plugins (not SwiftPM package plugins): lib<name>.so beside the executable.
+        .library(name: "scrub-pii", type: .dynamic, targets: ["ScrubPII"]),
+        .library(name: "wrapper-sim", type: .dynamic, targets: ["WrapperSim"]),
+        .library(name: "account-context", type: .dynamic, targets: ["AccountContext"]),
+        .library(name: "async-example", type: .dynamic, targets: ["AsyncExample"]),
     ],
     targets: [
         .target(name: "PluginAPI", path: "Sources/PluginAPI"),
@@ -21,6 +34,21 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "Host", dependencies: ["PluginAPI", "CFFI"]),
         .executableTarget(name: "reporthost", dependencies: ["Host"]),
+        .target(name: "PluginKit", dependencies: ["PluginAPI"]),
+        .target(
+            name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",
+            exclude: ["exports.map", "README.md", "Makefile"], publicHeadersPath: "public",
+            linkerSettings: exportsOnlyEntry("scrub-pii")),
+        .target(
+            name: "WrapperSim", dependencies: ["PluginAPI"], path: "Plugins/wrapper-sim",
+            exclude: ["exports.map", "README.md"], publicHeadersPath: "public",
+            linkerSettings: exportsOnlyEntry("wrapper-sim")),
+        .target(
+            name: "AccountContext", dependencies: ["PluginKit", "PluginAPI"], path: "Plugins/account-context",
+            exclude: ["README.md"]),
+        .target(
+            name: "AsyncExample", dependencies: ["PluginKit", "PluginAPI"], path: "Plugins/async-example",
+            exclude: ["README.md"]),
         .target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),
         .executableTarget(name: "reporthost-bench", dependencies: ["Host"], path: "Benchmarks/reporthost-bench"),
         .target(name: "HostTestSupport", dependencies: ["Host"], path: "Tests/HostTestSupport"),

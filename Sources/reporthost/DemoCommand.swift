@@ -1,39 +1,105 @@
 import Dispatch
+import Foundation
 import Host
 
-/// `reporthost demo`: until the sample plugins exist, runs a bug report through two
-/// built-in Swift handlers (one per slot) and prints the document.
+/// `reporthost demo`: the whole flow on embedded defaults. Runs a bug, an error and an
+/// exception report through the sample plugins built beside this executable, printing each
+/// document and what each plugin changed.
+///
+/// The wrapper slot holds wrapper-sim for every report. A host has one user handler (SPEC
+/// H-1), so the user's slot changes between reports: scrub-pii for the bug and the
+/// exception (free text a person typed or an exception message), account-context for the
+/// error.
 enum DemoCommand {
-    static let options: [String: Bool] = ["log-level": true]
+    static let options: [String: Bool] = ["log-level": true, "repository": true]
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
-        let configuration = Configuration()
+        let folder = try pluginFolder()
+        var configuration = Configuration()
+        if let repository = arguments.value("repository") {
+            configuration.repository = PluginLoader.absolutePath(repository)
+        } else {
+            configuration.repository = try makeRepository()
+        }
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
+        let changes = Locked<[String]>([])
+        let host = try ReportHost(
+            configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main,
+            observer: { event in
+                if case .changed(let call, let before, let after) = event {
+                    changes.withLock { $0.append("  \(call):\n" + describe(before, after)) }
+                }
+            })
         defer { host.stop() }
-        host.setHandler(
-            .swift(SwiftHandler(
-                name: "demo-wrapper",
-                before: .completion { report, _, completion in
-                    try? report.setAttribute("wrapper.name", "demo-wrapper")
-                    if (try? report.hasLabel("wrapper")) != true { try? report.addLabel("wrapper") }
-                    DispatchQueue.global().async { completion() }
-                })),
-            for: .wrapper)
-        host.setHandler(
-            .swift(SwiftHandler(
-                name: "demo-handler",
-                after: .completion { report, _, completion in
-                    let summary = (try? report.summary()) ?? ""
-                    try? report.setSummary(summary.replacingOccurrences(of: "alice@example.com", with: "[email]"))
-                    try? report.setSeverity(3)
-                    completion()
-                })),
-            for: .handler)
-        var request = ReportRequest(trigger: .upload)
-        request.summary = "Checkout fails for alice@example.com"
-        request.labels = ["checkout"]
-        if let document = try host.raise(request) { output.write(document.json.serialized(pretty: true) + "\n") }
+        output.write("reporthost demo\nrepository: \(configuration.repository) (fresh)\nplugins: \(folder.path)\n")
+        try host.loadPlugin(at: folder.appendingPathComponent("libwrapper-sim.so").path, into: .wrapper)
+
+        for (title, handler, request) in demoReports() {
+            try host.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
+            changes.withLock { $0 = [] }
+            guard let document = try host.raise(request) else { continue }
+            output.write("\n== \(title): wrapper-sim, then \(handler)\n")
+            output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
+            output.write(document.json.serialized(pretty: true) + "\n")
+        }
+        output.write("\n3 reports raised and bundled; storage and delivery arrive with the repository work.\n")
         return 0
+    }
+
+    static func demoReports() -> [(String, String, ReportRequest)] {
+        var bug = ReportRequest(trigger: .upload)
+        bug.summary = "Checkout button does nothing for alice@example.com"
+        bug.description = "Card 4111 1111 1111 1111 was declined; my token=sk_live_51H8 is attached"
+        bug.labels = ["checkout"]
+        var error = ReportRequest(trigger: .logError)
+        error.summary = "Sync failed: HTTP 503 from the billing service"
+        error.severity = 3
+        var exception = ReportRequest(trigger: .logException)
+        exception.summary = "NullReferenceException in PaymentForm.submit"
+        exception.description = "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig from 10.20.30.40"
+        return [("bug report", "scrub-pii", bug), ("error report", "account-context", error), ("exception report", "scrub-pii", exception)]
+    }
+
+    /// The folder of this executable, where the build put the sample plugins.
+    static func pluginFolder() throws(HostError) -> URL {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
+        for name in ["wrapper-sim", "scrub-pii", "account-context"] {
+            let path = folder.appendingPathComponent("lib\(name).so").path
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw .runtime("demo plugin \(path) is missing: build everything first (scripts/demo does; `swift run` builds only the executable)")
+            }
+        }
+        return folder
+    }
+
+    static func makeRepository() throws(HostError) -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("reporthost-demo-\(UUID().uuidString.prefix(8))").path
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw .io(path: path, reason: "cannot create the demo repository")
+        }
+        return path
+    }
+
+    /// One line per field a callback changed.
+    static func describe(_ before: ReportContent, _ after: ReportContent) -> String {
+        var lines: [String] = []
+        func text(_ value: String?) -> String { value.map { "\"\($0)\"" } ?? "null" }
+        if before.summary != after.summary { lines.append("summary \(text(before.summary)) -> \(text(after.summary))") }
+        if before.description != after.description {
+            lines.append("description \(text(before.description)) -> \(text(after.description))")
+        }
+        if before.email != after.email { lines.append("email \(text(before.email)) -> \(text(after.email))") }
+        if before.severity != after.severity { lines.append("severity \(before.severity) -> \(after.severity)") }
+        for key in Set(before.attributes.keys).union(after.attributes.keys).sorted() where before.attributes[key] != after.attributes[key] {
+            lines.append("attribute \(key): \(text(before.attributes[key])) -> \(text(after.attributes[key]))")
+        }
+        if before.labels != after.labels { lines.append("labels \(before.labels) -> \(after.labels)") }
+        if before.attachments.map(\.name) != after.attachments.map(\.name) {
+            lines.append("attachments \(before.attachments.map(\.name)) -> \(after.attachments.map(\.name))")
+        }
+        return lines.map { "    " + $0 }.joined(separator: "\n")
     }
 }

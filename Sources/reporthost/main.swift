@@ -12,7 +12,7 @@ let usage = """
       report bug|error|exception [--summary S] [--description D] [--email E]
              [--severity N] [--label L]... [--attribute K=V]... [--attach FILE]...
              [--terminating] [--print]
-      demo                     a bug report through two built-in handlers
+      demo                     a bug, an error and an exception report through the sample plugins
 
     common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
                     --log-level debug|info|warn|error

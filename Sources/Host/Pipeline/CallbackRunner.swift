@@ -59,6 +59,12 @@ struct CallbackRunner {
         let closure = handler.needsClosure ? try closures.acquire(for: completion) : nil
         let finish: CallFinish = mode == .runningApp ? .completedAndReturned : .returned
         let limitMs = mode == .recovered ? limits.recoveredReturnMs : limits.callbackTimeoutMs
+        let before = observer == nil ? nil : report.content
+        defer {
+            if let observer, let before, case let after = report.content, after != before {
+                observer(.changed(call: label, before: before, after: after))
+            }
+        }
         let result = invoker.perform(
             label, on: mode == .recovered ? .own : .main, limitMs: limitMs, budgetDeadline: budgetDeadline,
             finish: finish, tracker: tracker

@@ -9,6 +9,9 @@ public enum PipelineEvent: Sendable, Equatable {
     case awaitingFinish(call: String, deadline: HostInstant)
     /// A callback's completion was called for the first time (its changes now count).
     case completed(call: String)
+    /// What a callback changed, once the host stopped waiting for it (sent only when the
+    /// content differs; snapshots are taken only while an observer is set).
+    case changed(call: String, before: ReportContent, after: ReportContent)
 }
 
 public typealias PipelineObserver = @Sendable (PipelineEvent) -> Void

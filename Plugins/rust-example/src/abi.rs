@@ -1,0 +1,78 @@
+//! The parts of ABI version 1 this plugin uses, transcribed from
+//! `Sources/PluginAPI/include/reporthost/*.h`. Member order is fixed by the ABI; a Rust
+//! plugin must declare every member up to the last one it uses, in order.
+#![allow(non_camel_case_types, dead_code)]
+
+use std::ffi::{c_char, c_void};
+
+pub const RH_ABI_VERSION_MAJOR: u32 = 1;
+pub const RH_ABI_VERSION_MINOR: u32 = 0;
+pub const RH_OK: i32 = 0;
+pub const RH_LOG_WARN: i32 = 2;
+
+#[repr(C)]
+pub struct rh_report {
+    _opaque: [u8; 0],
+}
+
+pub type rh_completion = Option<unsafe extern "C" fn()>;
+pub type Getter = unsafe extern "C" fn(*mut rh_report, *mut c_char, usize, *mut usize) -> i32;
+pub type Setter = unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32;
+type Visit = Option<unsafe extern "C" fn(*mut c_void, *const c_char) -> bool>;
+type VisitPair = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> bool>;
+type VisitAttachment = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, usize) -> bool>;
+
+#[repr(C)]
+pub struct rh_host_api {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub struct_size: u32,
+    pub host_name: *const c_char,
+    pub host_version: *const c_char,
+    pub report_type: unsafe extern "C" fn(*mut rh_report) -> i32,
+    pub report_trigger: unsafe extern "C" fn(*mut rh_report) -> i32,
+    pub report_id: Getter,
+    pub summary: Getter,
+    pub set_summary: Setter,
+    pub description: Getter,
+    pub set_description: Setter,
+    pub email: Getter,
+    pub set_email: Setter,
+    pub severity: unsafe extern "C" fn(*mut rh_report) -> i32,
+    pub set_severity: unsafe extern "C" fn(*mut rh_report, i32) -> i32,
+    pub attribute: unsafe extern "C" fn(*mut rh_report, *const c_char, *mut c_char, usize, *mut usize) -> i32,
+    pub set_attribute: unsafe extern "C" fn(*mut rh_report, *const c_char, *const c_char) -> i32,
+    pub remove_attribute: unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32,
+    pub clear_attributes: unsafe extern "C" fn(*mut rh_report) -> i32,
+    pub each_attribute: unsafe extern "C" fn(*mut rh_report, VisitPair, *mut c_void) -> i32,
+    pub set_labels: unsafe extern "C" fn(*mut rh_report, *const *const c_char, usize) -> i32,
+    pub add_label: unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32,
+    pub add_labels: unsafe extern "C" fn(*mut rh_report, *const *const c_char, usize) -> i32,
+    pub remove_label: unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32,
+    pub clear_labels: unsafe extern "C" fn(*mut rh_report) -> i32,
+    pub has_label: unsafe extern "C" fn(*mut rh_report, *const c_char) -> bool,
+    pub each_label: unsafe extern "C" fn(*mut rh_report, Visit, *mut c_void) -> i32,
+    pub add_attachment: unsafe extern "C" fn(*mut rh_report, *const c_char, *const c_char, *const c_void, usize) -> i32,
+    pub attachment_data: unsafe extern "C" fn(*mut rh_report, *const c_char, *mut c_void, usize, *mut usize) -> i32,
+    pub remove_attachment: unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32,
+    pub clear_attachments: unsafe extern "C" fn(*mut rh_report) -> i32,
+    pub each_attachment: unsafe extern "C" fn(*mut rh_report, VisitAttachment, *mut c_void) -> i32,
+    pub log: unsafe extern "C" fn(*mut rh_report, i32, *const c_char),
+    pub set_host_attribute: unsafe extern "C" fn(*const c_char, *const c_char) -> i32,
+}
+
+pub type Callback = Option<unsafe extern "C" fn(*mut c_void, *mut rh_report, bool, rh_completion)>;
+
+#[repr(C)]
+pub struct rh_handler {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub struct_size: u32,
+    pub name: *const c_char,
+    pub version: *const c_char,
+    pub context: *mut c_void,
+    pub on_before_report_created: Callback,
+    pub on_after_report_created: Callback,
+    pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+    pub delegate: *const c_void,
+}

@@ -1,0 +1,202 @@
+#include "scrub.h"
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growing output buffer. */
+struct out {
+    char *data;
+    size_t length, capacity;
+    bool failed;
+};
+
+static void put(struct out *o, const char *text, size_t length) {
+    if (o->failed) return;
+    if (o->length + length + 1 > o->capacity) {
+        size_t capacity = (o->capacity + length + 1) * 2;
+        char *data = realloc(o->data, capacity);
+        if (!data) { o->failed = true; return; }
+        o->data = data;
+        o->capacity = capacity;
+    }
+    memcpy(o->data + o->length, text, length);
+    o->length += length;
+    o->data[o->length] = '\0';
+}
+
+static void puts_(struct out *o, const char *text) { put(o, text, strlen(text)); }
+
+static bool is_word(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* --- e-mail: local@domain.tld ------------------------------------------------------- */
+
+static bool is_local(char c) { return isalnum((unsigned char)c) || strchr("._%+-", c) != NULL; }
+static bool is_domain(char c) { return isalnum((unsigned char)c) || c == '-'; }
+
+/* Length of an e-mail address starting at s, or 0. */
+static size_t match_email(const char *s) {
+    size_t i = 0;
+    while (is_local(s[i])) i++;
+    if (i == 0 || s[i] != '@') return 0;
+    i++;
+    size_t labels = 0, last_start = i, end = 0;
+    for (;;) {
+        size_t start = i;
+        while (is_domain(s[i])) i++;
+        if (i == start) break;
+        labels++;
+        last_start = start;
+        end = i;
+        if (s[i] == '.' && is_domain(s[i + 1])) { i++; continue; }
+        break;
+    }
+    if (labels < 2) return 0;
+    /* The top-level label is letters only, two or more. */
+    if (end - last_start < 2) return 0;
+    for (size_t k = last_start; k < end; k++) if (!isalpha((unsigned char)s[k])) return 0;
+    return end;
+}
+
+/* --- IPv4: four octets of at most 255 ------------------------------------------------ */
+
+static size_t match_ipv4(const char *s) {
+    size_t i = 0;
+    for (int octet = 0; octet < 4; octet++) {
+        if (!isdigit((unsigned char)s[i])) return 0;
+        int value = 0, digits = 0;
+        while (isdigit((unsigned char)s[i]) && digits < 4) { value = value * 10 + (s[i] - '0'); i++; digits++; }
+        if (digits > 3 || value > 255) return 0;
+        if (octet < 3) {
+            if (s[i] != '.') return 0;
+            i++;
+        }
+    }
+    /* Not part of a longer dotted or digit run (a version string like 1.2.3.4.5). */
+    if (isdigit((unsigned char)s[i]) || (s[i] == '.' && isdigit((unsigned char)s[i + 1]))) return 0;
+    return i;
+}
+
+/* --- cards: 13-19 digits, single spaces or dashes between, passing Luhn --------------- */
+
+static bool luhn(const char *digits, size_t count) {
+    int sum = 0;
+    for (size_t k = 0; k < count; k++) {
+        int d = digits[count - 1 - k] - '0';
+        if (k % 2 == 1) { d *= 2; if (d > 9) d -= 9; }
+        sum += d;
+    }
+    return sum % 10 == 0;
+}
+
+/* Length of digits joined by single spaces or dashes. */
+static size_t digit_run(const char *s) {
+    size_t i = 0, end = 0;
+    while (isdigit((unsigned char)s[i])) {
+        while (isdigit((unsigned char)s[i])) i++;
+        end = i;
+        if ((s[i] == ' ' || s[i] == '-') && isdigit((unsigned char)s[i + 1])) i++;
+    }
+    return end;
+}
+
+static size_t match_card(const char *s) {
+    char digits[20];
+    size_t count = 0, i = 0, end = 0;
+    while (isdigit((unsigned char)s[i])) {
+        if (count == 19) return 0;  /* a longer digit run is not a card */
+        digits[count++] = s[i++];
+        end = i;
+        if ((s[i] == ' ' || s[i] == '-') && isdigit((unsigned char)s[i + 1])) i++;
+    }
+    if (isdigit((unsigned char)s[end])) return 0;
+    if (count < 13 || !luhn(digits, count)) return 0;
+    return end;
+}
+
+/* --- secrets: "Bearer <token>" and <name>key=, token=, secret=, password= ------------ */
+
+static bool is_token(char c) { return isalnum((unsigned char)c) || strchr("-._~+/=", c) != NULL; }
+static bool ends_value(char c) { return c == '\0' || isspace((unsigned char)c) || strchr("&,;\"'", c) != NULL; }
+
+static bool has_prefix_ci(const char *s, const char *prefix) {
+    for (; *prefix; s++, prefix++) if (tolower((unsigned char)*s) != *prefix) return false;
+    return true;
+}
+
+/* "Bearer <token>": length of the keyword and spaces (kept) and of the token (replaced). */
+static bool match_bearer(const char *s, size_t *keep, size_t *length) {
+    if (!has_prefix_ci(s, "bearer") || !isspace((unsigned char)s[6])) return false;
+    size_t i = 6;
+    while (s[i] == ' ' || s[i] == '\t') i++;
+    size_t start = i;
+    while (is_token(s[i])) i++;
+    if (i == start || s[start] == '[') return false;
+    *keep = start;
+    *length = i;
+    return true;
+}
+
+static const char *const secret_names[] = {"key", "token", "secret", "password"};
+
+/* "<name>=<value>" where the name is a secret's: the name and '=' are kept. */
+static bool match_assignment(const char *s, size_t *keep, size_t *length) {
+    size_t i = 0;
+    while (is_word(s[i]) || s[i] == '-') i++;
+    if (i == 0 || s[i] != '=') return false;
+    /* The name is one of secret_names, or ends with one after '_', '-' or a camel-case
+       hump (api_key, client-secret, accessToken), so "monkey=" stays. */
+    bool secret = false;
+    for (size_t k = 0; k < sizeof secret_names / sizeof *secret_names; k++) {
+        size_t n = strlen(secret_names[k]), p = i - n;
+        if (i < n || !has_prefix_ci(s + p, secret_names[k])) continue;
+        if (p == 0 || s[p - 1] == '_' || s[p - 1] == '-' ||
+            (isupper((unsigned char)s[p]) && islower((unsigned char)s[p - 1])))
+            secret = true;
+    }
+    if (!secret) return false;
+    size_t start = i + 1, end = start;
+    while (!ends_value(s[end])) end++;
+    if (end == start || strncmp(s + start, "[secret]", 8) == 0) return false;
+    *keep = start;
+    *length = end;
+    return true;
+}
+
+char *rh_scrub(const char *text) {
+    struct out o = {NULL, 0, 0, false};
+    put(&o, "", 0);
+    size_t i = 0;
+    while (text[i]) {
+        const char *s = text + i;
+        bool boundary = i == 0 || !is_word(text[i - 1]);
+        bool digit_boundary = boundary && (i == 0 || (text[i - 1] != '.' && text[i - 1] != '-'));
+        size_t keep = 0, length = 0;
+        if (boundary && match_bearer(s, &keep, &length)) {
+            put(&o, s, keep);
+            puts_(&o, "[secret]");
+        } else if (boundary && match_assignment(s, &keep, &length)) {
+            put(&o, s, keep);
+            puts_(&o, "[secret]");
+        } else if (boundary && is_local(*s) && (length = match_email(s)) > 0) {
+            puts_(&o, "[email]");
+        } else if (digit_boundary && (length = match_ipv4(s)) > 0) {
+            puts_(&o, "[ip]");
+        } else if (digit_boundary && (length = match_card(s)) > 0) {
+            puts_(&o, "[card]");
+        } else if (digit_boundary && isdigit((unsigned char)*s)) {
+            /* Not a card: copy the whole run of digit groups, so no card is found inside it. */
+            length = digit_run(s);
+            put(&o, s, length);
+        } else {
+            /* Skip a whole word or digit run at once, so matches start only at boundaries. */
+            length = 1;
+            if (is_word(*s)) while (is_word(s[length])) length++;
+            put(&o, s, length);
+        }
+        i += length;
+    }
+    if (o.failed) { free(o.data); return NULL; }
+    return o.data;
+}
