@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",
-            exclude: ["exports.map", "README.md", "Makefile"], publicHeadersPath: "public",
+            exclude: ["exports.map", "README.md", "fuzz"], publicHeadersPath: "public",
             linkerSettings: exportsOnlyEntry("scrub-pii")),
         .target(
             name: "WrapperSim", dependencies: ["PluginAPI"], path: "Plugins/wrapper-sim",

@@ -32,7 +32,10 @@ static bool is_word(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
 /* --- e-mail: local@domain.tld ------------------------------------------------------- */
 
-static bool is_local(char c) { return isalnum((unsigned char)c) || strchr("._%+-", c) != NULL; }
+/* strchr finds the terminator too, so '\0' is ruled out first. */
+static bool is_one_of(char c, const char *set) { return c != '\0' && strchr(set, c) != NULL; }
+
+static bool is_local(char c) { return isalnum((unsigned char)c) || is_one_of(c, "._%+-"); }
 static bool is_domain(char c) { return isalnum((unsigned char)c) || c == '-'; }
 
 /* Length of an e-mail address starting at s, or 0. */
@@ -117,8 +120,8 @@ static size_t match_card(const char *s) {
 
 /* --- secrets: "Bearer <token>" and <name>key=, token=, secret=, password= ------------ */
 
-static bool is_token(char c) { return isalnum((unsigned char)c) || strchr("-._~+/=", c) != NULL; }
-static bool ends_value(char c) { return c == '\0' || isspace((unsigned char)c) || strchr("&,;\"'", c) != NULL; }
+static bool is_token(char c) { return isalnum((unsigned char)c) || is_one_of(c, "-._~+/="); }
+static bool ends_value(char c) { return c == '\0' || isspace((unsigned char)c) || is_one_of(c, "&,;\"'"); }
 
 static bool has_prefix_ci(const char *s, const char *prefix) {
     for (; *prefix; s++, prefix++) if (tolower((unsigned char)*s) != *prefix) return false;
@@ -142,6 +145,7 @@ static const char *const secret_names[] = {"key", "token", "secret", "password"}
 
 /* "<name>=<value>" where the name is a secret's: the name and '=' are kept. */
 static bool match_assignment(const char *s, size_t *keep, size_t *length) {
+    if (!isalpha((unsigned char)s[0]) && s[0] != '_') return false;  /* names start like identifiers */
     size_t i = 0;
     while (is_word(s[i]) || s[i] == '-') i++;
     if (i == 0 || s[i] != '=') return false;
@@ -168,10 +172,14 @@ char *rh_scrub(const char *text) {
     struct out o = {NULL, 0, 0, false};
     put(&o, "", 0);
     size_t i = 0;
+    /* Right after a replacement counts as a boundary, as the ']' that ends it will on the
+       next run: that keeps the scrubber idempotent. */
+    bool replaced = false;
     while (text[i]) {
         const char *s = text + i;
-        bool boundary = i == 0 || !is_word(text[i - 1]);
-        bool digit_boundary = boundary && (i == 0 || (text[i - 1] != '.' && text[i - 1] != '-'));
+        bool boundary = i == 0 || replaced || !is_word(text[i - 1]);
+        bool digit_boundary = boundary && (i == 0 || replaced || (text[i - 1] != '.' && text[i - 1] != '-'));
+        size_t before = o.length;
         size_t keep = 0, length = 0;
         if (boundary && match_bearer(s, &keep, &length)) {
             put(&o, s, keep);
@@ -196,6 +204,7 @@ char *rh_scrub(const char *text) {
             put(&o, s, length);
         }
         i += length;
+        replaced = o.length - before != length || memcmp(o.data + before, s, length) != 0;
     }
     if (o.failed) { free(o.data); return NULL; }
     return o.data;
