@@ -1,5 +1,6 @@
 import Glibc
-import PluginAPI
+// Plugin authors import only PluginKit; the C types of the entry point come with it.
+@_exported import PluginAPI
 
 /// Calls a callback's completion: exactly once, from any thread.
 public struct Completion: @unchecked Sendable {
