@@ -1,0 +1,25 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// `reporthost demo` on embedded defaults, as the README's run command starts it.
+@Suite struct DemoCommandTests {
+    @Test("demo: three reports through the sample plugins, each with what each plugin changed, in a fresh repository")
+    func demo() throws {
+        let result = try ChildProcess.reporthost(["demo"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let out = result.stdout
+        #expect(out.contains("== bug report: wrapper-sim, then scrub-pii"))
+        #expect(out.contains("== error report: wrapper-sim, then account-context"))
+        #expect(out.contains("== exception report: wrapper-sim, then scrub-pii"))
+        #expect(out.contains("summary \"Checkout button does nothing for alice@example.com\" -> \"Checkout button does nothing for [email]\""))
+        #expect(out.contains("attribute account.plan: null -> \"free\""))
+        #expect(out.contains("Authorization: Bearer [secret] from [ip]"))
+        #expect(!out.contains("alice@example.com\","))  // no document keeps the address
+        let repository = try #require(out.split(separator: "\n").first { $0.hasPrefix("repository: ") })
+        let path = repository.dropFirst("repository: ".count).replacingOccurrences(of: " (fresh)", with: "")
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue)
+    }
+}
