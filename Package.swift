@@ -32,7 +32,8 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "Host", dependencies: ["PluginAPI", "CFFI"]),
+        .target(name: "CrashCapture"),
+        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CrashCapture"]),
         .executableTarget(name: "reporthost", dependencies: ["Host"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(

@@ -54,3 +54,52 @@ public struct ReportDocument: Sendable, Equatable {
             parts.tm_hour, parts.tm_min, parts.tm_sec)
     }
 }
+
+extension ReportDocument {
+    /// Reads a document written by `json`. Attachments come back without their bytes
+    /// (the repository keeps those in its copies); nil when a required field is missing.
+    public init?(json: JSONValue) {
+        guard let id = json["report_id"]?.stringValue,
+            let triggerName = json["trigger"]?.stringValue,
+            let trigger = Trigger.allCases.first(where: { $0.name == triggerName }),
+            let created = json["created_at"]?.stringValue,
+            let createdAt = ReportDocument.parseTimestamp(created)
+        else { return nil }
+        var content = ReportContent()
+        content.summary = json["summary"]?.stringValue
+        content.description = json["description"]?.stringValue
+        content.email = json["email"]?.stringValue
+        content.severity = Int32(json["severity"]?.intValue ?? 0)
+        for (key, value) in json["attributes"]?.objectValue ?? [] {
+            if let value = value.stringValue { content.attributes[key] = value }
+        }
+        content.labels = json["labels"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        content.attachments = (json["attachments"]?.arrayValue ?? []).compactMap { item in
+            guard let name = item["name"]?.stringValue else { return nil }
+            return Attachment(
+                name: name, filename: item["filename"]?.stringValue ?? name, data: Data(),
+                source: item["source"]?.stringValue.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
+        }
+        let log = (json["internal_log"]?.arrayValue ?? []).compactMap { entry -> InternalLogEntry? in
+            guard let message = entry["message"]?.stringValue else { return nil }
+            return InternalLogEntry(
+                level: entry["level"]?.stringValue.flatMap(LogLevel.init(name:)) ?? .info,
+                handler: entry["handler"]?.stringValue ?? "host", message: message)
+        }
+        self.init(id: id, trigger: trigger, content: content, internalLog: log, createdAt: createdAt)
+    }
+
+    /// Parses `timestamp`'s format (UTC, seconds).
+    public static func parseTimestamp(_ text: String) -> Date? {
+        let fields = text.split(whereSeparator: { "-T:Z".contains($0) }).compactMap { Int32($0) }
+        guard fields.count == 6, text.count == 20, text.hasSuffix("Z") else { return nil }
+        var parts = tm()
+        parts.tm_year = fields[0] - 1900
+        parts.tm_mon = fields[1] - 1
+        parts.tm_mday = fields[2]
+        parts.tm_hour = fields[3]
+        parts.tm_min = fields[4]
+        parts.tm_sec = fields[5]
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&parts)))
+    }
+}

@@ -1,0 +1,155 @@
+import CSQLite
+import Foundation
+
+/// Why storage failed. Every message names the file.
+public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let path: String
+    public let message: String
+    public var description: String { "\(path): \(message)" }
+}
+
+/// Faults the storage seam can be told to inject, so tests reach failure paths that a
+/// real disk reaches rarely. `REPORTHOST_FAULT=disk-full` (read once per process) makes
+/// every write fail as SQLite does on a full disk.
+public struct StorageFaults: Sendable, Equatable {
+    public var diskFull = false
+
+    public init(diskFull: Bool = false) { self.diskFull = diskFull }
+
+    public static let fromEnvironment = StorageFaults(
+        diskFull: ProcessInfo.processInfo.environment["REPORTHOST_FAULT"] == "disk-full")
+}
+
+/// One SQLite connection: the only owner of its `sqlite3 *`, closed in `deinit`.
+///
+/// # Thread safety
+/// `@unchecked Sendable`: every use of the connection goes through `serialized`, which holds
+/// the lock for the whole statement.
+final class Database: @unchecked Sendable {
+    let path: String
+    private let connection: OpaquePointer
+    private let lock = NSLock()
+    private let faults: StorageFaults
+
+    /// Opens (creating if `create`) the database at `path`.
+    init(path: String, create: Bool, readOnly: Bool = false, faults: StorageFaults = .fromEnvironment) throws(StorageError) {
+        self.path = path
+        self.faults = faults
+        var handle: OpaquePointer?
+        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
+        let status = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_FULLMUTEX, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let handle { sqlite3_close_v2(handle) }
+            throw StorageError(path: path, message: Database.explain(status, message))
+        }
+        connection = handle
+        sqlite3_busy_timeout(handle, 5_000)
+    }
+
+    deinit { sqlite3_close_v2(connection) }
+
+    /// A message a user can act on for an SQLite status.
+    static func explain(_ status: Int32, _ message: String) -> String {
+        switch status & 0xff {
+        case SQLITE_FULL: "the disk is full (\(message))"
+        case SQLITE_CORRUPT, SQLITE_NOTADB: "the database is corrupt or not a ReportHost database (\(message)); it was left in place"
+        case SQLITE_READONLY: "the database is read-only (\(message))"
+        case SQLITE_CANTOPEN: "cannot open the database (\(message)): check the folder exists and is writable"
+        case SQLITE_BUSY, SQLITE_LOCKED: "the database is busy (\(message))"
+        case SQLITE_IOERR: "input/output error (\(message))"
+        default: message
+        }
+    }
+
+    private func failure(_ status: Int32) -> StorageError {
+        StorageError(path: path, message: Database.explain(status, String(cString: sqlite3_errmsg(connection))))
+    }
+
+    /// Runs one or more statements without results.
+    func execute(_ sql: String) throws(StorageError) {
+        try serialized { () throws(StorageError) in
+            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full")) }
+            let status = sqlite3_exec(connection, sql, nil, nil, nil)
+            guard status == SQLITE_OK else { throw failure(status) }
+        }
+    }
+
+    /// Runs `sql` with `values` bound in order; returns every row.
+    @discardableResult
+    func query(_ sql: String, _ values: [SQLValue] = []) throws(StorageError) -> [[SQLValue]] {
+        try serialized { () throws(StorageError) -> [[SQLValue]] in
+            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full")) }
+            var statement: OpaquePointer?
+            let prepared = sqlite3_prepare_v2(connection, sql, -1, &statement, nil)
+            guard prepared == SQLITE_OK, let statement else { throw failure(prepared) }
+            defer { sqlite3_finalize(statement) }
+            for (index, value) in values.enumerated() {
+                let position = Int32(index + 1)
+                switch value {
+                case .null: sqlite3_bind_null(statement, position)
+                case .integer(let v): sqlite3_bind_int64(statement, position, v)
+                case .text(let v): sqlite3_bind_text(statement, position, v, -1, Database.transient)
+                case .blob(let v):
+                    _ = v.withUnsafeBytes { sqlite3_bind_blob(statement, position, $0.baseAddress, Int32(v.count), Database.transient) }
+                }
+            }
+            var rows: [[SQLValue]] = []
+            while true {
+                let status = sqlite3_step(statement)
+                if status == SQLITE_DONE { break }
+                guard status == SQLITE_ROW else { throw failure(status) }
+                rows.append((0..<sqlite3_column_count(statement)).map { column in
+                    switch sqlite3_column_type(statement, column) {
+                    case SQLITE_INTEGER: .integer(sqlite3_column_int64(statement, column))
+                    case SQLITE_TEXT: .text(String(cString: sqlite3_column_text(statement, column)))
+                    case SQLITE_BLOB:
+                        .blob(Data(bytes: sqlite3_column_blob(statement, column), count: Int(sqlite3_column_bytes(statement, column))))
+                    default: .null
+                    }
+                })
+            }
+            return rows
+        }
+    }
+
+    /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
+    func transaction<T>(_ body: () throws(StorageError) -> T) throws(StorageError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func serialized<T>(_ body: () throws(StorageError) -> T) throws(StorageError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    private static func writes(_ sql: String) -> Bool {
+        let verb = sql.drop { $0.isWhitespace }.prefix(7).uppercased()
+        return ["INSERT", "UPDATE", "DELETE", "CREATE", "REPLACE"].contains { verb.hasPrefix($0) }
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+}
+
+/// A value bound to or read from SQLite.
+enum SQLValue: Equatable, Sendable {
+    case null
+    case integer(Int64)
+    case text(String)
+    case blob(Data)
+
+    var int: Int64? { if case .integer(let v) = self { v } else { nil } }
+    var string: String? { if case .text(let v) = self { v } else { nil } }
+
+    static func optional(_ text: String?) -> SQLValue { text.map(SQLValue.text) ?? .null }
+    static func optional(_ value: Int64?) -> SQLValue { value.map(SQLValue.integer) ?? .null }
+}

@@ -1,0 +1,314 @@
+import CSQLite
+import Foundation
+
+/// Where a stored report is in its life (SPEC I, `status --json` states).
+public enum RecordState: String, Sendable, CaseIterable {
+    /// Saved from a crash file that is not yet purged.
+    case pendingPurge = "pending_purge"
+    /// Saved or journaled; the handler chain has not finished.
+    case pendingChain = "pending_chain"
+    /// Handled; no admitted attempt yet.
+    case awaitingFirstAttempt = "awaiting_first_attempt"
+    case submitting
+    case retry
+    case terminal
+}
+
+/// One stored report.
+public struct ReportRecord: Sendable {
+    public var rowID: Int64
+    public var document: ReportDocument
+    public var state: RecordState
+    public var attempts: Int
+    public var nextAttemptAt: Date?
+    /// The crash payload (signal, threads, modules) of a native report.
+    public var crash: JSONValue?
+    /// The original crash file, until it is purged.
+    public var crashFile: String?
+    public var session: String?
+    /// A dialog report the user has not sent yet (dropped if the host dies, SPEC H-13).
+    public var dialogPending: Bool
+    public var outcome: String?
+    public var bytes: Int
+
+    public var reportID: String { document.id }
+    public var trigger: Trigger { document.trigger }
+}
+
+/// The local repository (SPEC I-7): `reporthost.sqlite` (WAL, synchronous=FULL), the lock
+/// file, `crashes/` and `attachments/` (copies, one folder per record) in one folder.
+///
+/// Writes that later steps depend on are durable before the call returns: SQLite commits
+/// with `synchronous=FULL`, attachment files are fsync'd before the row that names them.
+///
+/// # Thread safety
+/// The connection serializes its statements; callers run one launch at a time (the lock).
+public final class Repository: Sendable {
+    public let folder: URL
+    let database: Database
+
+    public static let databaseName = "reporthost.sqlite"
+    public static let lockName = "reporthost.lock"
+    static let schemaVersion = 1
+
+    public var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
+    public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
+    public var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
+
+    private init(folder: URL, database: Database) {
+        self.folder = folder
+        self.database = database
+    }
+
+    /// Opens the repository in `folder`, creating the folder, its sub-folders and the
+    /// database when missing, and migrating the schema.
+    public static func open(folder: URL, faults: StorageFaults = .fromEnvironment) throws(StorageError) -> Repository {
+        for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
+            do {
+                try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
+            } catch {
+                throw StorageError(path: sub.path, message: "cannot create the folder (\(errnoText(error)))")
+            }
+        }
+        let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
+        let repository = Repository(folder: folder, database: database)
+        try repository.migrate()
+        return repository
+    }
+
+    /// Opens an existing repository for reading only (`status`); nil when there is none.
+    /// Creates nothing.
+    public static func openForReading(folder: URL) throws(StorageError) -> Repository? {
+        let path = folder.appendingPathComponent(databaseName).path
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true))
+        let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
+        guard version <= schemaVersion else {
+            throw StorageError(path: path, message: "schema version \(version) is newer than this host's \(schemaVersion)")
+        }
+        return repository
+    }
+
+    private func migrate() throws(StorageError) {
+        let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
+        if version > Self.schemaVersion {
+            throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(Self.schemaVersion)")
+        }
+        try database.execute("PRAGMA journal_mode=WAL")
+        try database.execute("PRAGMA synchronous=FULL")
+        if version < 1 {
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE reports(
+                        rowid INTEGER PRIMARY KEY,
+                        report_id TEXT NOT NULL UNIQUE,
+                        trigger TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at INTEGER,
+                        created_at INTEGER NOT NULL,
+                        document TEXT NOT NULL,
+                        crash TEXT,
+                        crash_file TEXT,
+                        session TEXT,
+                        dialog_pending INTEGER NOT NULL DEFAULT 0,
+                        outcome TEXT,
+                        bytes INTEGER NOT NULL DEFAULT 0,
+                        updated_at INTEGER NOT NULL);
+                    CREATE TABLE attachments(
+                        record INTEGER NOT NULL,
+                        position INTEGER NOT NULL,
+                        name TEXT NOT NULL,
+                        filename TEXT NOT NULL,
+                        source TEXT NOT NULL,
+                        size INTEGER NOT NULL,
+                        PRIMARY KEY(record, position));
+                    CREATE TABLE sessions(id TEXT PRIMARY KEY, pid INTEGER NOT NULL, started_at INTEGER NOT NULL);
+                    PRAGMA user_version = 1;
+                    """)
+            }
+        }
+    }
+
+    // MARK: Records
+
+    private static let columns =
+        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes"
+
+    /// Stores a new record with its attachment copies; returns its row id.
+    @discardableResult
+    public func insert(
+        _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
+        session: String? = nil, dialogPending: Bool = false
+    ) throws(StorageError) -> Int64 {
+        try database.transaction { () throws(StorageError) -> Int64 in
+            let now = Self.milliseconds(Date())
+            try database.query(
+                """
+                INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
+                                    dialog_pending, bytes, updated_at)
+                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
+                 .text(document.json.serialized()), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
+                 .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document))), .integer(now)])
+            let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
+            try writeAttachments(document.content.attachments, record: rowID)
+            return rowID
+        }
+    }
+
+    /// Replaces a record's document (and attachment copies) and state.
+    public func update(_ rowID: Int64, document: ReportDocument, state: RecordState, dialogPending: Bool = false) throws(StorageError) {
+        try database.transaction { () throws(StorageError) in
+            try database.query(
+                "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = ?, bytes = ?, updated_at = ? WHERE rowid = ?",
+                [.text(document.id), .text(document.json.serialized()), .text(state.rawValue), .integer(dialogPending ? 1 : 0),
+                 .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
+            try writeAttachments(document.content.attachments, record: rowID)
+        }
+    }
+
+    public func setState(_ rowID: Int64, _ state: RecordState, crashFile: String? = nil) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, crash_file = ?, updated_at = ? WHERE rowid = ?",
+            [.text(state.rawValue), .optional(crashFile), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// Gives the record a new report id (SPEC H-13: a recovered crash whose chain was
+    /// interrupted is recovered again under a new id; the old id is gone).
+    public func rekey(_ rowID: Int64, to reportID: String) throws(StorageError) {
+        try database.query("UPDATE reports SET report_id = ? WHERE rowid = ?", [.text(reportID), .integer(rowID)])
+    }
+
+    /// Deletes a record, its attachment rows and copies.
+    public func delete(_ rowID: Int64) throws(StorageError) {
+        try database.transaction { () throws(StorageError) in
+            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
+            try database.query("DELETE FROM reports WHERE rowid = ?", [.integer(rowID)])
+        }
+        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
+    }
+
+    /// Records in `states` (all when empty), oldest first.
+    public func records(in states: [RecordState] = []) throws(StorageError) -> [ReportRecord] {
+        let filter = states.isEmpty ? "" : "WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", ")))"
+        let rows = try database.query(
+            "SELECT \(Self.columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
+        return try rows.map { (row) throws(StorageError) -> ReportRecord in try record(from: row) }
+    }
+
+    private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
+        let rowID = row[0].int ?? 0
+        guard let text = row[1].string, let json = try? JSONValue.parse(text), let document = ReportDocument(json: json) else {
+            throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document")
+        }
+        return ReportRecord(
+            rowID: rowID, document: document, state: row[2].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
+            attempts: Int(row[3].int ?? 0), nextAttemptAt: row[4].int.map(Self.date),
+            crash: row[5].string.flatMap { try? JSONValue.parse($0) }, crashFile: row[6].string, session: row[7].string,
+            dialogPending: row[8].int == 1, outcome: row[9].string, bytes: Int(row[10].int ?? 0))
+    }
+
+    /// The bytes of a record's attachment copies, in order (a copy that went missing is skipped).
+    public func attachments(of rowID: Int64) throws(StorageError) -> [Attachment] {
+        let rows = try database.query(
+            "SELECT position, name, filename, source FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
+        return rows.compactMap { row in
+            let file = attachmentFile(record: rowID, position: Int(row[0].int ?? 0))
+            guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+            return Attachment(
+                name: row[1].string ?? "", filename: row[2].string ?? "", data: data,
+                source: row[3].string.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
+        }
+    }
+
+    private func attachmentFile(record: Int64, position: Int) -> URL {
+        attachmentsFolder.appendingPathComponent(String(record)).appendingPathComponent(String(position))
+    }
+
+    /// Writes the copies first (fsync'd), then the rows that name them.
+    private func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) {
+        let folder = attachmentsFolder.appendingPathComponent(String(record))
+        try? FileManager.default.removeItem(at: folder)
+        try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)])
+        guard !attachments.isEmpty else { return }
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(errnoText(error)))")
+        }
+        for (position, attachment) in attachments.enumerated() {
+            let file = attachmentFile(record: record, position: position)
+            try DurableFile.write(attachment.data, to: file)
+            try database.query(
+                "INSERT INTO attachments(record, position, name, filename, source, size) VALUES(?, ?, ?, ?, ?, ?)",
+                [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
+                 .text(attachment.source.rawValue), .integer(Int64(attachment.data.count))])
+        }
+        DurableFile.syncDirectory(folder)
+    }
+
+    // MARK: Sessions (SPEC D-16)
+
+    public func markSession(_ id: String) throws(StorageError) {
+        try database.query(
+            "INSERT OR REPLACE INTO sessions(id, pid, started_at) VALUES(?, ?, ?)",
+            [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date()))])
+    }
+
+    public func clearSession(_ id: String) throws(StorageError) {
+        try database.query("DELETE FROM sessions WHERE id = ?", [.text(id)])
+    }
+
+    /// Session marks left by hosts that did not stop cleanly, with their start times.
+    public func sessions(except current: String?) throws(StorageError) -> [(id: String, startedAt: Date)] {
+        try database.query("SELECT id, started_at FROM sessions ORDER BY started_at").compactMap { row in
+            guard let id = row[0].string, id != current else { return nil }
+            return (id, Self.date(row[1].int ?? 0))
+        }
+    }
+
+    // MARK: Sizes
+
+    /// The physical size of the database file (SPEC D-12 measures this file only).
+    public var databaseBytes: Int {
+        ((try? FileManager.default.attributesOfItem(atPath: databasePath))?[.size] as? NSNumber)?.intValue ?? 0
+    }
+
+    static func size(of document: ReportDocument) -> Int {
+        document.json.serialized().utf8.count + document.content.attachments.reduce(0) { $0 + $1.data.count }
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}
+
+/// Writes that survive a power cut: data and then the folder entry fsync'd.
+enum DurableFile {
+    static func write(_ data: Data, to url: URL) throws(StorageError) {
+        let fd = Glibc.open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StorageError(path: url.path, message: "cannot create (\(String(cString: strerror(errno))))") }
+        defer { close(fd) }
+        var offset = 0
+        while offset < data.count {
+            let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, data.count - offset) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { throw StorageError(path: url.path, message: "cannot write (\(String(cString: strerror(errno))))") }
+            offset += written
+        }
+        guard fsync(fd) == 0 else { throw StorageError(path: url.path, message: "cannot sync (\(String(cString: strerror(errno))))") }
+    }
+
+    static func syncDirectory(_ url: URL) {
+        let fd = Glibc.open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+    }
+}
+
+func errnoText(_ error: any Error) -> String {
+    (error as NSError).userInfo[NSUnderlyingErrorKey].map { "\($0)" } ?? error.localizedDescription
+}
