@@ -20,10 +20,10 @@ enum ReportCommand {
         defer { host.stop() }
         let signals = InterruptHandler(host: host, dialogShowing: request.dialog != nil)
         try host.loadConfiguredPlugins()
-        _ = try host.launch()
-        guard let document = try host.raise(request) else { return 0 }  // the user cancelled the dialog
+        let session = try HostSession.launch(host: host)
+        defer { session.end() }
+        guard let document = try session.raise(request) else { return 0 }  // the user cancelled the dialog
         signals.reportBundled()
-        logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) bundled; not stored: this build has no repository yet")
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
         return 0
     }

@@ -12,6 +12,9 @@ let usage = """
       report bug|error|exception [--summary S] [--description D] [--email E]
              [--severity N] [--label L]... [--attribute K=V]... [--attach FILE]...
              [--terminating] [--print]
+      launch                   recover what earlier runs left (crashes, abnormal exits), then exit
+      status [--json]          what the repository holds, per record and in total
+      crash [--signal SEGV|BUS|ILL|FPE|ABRT|TRAP]   crash on purpose (recovered by the next launch)
       demo                     a bug, an error and an exception report through the sample plugins
 
     common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
@@ -22,6 +25,9 @@ let usage = """
 let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, DocumentOutput) throws(HostError) -> Int32)] = [
     "report": (ReportCommand.options, ReportCommand.run),
     "demo": (DemoCommand.options, DemoCommand.run),
+    "launch": (LaunchCommand.options, LaunchCommand.run),
+    "status": (StatusCommand.options, StatusCommand.run),
+    "crash": (CrashCommand.options, CrashCommand.run),
 ]
 
 let words = Array(CommandLine.arguments.dropFirst())

@@ -52,10 +52,11 @@ public enum ChildProcess {
             signal: signalled ? process.terminationStatus : nil)
     }
 
-    /// Runs the built `reporthost` with `arguments`.
+    /// Runs the built `reporthost` with `arguments`, in `directory` or a fresh temporary one
+    /// (so the default repository, `.reporthost`, never lands in the source tree).
     public static func reporthost(
         _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil
     ) throws -> Result {
-        try run(Products.reporthost.path, arguments, environment: environment, directory: directory)
+        try run(Products.reporthost.path, arguments, environment: environment, directory: directory ?? makeTemporaryDirectory("cwd"))
     }
 }

@@ -79,6 +79,7 @@ import Testing
         #expect(openpty(&master, &slave, nil, nil, nil) == 0)
         let process = Process()
         process.executableURL = Products.reporthost
+        process.currentDirectoryURL = makeTemporaryDirectory("cwd")
         process.arguments = ["report", "bug", "--summary", "seeded", "--label", "a", "--dialog", "--print"]
         process.environment = ["SWIFT_BACKTRACE": "enable=no"]
         let terminal = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
@@ -124,6 +125,7 @@ import Testing
                     """))
         let process = Process()
         process.executableURL = Products.reporthost
+        process.currentDirectoryURL = makeTemporaryDirectory("cwd")
         process.arguments = ["report", "error", "--handler", plugin.path, "--print"]
         process.environment = ["SWIFT_BACKTRACE": "enable=no"]
         let stdout = Pipe()

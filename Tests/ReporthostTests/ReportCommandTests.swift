@@ -171,6 +171,7 @@ import Testing
     func closedPipe() throws {
         let process = Process()
         process.executableURL = Products.reporthost
+        process.currentDirectoryURL = makeTemporaryDirectory("cwd")
         process.arguments = ["report", "bug", "--print"]
         process.environment = ["SWIFT_BACKTRACE": "enable=no"]
         let pipe = Pipe()

@@ -1,0 +1,118 @@
+import Foundation
+
+/// One launch of a host over its repository (SPEC I-2): takes the lock, recovers what
+/// earlier launches left (crash files, interrupted saves and chains, abnormal exits), marks
+/// this session, and then stores every report it raises. Ends with `end()` (a clean stop
+/// clears the session mark); a process that dies instead leaves the mark, and the next
+/// launch reports an abnormal exit (SPEC D-16).
+public final class HostSession: Sendable {
+    public let host: ReportHost
+    public let repository: Repository
+    public let sessionID: String
+    /// Documents of the reports recovered during this launch, oldest first.
+    public let recovered: [ReportDocument]
+    private let lock: RepositoryLock
+
+    private init(host: ReportHost, repository: Repository, lock: RepositoryLock, sessionID: String, recovered: [ReportDocument]) {
+        self.host = host
+        self.repository = repository
+        self.lock = lock
+        self.sessionID = sessionID
+        self.recovered = recovered
+    }
+
+    /// Launches `host` over the repository its configuration names. Set the handlers
+    /// first: recovered reports run through the chain here (SPEC H-2).
+    public static func launch(host: ReportHost, installCrashCapture: Bool = true) throws(HostError) -> HostSession {
+        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(host.configuration.repository))
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw .io(path: folder.path, reason: "cannot create the repository folder (\(errnoText(error)))")
+        }
+        let lock = try storage { () throws(StorageError) in try RepositoryLock(folder: folder) }
+        let repository = try storage { () throws(StorageError) in try Repository.open(folder: folder) }
+        host.logger.debug("repository \(folder.path) opened")
+        let sessionID = UUID().uuidString.lowercased()
+        let recovery = Recovery(host: host, repository: repository)
+        let recovered = try recovery.run(currentSession: sessionID)
+        try storage { () throws(StorageError) in try repository.markSession(sessionID) }
+        if installCrashCapture {
+            CrashCapture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
+        }
+        _ = try host.launch()
+        return HostSession(host: host, repository: repository, lock: lock, sessionID: sessionID, recovered: recovered)
+    }
+
+    /// Raises a running-app report and stores it: journaled before its first callback
+    /// (SPEC H-13), stored with the chain's result after bundling. nil when the user
+    /// cancelled the dialog (nothing is stored).
+    public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
+        let report = host.makeReport(request)
+        let rowID = try Self.storage { () throws(StorageError) in
+            try repository.insert(
+                report.snapshot, state: .pendingChain, session: sessionID, dialogPending: request.dialog != nil)
+        }
+        FaultPoint.afterJournal.hit()
+        let dialog = request.dialog.map { JournalingDialog(presenter: $0, repository: repository, rowID: rowID, report: report) }
+        FaultPoint.duringHandlers.hit()
+        let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
+        guard let document = try host.runChain(report, mode: mode, dialog: dialog) else {
+            try Self.storage { () throws(StorageError) in try repository.delete(rowID) }
+            return nil
+        }
+        try Self.storage { () throws(StorageError) in try repository.update(rowID, document: document, state: .awaitingFirstAttempt) }
+        host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
+        return document
+    }
+
+    /// A clean stop: clears the session mark and releases the lock.
+    public func end() {
+        do {
+            try repository.clearSession(sessionID)
+        } catch {
+            host.logger.warn("could not clear session mark \(sessionID): \(error)")
+        }
+    }
+
+    static func storage<T>(_ body: () throws(StorageError) -> T) throws(HostError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw .io(path: error.path, reason: error.message)
+        }
+    }
+}
+
+/// Lets the journal know the user sent a dialog report: from then on it is a report to
+/// deliver, even if the host dies during the after-callbacks (SPEC H-13).
+struct JournalingDialog: DialogPresenter {
+    let presenter: any DialogPresenter
+    let repository: Repository
+    let rowID: Int64
+    let report: LiveReport
+
+    func present(_ fields: DialogFields) -> DialogDecision {
+        let decision = presenter.present(fields)
+        if case .send(let edited) = decision {
+            var snapshot = report.snapshot
+            snapshot.content.summary = edited.summary
+            snapshot.content.description = edited.description
+            snapshot.content.labels = edited.labels
+            snapshot.content.severity = edited.severity
+            do {
+                try repository.update(rowID, document: snapshot, state: .pendingChain, dialogPending: false)
+            } catch {
+                report.hostLog.warn("could not journal the sent dialog report \(report.id): \(error)")
+            }
+        }
+        return decision
+    }
+}
+
+extension LiveReport {
+    /// The report as it stands, without bundling it (for the journal).
+    var snapshot: ReportDocument {
+        ReportDocument(id: id, trigger: trigger, content: content, internalLog: internalLog, createdAt: createdAt)
+    }
+}

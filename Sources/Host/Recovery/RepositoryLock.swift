@@ -1,0 +1,32 @@
+import Foundation
+
+/// The repository lock (SPEC I-2): an `flock` on `reporthost.lock`, so a killed host never
+/// leaves a stale lock. Held for the life of this object; the descriptor closes in `deinit`.
+public final class RepositoryLock: Sendable {
+    public let path: String
+    private let descriptor: Int32
+
+    /// Takes the lock, waiting up to `waitMilliseconds` (default 10 s;
+    /// `REPORTHOST_LOCK_WAIT_MS` overrides it for tests).
+    public init(folder: URL, waitMilliseconds: Int? = nil) throws(StorageError) {
+        path = folder.appendingPathComponent(Repository.lockName).path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
+        }
+        let wait = waitMilliseconds
+            ?? ProcessInfo.processInfo.environment["REPORTHOST_LOCK_WAIT_MS"].flatMap(Int.init) ?? 10_000
+        let clock = SystemClock()
+        let deadline = clock.now().advanced(byMilliseconds: wait)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, clock.now() < deadline else {
+                close(fd)
+                throw StorageError(path: path, message: "another reporthost holds the repository lock (waited \(wait) ms)")
+            }
+            usleep(20_000)  // flock has no timed wait; poll briefly
+        }
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+}
