@@ -3,8 +3,8 @@ import Foundation
 import Host
 
 /// `reporthost demo`: the whole flow on embedded defaults. Runs a bug, an error and an
-/// exception report through the sample plugins built beside this executable, printing each
-/// document and what each plugin changed.
+/// exception report through the sample plugins built beside this executable, in a fresh
+/// repository, printing each document and what each plugin changed.
 ///
 /// The wrapper slot holds wrapper-sim for every report. A host has one user handler (SPEC
 /// H-1), so the user's slot changes between reports: scrub-pii for the bug and the
@@ -33,16 +33,19 @@ enum DemoCommand {
         defer { host.stop() }
         output.write("reporthost demo\nrepository: \(configuration.repository) (fresh)\nplugins: \(folder.path)\n")
         try host.loadPlugin(at: folder.appendingPathComponent("libwrapper-sim.so").path, into: .wrapper)
+        let session = try HostSession.launch(host: host)
+        defer { session.end() }
 
         for (title, handler, request) in demoReports() {
             try host.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
             changes.withLock { $0 = [] }
-            guard let document = try host.raise(request) else { continue }
+            guard let document = try session.raise(request) else { continue }
             output.write("\n== \(title): wrapper-sim, then \(handler)\n")
             output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
             output.write(document.json.serialized(pretty: true) + "\n")
         }
-        output.write("\n3 reports raised and bundled; storage and delivery arrive with the repository work.\n")
+        let stored = (try? session.repository.records().count) ?? 0
+        output.write("\n3 reports raised, handled and stored (\(stored) in the repository, awaiting their first attempt); delivery arrives with the delivery work.\n")
         return 0
     }
 

@@ -11,11 +11,12 @@ enum LaunchCommand {
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
         defer { host.stop() }
-        _ = InterruptHandler(host: host, dialogShowing: false)
+        let signals = InterruptHandler(host: host, dialogShowing: false)
         try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }
         logger.info("launch: \(session.recovered.count) report(s) recovered")
+        withExtendedLifetime(signals) {}
         return 0
     }
 }

@@ -21,5 +21,8 @@ import Testing
         let path = repository.dropFirst("repository: ".count).replacingOccurrences(of: " (fresh)", with: "")
         var isDirectory: ObjCBool = false
         #expect(FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue)
+        let stored = try Repository.openForReading(folder: URL(fileURLWithPath: path))?.records() ?? []
+        #expect(stored.map(\.trigger) == [.upload, .logError, .logException])
+        #expect(stored.allSatisfy { $0.state == .awaitingFirstAttempt })
     }
 }

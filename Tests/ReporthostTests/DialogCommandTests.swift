@@ -110,7 +110,7 @@ import Testing
         #expect(json["trigger"] == .string("dialog"))
     }
 
-    @Test("H-15: SIGTERM during the chain skips the remaining calls, logs them, and the report is still bundled")
+    @Test("H-15: SIGTERM during the chain skips the remaining calls, logs them, and the report is bundled and stored")
     func sigtermDuringChain() throws {
         let plugin = try Fixtures.plugin(
             "stuck-cli",
@@ -126,7 +126,8 @@ import Testing
         let process = Process()
         process.executableURL = Products.reporthost
         process.currentDirectoryURL = makeTemporaryDirectory("cwd")
-        process.arguments = ["report", "error", "--handler", plugin.path, "--print"]
+        let repository = makeTemporaryDirectory("sigterm").appendingPathComponent("repo")
+        process.arguments = ["report", "error", "--handler", plugin.path, "--print", "--repository", repository.path]
         process.environment = ["SWIFT_BACKTRACE": "enable=no"]
         let stdout = Pipe()
         let stderr = Pipe()
@@ -149,6 +150,10 @@ import Testing
         let messages = json["internal_log"]?.arrayValue?.compactMap { $0["message"]?.stringValue } ?? []
         #expect(messages.contains("stuck.on_before_report_created skipped: the host is stopping"))
         #expect(messages.contains("stuck.on_after_report_created skipped: the host is stopping"))
+        // Stored for a later launch to deliver, and the session stopped cleanly.
+        let stored = try Repository.openForReading(folder: repository)?.records() ?? []
+        #expect(stored.map(\.reportID) == [json["report_id"]?.stringValue ?? ""])
+        #expect(stored.first?.state == .awaitingFirstAttempt)
     }
 }
 
