@@ -111,28 +111,38 @@ final class PluginBox: @unchecked Sendable {
     }
 
     func before(_ handle: OpaquePointer?, _ terminating: Bool, _ completion: rh_completion?) {
-        guard let handle, let completion else { return }
-        let report = Report(host: host, handle: handle)
-        let done = Completion(function: completion)
-        if let plugin = plugin as? any BeforeReportHandler {
-            plugin.onBeforeReportCreated(report, isTerminating: terminating, completion: done)
-        } else if let plugin = plugin as? any AsyncBeforeReportHandler {
-            Task {
-                await plugin.onBeforeReportCreated(report, isTerminating: terminating)
-                done()
+        call(handle, completion) { report, done in
+            if let plugin = plugin as? any BeforeReportHandler {
+                plugin.onBeforeReportCreated(report, isTerminating: terminating, completion: done)
+                return nil
             }
+            guard let plugin = plugin as? any AsyncBeforeReportHandler else { return nil }
+            return { await plugin.onBeforeReportCreated(report, isTerminating: terminating) }
         }
     }
 
     func after(_ handle: OpaquePointer?, _ terminating: Bool, _ completion: rh_completion?) {
+        call(handle, completion) { report, done in
+            if let plugin = plugin as? any AfterReportHandler {
+                plugin.onAfterReportCreated(report, isTerminating: terminating, completion: done)
+                return nil
+            }
+            guard let plugin = plugin as? any AsyncAfterReportHandler else { return nil }
+            return { await plugin.onAfterReportCreated(report, isTerminating: terminating) }
+        }
+    }
+
+    /// Runs a callback: `body` either calls a completion-form method (and returns nil) or
+    /// returns the `async` method to run, after which the kit completes.
+    private func call(
+        _ handle: OpaquePointer?, _ completion: rh_completion?,
+        _ body: (Report, Completion) -> (@Sendable () async -> Void)?
+    ) {
         guard let handle, let completion else { return }
-        let report = Report(host: host, handle: handle)
         let done = Completion(function: completion)
-        if let plugin = plugin as? any AfterReportHandler {
-            plugin.onAfterReportCreated(report, isTerminating: terminating, completion: done)
-        } else if let plugin = plugin as? any AsyncAfterReportHandler {
+        if let asyncMethod = body(Report(host: host, handle: handle), done) {
             Task {
-                await plugin.onAfterReportCreated(report, isTerminating: terminating)
+                await asyncMethod()
                 done()
             }
         }

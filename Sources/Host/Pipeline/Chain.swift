@@ -3,16 +3,8 @@ import Foundation
 /// What a caller asks for when raising a report; becomes the report's content before the
 /// first callback.
 public struct ReportRequest: Sendable {
-    public struct ExtendedAttachment: Sendable {
-        public var name: String
-        public var filename: String
-        public var data: Data
-        public init(name: String, filename: String, data: Data) {
-            self.name = name
-            self.filename = filename
-            self.data = data
-        }
-    }
+    /// An attachment given with the request (`--attach`): the same shape a delegate offers.
+    public typealias ExtendedAttachment = OfferedAttachment
 
     public var trigger: Trigger
     public var summary: String?
