@@ -162,6 +162,8 @@ static void on_signal(int signal_number, siginfo_t *info, void *context) {
 
 /* --- install time ---------------------------------------------------------------------- */
 
+static char executable[PATH_CAP];
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *unused) {
     (void)size;
     (void)unused;
@@ -174,7 +176,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *unused) {
         if (end > high) high = end;
     }
     if (high == 0) return 0;
-    const char *name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "[main]";
+    /* The main program has no name here: use the executable's path. */
+    const char *name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : executable;
     int n = snprintf(modules + modules_length, MODULES_CAP - modules_length, "module 0x%lx 0x%lx %s\n",
                      (unsigned long)low, (unsigned long)high, name);
     if (n > 0 && (size_t)n < MODULES_CAP - modules_length) modules_length += (size_t)n;
@@ -186,6 +189,8 @@ bool rh_crash_install(const char *crash_directory, const char *session_id) {
     strcpy(directory, crash_directory);
     strcpy(session, session_id);
     modules_length = 0;
+    ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
+    strcpy(executable + (length > 0 ? length : 0), length > 0 ? "" : "[main]");
     dl_iterate_phdr(add_module, NULL);
     void *warm[1];
     backtrace(warm, 1);

@@ -25,6 +25,8 @@ enum ReportCommand {
         guard let document = try session.raise(request) else { return 0 }  // the user cancelled the dialog
         signals.reportBundled()
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
+        // Initial attempts only, recovered reports first; retries are left to `launch` (I-3).
+        _ = try session.deliverer().deliver(retries: false)
         return 0
     }
 

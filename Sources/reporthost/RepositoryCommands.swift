@@ -15,7 +15,8 @@ enum LaunchCommand {
         try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }
-        logger.info("launch: \(session.recovered.count) report(s) recovered")
+        let summary = try session.deliverer().deliver(retries: true)
+        logger.info("launch: \(session.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
         withExtendedLifetime(signals) {}
         return 0
     }
@@ -103,7 +104,7 @@ struct StatusReport {
         var lines = ["repository \(folder): \(records.count) record(s), database \(databaseBytes) bytes"]
         for record in records {
             lines.append(
-                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))")
+                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.outcome.map { "  \($0)" } ?? "")")
         }
         return lines.joined(separator: "\n") + "\n"
     }

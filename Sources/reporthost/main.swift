@@ -15,6 +15,7 @@ let usage = """
       launch                   recover what earlier runs left (crashes, abnormal exits), then exit
       status [--json]          what the repository holds, per record and in total
       crash [--signal SEGV|BUS|ILL|FPE|ABRT|TRAP]   crash on purpose (recovered by the next launch)
+      receive [--port N] [--dir DIR] [--respond CODES]   a local submission endpoint
       demo                     a bug, an error and an exception report through the sample plugins
 
     common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
@@ -28,6 +29,7 @@ let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, Docu
     "launch": (LaunchCommand.options, LaunchCommand.run),
     "status": (StatusCommand.options, StatusCommand.run),
     "crash": (CrashCommand.options, CrashCommand.run),
+    "receive": (ReceiveCommand.options, ReceiveCommand.run),
 ]
 
 let words = Array(CommandLine.arguments.dropFirst())

@@ -36,6 +36,9 @@ public final class HostSession: Sendable {
         let sessionID = UUID().uuidString.lowercased()
         let recovery = Recovery(host: host, repository: repository)
         let recovered = try recovery.run(currentSession: sessionID)
+        // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
+        try Deliverer(repository: repository, configuration: host.configuration, transport: URLSessionTransport(), logger: host.logger)
+            .settleInterrupted()
         try storage { () throws(StorageError) in try repository.markSession(sessionID) }
         if installCrashCapture {
             CrashCapture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
@@ -64,6 +67,11 @@ public final class HostSession: Sendable {
         try Self.storage { () throws(StorageError) in try repository.update(rowID, document: document, state: .awaitingFirstAttempt) }
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
         return document
+    }
+
+    /// Delivers over `transport` (the network by default) with this host's configuration.
+    public func deliverer(transport: any SubmissionTransport = URLSessionTransport()) -> Deliverer {
+        Deliverer(repository: repository, configuration: host.configuration, transport: transport, logger: host.logger)
     }
 
     /// A clean stop: clears the session mark and releases the lock.

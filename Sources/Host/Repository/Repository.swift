@@ -49,7 +49,7 @@ public final class Repository: Sendable {
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     public var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -126,6 +126,12 @@ public final class Repository: Sendable {
                     CREATE TABLE sessions(id TEXT PRIMARY KEY, pid INTEGER NOT NULL, started_at INTEGER NOT NULL);
                     PRAGMA user_version = 1;
                     """)
+            }
+        }
+        if version < 2 {
+            // The local admission window (SPEC D-7), shared by every process on this repository.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("CREATE TABLE admissions(at INTEGER NOT NULL); PRAGMA user_version = 2;")
             }
         }
     }
@@ -223,6 +229,12 @@ public final class Repository: Sendable {
         }
     }
 
+    /// The copies of a record's attachments as files, in order, for streaming.
+    public func attachmentFiles(of rowID: Int64) throws(StorageError) -> [(name: String, filename: String, file: URL)] {
+        try database.query("SELECT position, name, filename FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
+            .map { row in (row[1].string ?? "", row[2].string ?? "", attachmentFile(record: rowID, position: Int(row[0].int ?? 0))) }
+    }
+
     private func attachmentFile(record: Int64, position: Int) -> URL {
         attachmentsFolder.appendingPathComponent(String(record)).appendingPathComponent(String(position))
     }
@@ -247,6 +259,61 @@ public final class Repository: Sendable {
                  .text(attachment.source.rawValue), .integer(Int64(attachment.data.count))])
         }
         DurableFile.syncDirectory(folder)
+    }
+
+    // MARK: Delivery (SPEC D-5 … D-11)
+
+    /// Admits one submission if fewer than `perMinute` were admitted in the last 60 s (0 =
+    /// unlimited), and marks the record `submitting` with one more attempt, in one transaction.
+    /// Returns false for a local rejection: nothing is counted.
+    public func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Bool {
+        try database.transaction { () throws(StorageError) -> Bool in
+            let nowMs = Self.milliseconds(now)
+            try database.query("DELETE FROM admissions WHERE at <= ?", [.integer(nowMs - 60_000)])
+            if perMinute > 0 {
+                let used = try database.query("SELECT COUNT(*) FROM admissions").first?.first?.int ?? 0
+                if used >= perMinute { return false }
+            }
+            try database.query("INSERT INTO admissions(at) VALUES(?)", [.integer(nowMs)])
+            try database.query(
+                "UPDATE reports SET state = ?, attempts = attempts + 1, updated_at = ? WHERE rowid = ?",
+                [.text(RecordState.submitting.rawValue), .integer(nowMs), .integer(rowID)])
+            return true
+        }
+    }
+
+    /// When the admission window lets the next submission in (nil: now).
+    public func nextAdmission(perMinute: Int, now: Date) throws(StorageError) -> Date? {
+        guard perMinute > 0 else { return nil }
+        let nowMs = Self.milliseconds(now)
+        let times = try database.query("SELECT at FROM admissions WHERE at > ? ORDER BY at", [.integer(nowMs - 60_000)]).compactMap { $0[0].int }
+        guard times.count >= perMinute else { return nil }
+        return Self.date(times[times.count - perMinute] + 60_000)
+    }
+
+    /// Records the outcome of an attempt: a state, its outcome text and the next attempt time.
+    public func settle(_ rowID: Int64, state: RecordState, outcome: String?, nextAttemptAt: Date?) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
+            [.text(state.rawValue), .optional(outcome), .optional(nextAttemptAt.map(Self.milliseconds)),
+             .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// Terminal (SPEC D-9): keeps the row with its state and outcome, deletes the payload
+    /// and the attachment copies.
+    public func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
+        let rows = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
+        var stub = rows.first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
+        stub?.content = ReportContent()
+        stub?.internalLog = []
+        try database.transaction { () throws(StorageError) in
+            try database.query(
+                "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
+                [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
+                 .integer(Self.milliseconds(Date())), .integer(rowID)])
+            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
+        }
+        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
     }
 
     // MARK: Sessions (SPEC D-16)

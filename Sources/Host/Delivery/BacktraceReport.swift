@@ -1,0 +1,121 @@
+import Foundation
+
+/// Our report document in Backtrace's submission format (the JSON its SDKs send):
+///
+/// | our document | Backtrace |
+/// |---|---|
+/// | `report_id` | `uuid` |
+/// | `created_at` (a crash: the crash time) | `timestamp`, integer Unix seconds |
+/// | `attributes` | `attributes` (strings) |
+/// | `summary` | `attributes["error.message"]` |
+/// | `type`, `trigger` | `attributes["error.type"]`, `attributes["reporthost.trigger"]` |
+/// | `severity` (1–5) | `attributes["severity"]` |
+/// | `email` | `attributes["user.email"]` |
+/// | `labels` | `classifiers` |
+/// | `description` | `annotations["Description"]` |
+/// | `internal_log` | `annotations["ReportHost internal log"]` |
+/// | attachments | `attachment_<name>` parts, metadata in `annotations["Attachments"]` |
+/// | crash payload | `threads`, `mainThread`, `annotations["Crash"]` (signal, registers, modules) |
+enum BacktraceReport {
+    static let agentVersion = HostAPITable.hostVersion
+    static let languageVersion: String = {
+        #if swift(>=6.3)
+        "6.3"
+        #else
+        "6"
+        #endif
+    }()
+
+    static func json(_ document: ReportDocument, crash: JSONValue?) -> JSONValue {
+        var attributes: [(String, JSONValue)] = document.content.attributes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }
+        func set(_ key: String, _ value: String?) {
+            guard let value else { return }
+            attributes.removeAll { $0.0 == key }
+            attributes.append((key, .string(value)))
+        }
+        set("error.message", document.content.summary)
+        set("error.type", errorType(document))
+        set("reporthost.trigger", document.trigger.name)
+        set("severity", document.content.severity > 0 ? String(document.content.severity) : nil)
+        set("user.email", document.content.email)
+
+        var annotations: [(String, JSONValue)] = []
+        if let description = document.content.description { annotations.append(("Description", .string(description))) }
+        if !document.internalLog.isEmpty {
+            annotations.append(("ReportHost internal log", .array(document.internalLog.map { entry in
+                .object([("level", .string(entry.level.name)), ("handler", .string(entry.handler)), ("message", .string(entry.message))])
+            })))
+        }
+        if let list = document.json["attachments"]?.arrayValue, !list.isEmpty {
+            annotations.append(("Attachments", .array(list)))
+        }
+
+        var fields: [(String, JSONValue)] = [
+            ("uuid", .string(document.id.lowercased())),
+            ("timestamp", .int(Int64(document.createdAt.timeIntervalSince1970))),
+            ("lang", .string("swift")),
+            ("langVersion", .string(languageVersion)),
+            ("agent", .string("reporthost")),
+            ("agentVersion", .string(agentVersion)),
+            ("attributes", .object(attributes)),
+        ]
+        if document.type == .crash {
+            let threads = crash?["threads"] ?? .object([("0", .object([("name", .string("unknown")), ("stack", .array([]))]))])
+            let main = crash?["main_thread"]?.stringValue ?? threads.objectValue?.first?.0 ?? "0"
+            fields.append(("threads", threads))
+            fields.append(("mainThread", .string(main)))
+            if let crash {
+                annotations.append(("Crash", .object((crash.objectValue ?? []).filter { !["threads", "main_thread"].contains($0.0) })))
+            }
+        }
+        fields.append(("annotations", .object(annotations)))
+        fields.append(("classifiers", .array(document.content.labels.map(JSONValue.string))))
+        return .object(fields)
+    }
+
+    static func errorType(_ document: ReportDocument) -> String {
+        switch document.trigger {
+        case .crash: "Crash"
+        case .abnormalExit: "Abnormal exit"
+        case .logException: "Exception"
+        case .logError: "Error"
+        case .dialog, .upload: "Bug report"
+        }
+    }
+}
+
+/// A multipart/form-data body written to a file, part by part, so attachments stream from
+/// their copies instead of being held in memory.
+struct MultipartBody {
+    let boundary = "reporthost-" + UUID().uuidString
+    var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+
+    /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file.
+    func write(json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL) throws(StorageError) {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil), let out = FileHandle(forWritingAtPath: url.path) else {
+            throw StorageError(path: url.path, message: "cannot create the request body")
+        }
+        defer { try? out.close() }
+        func part(_ name: String, filename: String, type: String) -> Data {
+            Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n".utf8)
+        }
+        out.write(part("upload_file", filename: "upload_file.json", type: "application/json"))
+        out.write(Data(json.serialized().utf8))
+        out.write(Data("\r\n".utf8))
+        for attachment in attachments {
+            out.write(part("attachment_\(Self.sanitize(attachment.name))", filename: Self.sanitize(attachment.filename), type: "application/octet-stream"))
+            guard let input = FileHandle(forReadingAtPath: attachment.file.path) else {
+                throw StorageError(path: attachment.file.path, message: "attachment copy is missing")
+            }
+            while let chunk = try? input.read(upToCount: 1 << 16), !chunk.isEmpty { out.write(chunk) }
+            try? input.close()
+            out.write(Data("\r\n".utf8))
+        }
+        out.write(Data("--\(boundary)--\r\n".utf8))
+    }
+
+    /// Quotes and line breaks cannot appear inside a header value.
+    static func sanitize(_ text: String) -> String {
+        String(text.map { $0 == "\"" || $0 == "\r" || $0 == "\n" ? "_" : $0 })
+    }
+}

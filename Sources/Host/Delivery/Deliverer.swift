@@ -1,0 +1,167 @@
+import Foundation
+
+/// Gets stored reports to the server under the rules of SPEC D-5 … D-11: an initial attempt
+/// for every new record (even with retry behaviour `none`), native reports oldest first ahead
+/// of the retry backlog, the shared local admission window, and the outcome rules.
+///
+/// It never sleeps: what is not admissible now stays stored for a later pass (SPEC I-3).
+public struct Deliverer: Sendable {
+    public let repository: Repository
+    public let configuration: Configuration
+    public let transport: any SubmissionTransport
+    public let logger: HostLogger
+    let now: @Sendable () -> Date
+
+    public init(
+        repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.repository = repository
+        self.configuration = configuration
+        self.transport = transport
+        self.logger = logger
+        self.now = now
+    }
+
+    /// What a pass did.
+    public struct Summary: Sendable, Equatable {
+        public var accepted = 0
+        public var retained = 0
+        public var terminal = 0
+        /// Stopped by the local admission window; the rest stay eligible.
+        public var rateLimited = false
+    }
+
+    /// Initial attempts, oldest first, native reports ahead of the others (D-6); with
+    /// `retries`, then the due retries in `retry.order` (only under behaviour `interval`).
+    public func deliver(retries: Bool) throws(HostError) -> Summary {
+        var summary = Summary()
+        guard let text = configuration.submission.url else {
+            logger.debug("no submission URL configured: reports stay awaiting_first_attempt")
+            return summary
+        }
+        let records = try HostSession.storage { () throws(StorageError) in try repository.records() }
+        let initial = records.filter { $0.state == .awaitingFirstAttempt }
+        let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
+        var due: [ReportRecord] = []
+        if retries && configuration.retry.behaviour == .interval {
+            let nowDate = now()
+            due = records.filter { $0.state == .retry && ($0.nextAttemptAt.map { $0 <= nowDate } ?? false) }
+            if configuration.retry.order == .stack { due.reverse() }
+        }
+
+        let url: SubmissionURL
+        do {
+            url = try SubmissionURL(text, allowInsecure: configuration.submission.allowInsecure)
+        } catch {
+            // A configuration failure is terminal, never retried (D-9).
+            for record in ordered + due {
+                try HostSession.storage { () throws(StorageError) in try repository.finish(record.rowID, outcome: error.description) }
+                summary.terminal += 1
+            }
+            logger.error("\(error)")
+            return summary
+        }
+
+        for record in ordered + due {
+            guard try attempt(record, url: url, into: &summary) else { break }
+        }
+        return summary
+    }
+
+    /// One admitted attempt; false when the local window rejected it (stop the pass).
+    private func attempt(_ record: ReportRecord, url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
+        let admitted = try HostSession.storage { () throws(StorageError) in
+            try repository.admit(record.rowID, perMinute: configuration.reportsPerMin, now: now())
+        }
+        guard admitted else {
+            summary.rateLimited = true
+            logger.info("local rate limit (\(configuration.reportsPerMin)/min) reached: \(record.reportID) stays \(record.state.rawValue)")
+            return false
+        }
+        FaultPoint.duringSubmit.hit()
+        let result = try send(record, to: url)
+        let attempts = record.attempts + 1
+        try HostSession.storage { () throws(StorageError) in try settle(record, attempts: attempts, result: result, into: &summary) }
+        return true
+    }
+
+    private func send(_ record: ReportRecord, to url: SubmissionURL) throws(HostError) -> TransportResult {
+        let body = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
+        defer { try? FileManager.default.removeItem(at: body) }
+        let multipart = MultipartBody()
+        try HostSession.storage { () throws(StorageError) in
+            var document = record.document
+            document.content.attachments = try repository.attachments(of: record.rowID)
+            try multipart.write(
+                json: BacktraceReport.json(document, crash: record.crash), attachments: try repository.attachmentFiles(of: record.rowID),
+                to: body)
+        }
+        logger.debug("submitting \(record.reportID) to \(url.redacted)")
+        return transport.post(url.url, contentType: multipart.contentType, bodyFile: body, timeoutMs: configuration.submission.timeoutMs)
+    }
+
+    /// The outcome rules of D-9 and the retry policy of D-5 and D-11.
+    private func settle(_ record: ReportRecord, attempts: Int, result: TransportResult, into summary: inout Summary) throws(StorageError) {
+        let retryAfter: TimeInterval?
+        let reason: String
+        switch result {
+        case .response(let status, let after) where (200..<300).contains(status):
+            FaultPoint.afterAccept.hit()
+            try repository.finish(record.rowID, outcome: "accepted (HTTP \(status))")
+            logger.info("report \(record.reportID) delivered (HTTP \(status))")
+            summary.accepted += 1
+            _ = after
+            return
+        case .response(let status, let after) where [408, 425, 429].contains(status) || (500..<600).contains(status):
+            retryAfter = after
+            reason = "HTTP \(status)"
+        case .response(let status, _):
+            try repository.finish(record.rowID, outcome: "rejected (HTTP \(status))")
+            logger.warn("report \(record.reportID) rejected by the server (HTTP \(status)): terminal")
+            summary.terminal += 1
+            return
+        case .transportFailure(let text):
+            retryAfter = nil
+            reason = text
+        }
+        try retain(record, attempts: attempts, reason: reason, retryAfter: retryAfter, into: &summary)
+    }
+
+    /// A retryable failure: retained for retry, or terminal once `retry.limit` retries failed.
+    func retain(
+        _ record: ReportRecord, attempts: Int, reason: String, retryAfter: TimeInterval?, dueNow: Bool = false,
+        into summary: inout Summary
+    ) throws(StorageError) {
+        let retry = configuration.retry
+        let failedRetries = attempts - 1  // the initial attempt is not a retry (D-11)
+        if retry.behaviour == .interval && failedRetries >= retry.limit {
+            try repository.finish(record.rowID, outcome: "retries exhausted after \(attempts) attempts: \(reason)")
+            logger.warn("report \(record.reportID): \(reason); retries exhausted: terminal")
+            summary.terminal += 1
+            return
+        }
+        var next: Date?
+        if retry.behaviour == .interval {
+            let interval = now().addingTimeInterval(dueNow ? 0 : TimeInterval(retry.intervalSeconds))
+            next = max(interval, now().addingTimeInterval(retryAfter ?? 0))
+        }
+        try repository.settle(record.rowID, state: .retry, outcome: reason, nextAttemptAt: next)
+        logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
+        summary.retained += 1
+    }
+
+    /// D-9: a record found `submitting` at launch (the host died mid-request) counts that
+    /// attempt as a retryable transport failure, due now.
+    public func settleInterrupted() throws(HostError) {
+        let interrupted = try HostSession.storage { () throws(StorageError) in try repository.records(in: [.submitting]) }
+        var summary = Summary()
+        for record in interrupted {
+            try HostSession.storage { () throws(StorageError) in
+                try retain(
+                    record, attempts: record.attempts, reason: "interrupted during submission", retryAfter: nil, dueNow: true,
+                    into: &summary)
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+
+/// A checked submission URL (SPEC D-9): Backtrace's
+/// `https://submit.backtrace.io/<universe>/<token>/json` or
+/// `<scheme>://<host>[:port]/post?format=json&token=<token>`. Its token and format stay in
+/// the query string or path as given.
+public struct SubmissionURL: Sendable, Equatable {
+    public let url: URL
+
+    /// Why a URL cannot be used. Each is terminal: a configuration failure is never retried.
+    public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
+        case malformed(String)
+        case unsupportedScheme(String)
+        case insecure(host: String)
+
+        public var description: String {
+            switch self {
+            case .malformed(let text): "submission URL \(text) is malformed"
+            case .unsupportedScheme(let scheme): "submission URL scheme '\(scheme)' is not supported (use https, or http to loopback)"
+            case .insecure(let host):
+                "plain http to \(host) refused: only loopback may use http unless submission.allowInsecure is true"
+            }
+        }
+    }
+
+    public init(_ text: String, allowInsecure: Bool) throws(Problem) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            throw .malformed(SubmissionURL.redact(text))
+        }
+        guard scheme == "https" || scheme == "http" else { throw .unsupportedScheme(scheme) }
+        if scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host) { throw .insecure(host: host) }
+        self.url = url
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    }
+
+    /// The URL with its secrets hidden, for logs (SPEC D-14): the token in the query and the
+    /// token segment of Backtrace's path form.
+    public var redacted: String { SubmissionURL.redact(url.absoluteString) }
+
+    static func redact(_ text: String) -> String {
+        guard var components = URLComponents(string: text) else { return "<unparseable URL>" }
+        components.user = nil
+        components.password = nil
+        components.queryItems = components.queryItems?.map { item in
+            ["token", "key", "secret"].contains(item.name.lowercased()) ? URLQueryItem(name: item.name, value: "***") : item
+        }
+        // https://submit.backtrace.io/<universe>/<token>/json
+        var segments = components.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if segments.count == 4, segments[3] == "json" { segments[2] = "***" }
+        components.path = segments.joined(separator: "/")
+        return components.string ?? "<unparseable URL>"
+    }
+}

@@ -1,0 +1,45 @@
+import Dispatch
+import Foundation
+import Host
+
+/// `reporthost receive [--port N] [--dir DIR] [--respond CODES]`: a local submission
+/// endpoint on loopback. Prints one line per received report on stdout; stops on SIGINT or
+/// SIGTERM. Does not touch any repository (SPEC I-2).
+enum ReceiveCommand {
+    static let options: [String: Bool] = ["port": true, "dir": true, "respond": true, "log-level": true]
+
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+        let port: UInt16
+        if let text = arguments.value("port") {
+            guard let value = UInt16(text) else { throw .usage("--port '\(text)' is not a port number from 0 to 65535") }
+            port = value
+        } else {
+            port = 0
+        }
+        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(arguments.value("dir") ?? "received"))
+        let script = try arguments.value("respond").map { text throws(HostError) in try LocalReceiver.parseScript(text) } ?? [.status(200)]
+        let receiver = try LocalReceiver(port: port, folder: folder, script: script) { received in
+            let type = received.report["attributes"]?["error.type"]?.stringValue ?? "report"
+            let answer: String =
+                switch received.answer {
+                case .status(let code): String(code)
+                case .reset: "reset"
+                case .stall: "stall"
+                }
+            output.write("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) -> \(answer)\n")
+        }
+        FileHandle.standardError.write(Data("reporthost: receiving on \(receiver.url) into \(folder.path)\n".utf8))
+        let stop = DispatchSemaphore(value: 0)
+        let sources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            return source
+        }
+        stop.wait()
+        receiver.stop()
+        sources.forEach { $0.cancel() }
+        return 0
+    }
+}
