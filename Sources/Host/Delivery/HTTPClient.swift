@@ -24,8 +24,11 @@ public protocol SubmissionTransport: Sendable {
 public final class URLSessionTransport: SubmissionTransport {
     private let session: URLSession
 
-    public init() {
+    /// - Parameter timeoutMs: the request timeout (`submission.timeoutMs`). FoundationNetworking
+    ///   on Linux applies the session's timeout, not the request's, to upload tasks.
+    public init(timeoutMs: Int = 15_000) {
         let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = Double(timeoutMs) / 1000
         configuration.httpMaximumConnectionsPerHost = 2
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         session = URLSession(configuration: configuration)
@@ -71,5 +74,12 @@ public final class URLSessionTransport: SubmissionTransport {
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate: return "TLS failure"
         default: return "network error \(error.code.rawValue)"
         }
+    }
+}
+
+/// For passes that only settle records and never send.
+struct NoTransport: SubmissionTransport {
+    func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
+        .transportFailure("no transport")
     }
 }

@@ -77,18 +77,24 @@ public final class LocalReceiver: Sendable {
     public var url: String { "http://127.0.0.1:\(port)/post?format=json&token=local-token" }
     public var received: [Received] { state.withLock { $0.received } }
 
-    /// Stops accepting (open connections finish their current request).
+    /// Stops accepting (open connections finish their current request). The accept thread
+    /// closes the listening socket itself when it wakes, so its descriptor number cannot be
+    /// reused by another socket while that thread may still call `accept` on it.
     public func stop() {
         state.withLock { $0.stopped = true }
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while true {
             let client = accept(listener, nil, nil)
+            if state.withLock({ $0.stopped }) {
+                if client >= 0 { close(client) }
+                return
+            }
             if client < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR || errno == ECONNABORTED { continue }
                 return
             }
             Thread.detachNewThread { [self] in serve(client) }

@@ -40,7 +40,7 @@ public struct SubmissionURL: Sendable, Equatable {
     /// token segment of Backtrace's path form.
     public var redacted: String { SubmissionURL.redact(url.absoluteString) }
 
-    static func redact(_ text: String) -> String {
+    public static func redact(_ text: String) -> String {
         guard var components = URLComponents(string: text) else { return "<unparseable URL>" }
         components.user = nil
         components.password = nil

@@ -37,7 +37,7 @@ public final class HostSession: Sendable {
         let recovery = Recovery(host: host, repository: repository)
         let recovered = try recovery.run(currentSession: sessionID)
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
-        try Deliverer(repository: repository, configuration: host.configuration, transport: URLSessionTransport(), logger: host.logger)
+        try Deliverer(repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger)
             .settleInterrupted()
         try storage { () throws(StorageError) in try repository.markSession(sessionID) }
         if installCrashCapture {
@@ -70,8 +70,10 @@ public final class HostSession: Sendable {
     }
 
     /// Delivers over `transport` (the network by default) with this host's configuration.
-    public func deliverer(transport: any SubmissionTransport = URLSessionTransport()) -> Deliverer {
-        Deliverer(repository: repository, configuration: host.configuration, transport: transport, logger: host.logger)
+    public func deliverer(transport: (any SubmissionTransport)? = nil) -> Deliverer {
+        Deliverer(
+            repository: repository, configuration: host.configuration,
+            transport: transport ?? URLSessionTransport(timeoutMs: host.configuration.submission.timeoutMs), logger: host.logger)
     }
 
     /// A clean stop: clears the session mark and releases the lock.

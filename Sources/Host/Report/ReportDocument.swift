@@ -11,6 +11,14 @@ public struct ReportDocument: Sendable, Equatable {
 
     public var type: ReportType { trigger.type }
 
+    public init(id: String, trigger: Trigger, content: ReportContent, internalLog: [InternalLogEntry], createdAt: Date) {
+        self.id = id
+        self.trigger = trigger
+        self.content = content
+        self.internalLog = internalLog
+        self.createdAt = createdAt
+    }
+
     /// The document as SPEC I shows it: absent strings are null, labels in order,
     /// attribute keys sorted.
     public var json: JSONValue {

@@ -1,0 +1,287 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// Delivery (SPEC D-4 … D-11) against a real loopback receiver and a real SQLite repository.
+@Suite struct DeliveryTests {
+    let folder = makeTemporaryDirectory("delivery")
+    let repository: Repository
+    let log = MemoryDestination()
+
+    init() throws {
+        repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
+    }
+
+    func receiver(_ script: [LocalReceiver.Response]) throws -> LocalReceiver {
+        try LocalReceiver(folder: folder.appendingPathComponent("received-\(UUID().uuidString)"), script: script)
+    }
+
+    func deliverer(_ url: String?, now: Date = Date(), _ configure: (inout Configuration) -> Void = { _ in }) -> Deliverer {
+        var configuration = Configuration()
+        configuration.submission.url = url
+        configuration.submission.timeoutMs = 2_000
+        configuration.retry.intervalSeconds = 5
+        configuration.reportsPerMin = 0
+        configure(&configuration)
+        return Deliverer(
+            repository: repository, configuration: configuration, transport: URLSessionTransport(timeoutMs: configuration.submission.timeoutMs),
+            logger: HostLogger(destinations: [log]), now: { now })
+    }
+
+    @discardableResult
+    func store(_ trigger: Trigger = .logError, summary: String = "s", created: Date = Date(), attachment: Data? = nil,
+               state: RecordState = .awaitingFirstAttempt) throws -> ReportRecord {
+        var content = ReportContent()
+        content.summary = summary
+        content.attributes = ["app": "demo"]
+        content.labels = ["one"]
+        if let attachment { content.attachments = [Attachment(name: "log.txt", filename: "log.txt", data: attachment, source: .extended)] }
+        let document = ReportDocument(id: UUID().uuidString.lowercased(), trigger: trigger, content: content, internalLog: [], createdAt: created)
+        let rowID = try repository.insert(document, state: state)
+        return try #require(try repository.records().first { $0.rowID == rowID })
+    }
+
+    func record(_ id: Int64) throws -> ReportRecord { try #require(try repository.records().first { $0.rowID == id }) }
+
+    @Test("D-9: 2xx is terminal: the row stays with its outcome; payload and attachment copies are deleted")
+    func accepted() throws {
+        let server = try receiver([.status(200)])
+        let stored = try store(attachment: Data("attached bytes".utf8))
+        let summary = try deliverer(server.url).deliver(retries: false)
+        #expect(summary.accepted == 1)
+        let after = try record(stored.rowID)
+        #expect(after.state == .terminal)
+        #expect(after.outcome == "accepted (HTTP 200)")
+        #expect(after.attempts == 1)
+        #expect(after.document.content.summary == nil)
+        #expect(try repository.attachments(of: stored.rowID).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: repository.attachmentsFolder.appendingPathComponent(String(stored.rowID)).path))
+        // The wire format.
+        let got = try #require(server.received.first)
+        #expect(got.uuid == stored.reportID)
+        #expect(got.attachments["log.txt"] == Data("attached bytes".utf8))
+        #expect(got.query == "format=json&token=local-token")
+        server.stop()
+    }
+
+    @Test("I: the wire format has Backtrace's fields and types; attributes are scalars; crash reports carry threads")
+    func wireFormat() throws {
+        let server = try receiver([.status(200)])
+        try store(.logException, summary: "boom")
+        try store(.abnormalExit, summary: "gone")
+        _ = try deliverer(server.url).deliver(retries: false)
+        #expect(server.received.count == 2)
+        for got in server.received {
+            let report = got.report
+            #expect(report["uuid"]?.stringValue == got.uuid && got.uuid == got.uuid.lowercased())
+            #expect(report["timestamp"]?.intValue != nil)
+            #expect(report["lang"] == .string("swift") && report["agent"] == .string("reporthost"))
+            #expect(report["langVersion"]?.stringValue?.isEmpty == false && report["agentVersion"]?.stringValue?.isEmpty == false)
+            #expect(report["attributes"]?.objectValue?.allSatisfy { $0.1.stringValue != nil } == true)
+            #expect(report["annotations"]?.objectValue != nil)
+            #expect(report["classifiers"] == .array([.string("one")]))
+            if report["attributes"]?["reporthost.trigger"] == .string("abnormal_exit") {
+                let main = try #require(report["mainThread"]?.stringValue)
+                #expect(report["threads"]?[main] != nil)
+            } else {
+                #expect(report["threads"] == nil)
+                #expect(report["attributes"]?["error.message"] == .string("boom"))
+            }
+        }
+        server.stop()
+    }
+
+    @Test("D-9: 408, 425, 429 and 5xx are retained for retry, not before Retry-After")
+    func retryableStatuses() throws {
+        for code in [408, 425, 429, 500, 503] {
+            let server = try receiver([.status(code)])
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            let stored = try store()
+            // An interval of 0 s shows Retry-After (the receiver sends 1 s on 429 and 503) winning.
+            _ = try deliverer(server.url, now: now) { $0.retry.intervalSeconds = 0 }.deliver(retries: false)
+            let after = try record(stored.rowID)
+            #expect(after.state == .retry, "\(code)")
+            #expect(after.attempts == 1)
+            #expect(after.outcome == "HTTP \(code)")
+            let expected = [429, 503].contains(code) ? now.addingTimeInterval(1) : now
+            #expect(abs((after.nextAttemptAt ?? .distantPast).timeIntervalSince(expected)) < 0.01, "\(code)")
+            server.stop()
+        }
+    }
+
+    @Test("D-9: other non-2xx (400, 401, 403, 404, 413) are terminal, excluded from replay and cleaned up")
+    func terminalStatuses() throws {
+        for code in [400, 401, 403, 404, 413] {
+            let server = try receiver([.status(code)])
+            let stored = try store()
+            _ = try deliverer(server.url).deliver(retries: true)
+            let after = try record(stored.rowID)
+            #expect(after.state == .terminal && after.outcome == "rejected (HTTP \(code))", "\(code)")
+            _ = try deliverer(server.url).deliver(retries: true)
+            #expect(server.received.count == 1, "\(code) was replayed")
+            server.stop()
+        }
+    }
+
+    @Test("D-9: connection refused, reset and timeout are retryable transport failures")
+    func transportFailures() throws {
+        let closed = try receiver([.status(200)])
+        let refusedURL = closed.url
+        closed.stop()
+        let reset = try receiver([.reset])
+        let stall = try receiver([.stall])
+        for (url, expected) in [(refusedURL, "connection refused"), (reset.url, ""), (stall.url, "timed out")] {
+            let stored = try store()
+            _ = try deliverer(url) { $0.submission.timeoutMs = 300 }.deliver(retries: false)
+            let after = try record(stored.rowID)
+            #expect(after.state == .retry, "\(url): \(after.outcome ?? "")")
+            #expect(after.attempts == 1)
+            if !expected.isEmpty { #expect(after.outcome == expected, "\(url): \(after.outcome ?? "")") }
+        }
+        reset.stop()
+        stall.stop()
+    }
+
+    @Test("D-9: an invalid, malformed, unsupported or insecure URL is terminal and never sent; no URL means no attempt")
+    func configurationFailures() throws {
+        for url in ["not a url", "ftp://127.0.0.1/post", "http://example.invalid/post?format=json&token=t"] {
+            let stored = try store()
+            _ = try deliverer(url).deliver(retries: false)
+            let after = try record(stored.rowID)
+            #expect(after.state == .terminal, "\(url)")
+            #expect(after.attempts == 0)
+        }
+        let waiting = try store()
+        _ = try deliverer(nil).deliver(retries: true)
+        #expect(try record(waiting.rowID).state == .awaitingFirstAttempt)
+        // allowInsecure lifts the loopback-only rule for plain http (the request then fails as a
+        // transport error instead: nothing listens there).
+        #expect(throws: Never.self) { try SubmissionURL("http://example.invalid/post", allowInsecure: true) }
+        #expect(throws: SubmissionURL.Problem.insecure(host: "example.invalid")) { try SubmissionURL("http://example.invalid/post", allowInsecure: false) }
+    }
+
+    @Test("D-5: every new record gets an initial attempt even with retry behaviour none; then no automatic retry")
+    func behaviourNone() throws {
+        let server = try receiver([.status(503), .status(200)])
+        let stored = try store()
+        _ = try deliverer(server.url) { $0.retry.behaviour = .none }.deliver(retries: true)
+        let after = try record(stored.rowID)
+        #expect(after.state == .retry && after.nextAttemptAt == nil && after.attempts == 1)
+        _ = try deliverer(server.url, now: Date().addingTimeInterval(3600)) { $0.retry.behaviour = .none }.deliver(retries: true)
+        #expect(server.received.count == 1)
+        server.stop()
+    }
+
+    @Test("D-8: a 429 consumes the initial attempt; another attempt needs ordinary retries")
+    func status429() throws {
+        let server = try receiver([.status(429), .status(200)])
+        let stored = try store()
+        let now = Date()
+        _ = try deliverer(server.url, now: now) { $0.retry.intervalSeconds = 0 }.deliver(retries: false)
+        #expect(try record(stored.rowID).attempts == 1)
+        _ = try deliverer(server.url, now: now.addingTimeInterval(2)) { $0.retry.intervalSeconds = 0 }.deliver(retries: true)
+        #expect(try record(stored.rowID).state == .terminal)
+        #expect(server.received.map(\.uuid) == [stored.reportID, stored.reportID])  // D-4: one id on every attempt
+        server.stop()
+    }
+
+    @Test("D-11: after `limit` failed retries (limit + 1 attempts) the record becomes terminal; the next attempt is the failure's time plus the interval")
+    func retryLimit() throws {
+        let server = try receiver([.status(500)])
+        let stored = try store()
+        var now = Date(timeIntervalSince1970: 1_800_000_000)
+        for attempt in 1...3 {
+            _ = try deliverer(server.url, now: now) { $0.retry.limit = 2; $0.retry.intervalSeconds = 7 }.deliver(retries: true)
+            let after = try record(stored.rowID)
+            #expect(after.attempts == attempt)
+            if attempt < 3 {
+                #expect(after.state == .retry)
+                #expect(after.nextAttemptAt == now.addingTimeInterval(7))
+                // Not due yet: nothing is sent.
+                _ = try deliverer(server.url, now: now.addingTimeInterval(6)) { $0.retry.limit = 2 }.deliver(retries: true)
+                #expect(server.received.count == attempt)
+            } else {
+                #expect(after.state == .terminal)
+                #expect(after.outcome == "retries exhausted after 3 attempts: HTTP 500")
+            }
+            now = now.addingTimeInterval(7)
+        }
+        server.stop()
+    }
+
+    @Test("D-6: initial native reports go oldest first, ahead of others; retry.order orders ordinary retries")
+    func ordering() throws {
+        let server = try receiver([.status(200)])
+        let base = Date(timeIntervalSince1970: 1_700_000_000)
+        let liveOld = try store(.logError, created: base)
+        let crashNew = try store(.crash, created: base.addingTimeInterval(20))
+        let crashOld = try store(.crash, created: base.addingTimeInterval(10))
+        _ = try deliverer(server.url).deliver(retries: false)
+        #expect(server.received.map(\.uuid) == [crashOld.reportID, crashNew.reportID, liveOld.reportID])
+        server.stop()
+
+        for (order, expectNewestFirst) in [(RetryPolicy.Order.queue, false), (.stack, true)] {
+            let retries = try receiver([.status(200)])
+            let first = try store(created: base.addingTimeInterval(100), state: .retry)
+            let second = try store(created: base.addingTimeInterval(200), state: .retry)
+            try repository.settle(first.rowID, state: .retry, outcome: "x", nextAttemptAt: base)
+            try repository.settle(second.rowID, state: .retry, outcome: "x", nextAttemptAt: base)
+            _ = try deliverer(retries.url) { $0.retry.order = order }.deliver(retries: true)
+            let expected = expectNewestFirst ? [second.reportID, first.reportID] : [first.reportID, second.reportID]
+            #expect(retries.received.map(\.uuid) == expected, "\(order)")
+            retries.stop()
+        }
+    }
+
+    @Test("D-7: reportsPerMin is a shared window kept in the repository; a local rejection builds no request and costs no attempt")
+    func localRateLimit() throws {
+        let server = try receiver([.status(503)])
+        let records = try (0..<3).map { try store(created: Date(timeIntervalSince1970: 1_700_000_000 + Double($0))) }
+        let now = Date()
+        let first = try deliverer(server.url, now: now) { $0.reportsPerMin = 2 }.deliver(retries: false)
+        #expect(first.rateLimited)
+        #expect(server.received.count == 2)
+        #expect(try record(records[2].rowID).state == .awaitingFirstAttempt)
+        #expect(try record(records[2].rowID).attempts == 0)
+        // Another process on the same repository shares the window.
+        let other = try Repository.open(folder: repository.folder)
+        let sharing = Deliverer(
+            repository: other, configuration: { var c = Configuration(); c.submission.url = server.url; c.reportsPerMin = 2; return c }(),
+            transport: URLSessionTransport(), logger: .silent, now: { now.addingTimeInterval(30) })
+        #expect(try sharing.deliver(retries: false).rateLimited)
+        #expect(server.received.count == 2)
+        #expect(try repository.nextAdmission(perMinute: 2, now: now) != nil)
+        // When the window allows, the initial report gets its attempt (deferred admission).
+        _ = try deliverer(server.url, now: now.addingTimeInterval(61)) { $0.reportsPerMin = 2; $0.retry.behaviour = .none }.deliver(retries: false)
+        #expect(server.received.count == 3)
+        server.stop()
+    }
+
+    @Test("D-9: a record found submitting at launch counts that attempt as a retryable failure, due now")
+    func interruptedSubmission() throws {
+        let stored = try store()
+        #expect(try repository.admit(stored.rowID, perMinute: 0, now: Date()))
+        #expect(try record(stored.rowID).state == .submitting)
+        let now = Date()
+        try deliverer("http://127.0.0.1:9/post", now: now).settleInterrupted()
+        let after = try record(stored.rowID)
+        #expect(after.state == .retry && after.attempts == 1)
+        #expect(abs((after.nextAttemptAt ?? .distantPast).timeIntervalSince(now)) < 0.01)
+        #expect(after.outcome == "interrupted during submission")
+    }
+
+    @Test("D-14: no log line contains the submission token or attachment contents")
+    func redactedLogs() throws {
+        let server = try receiver([.status(503)])
+        let url = server.url.replacingOccurrences(of: "local-token", with: "TOPSECRET-TOKEN")
+        try store(attachment: Data("ATTACHMENT-CONTENT".utf8))
+        log.write("(start)")
+        _ = try deliverer(url) { $0.logging = [] }.deliver(retries: false)
+        #expect(log.lines.count > 1)
+        #expect(log.lines.contains { $0.contains("submitting") })
+        #expect(!log.lines.contains { $0.contains("TOPSECRET-TOKEN") || $0.contains("ATTACHMENT-CONTENT") })
+        #expect(SubmissionURL.redact("https://submit.backtrace.io/universe/abc123/json") == "https://submit.backtrace.io/universe/***/json")
+        server.stop()
+    }
+}
