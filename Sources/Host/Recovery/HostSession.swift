@@ -31,7 +31,9 @@ public final class HostSession: Sendable {
             throw .io(path: folder.path, reason: "cannot create the repository folder (\(errnoText(error)))")
         }
         let lock = try storage { () throws(StorageError) in try RepositoryLock(folder: folder) }
-        let repository = try storage { () throws(StorageError) in try Repository.open(folder: folder) }
+        let repository = try storage { () throws(StorageError) in
+            try Repository.open(folder: folder, limits: host.configuration.storage)
+        }
         host.logger.debug("repository \(folder.path) opened")
         let sessionID = UUID().uuidString.lowercased()
         let recovery = Recovery(host: host, repository: repository)

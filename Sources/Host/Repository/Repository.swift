@@ -46,6 +46,8 @@ public struct ReportRecord: Sendable {
 public final class Repository: Sendable {
     public let folder: URL
     let database: Database
+    /// Maintenance targets checked after each save (SPEC D-12).
+    public let limits: StorageLimits
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
@@ -55,14 +57,17 @@ public final class Repository: Sendable {
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
     public var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
 
-    private init(folder: URL, database: Database) {
+    private init(folder: URL, database: Database, limits: StorageLimits = StorageLimits()) {
         self.folder = folder
         self.database = database
+        self.limits = limits
     }
 
     /// Opens the repository in `folder`, creating the folder, its sub-folders and the
     /// database when missing, and migrating the schema.
-    public static func open(folder: URL, faults: StorageFaults = .fromEnvironment) throws(StorageError) -> Repository {
+    public static func open(
+        folder: URL, limits: StorageLimits = StorageLimits(), faults: StorageFaults = .fromEnvironment
+    ) throws(StorageError) -> Repository {
         for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
             do {
                 try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
@@ -71,7 +76,7 @@ public final class Repository: Sendable {
             }
         }
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
-        let repository = Repository(folder: folder, database: database)
+        let repository = Repository(folder: folder, database: database, limits: limits)
         try repository.migrate()
         return repository
     }
@@ -147,7 +152,7 @@ public final class Repository: Sendable {
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
         session: String? = nil, dialogPending: Bool = false
     ) throws(StorageError) -> Int64 {
-        try database.transaction { () throws(StorageError) -> Int64 in
+        let rowID = try database.transaction { () throws(StorageError) -> Int64 in
             let now = Self.milliseconds(Date())
             try database.query(
                 """
@@ -162,6 +167,8 @@ public final class Repository: Sendable {
             try writeAttachments(document.content.attachments, record: rowID)
             return rowID
         }
+        try enforceLimits()
+        return rowID
     }
 
     /// Replaces a record's document (and attachment copies) and state.
@@ -173,6 +180,7 @@ public final class Repository: Sendable {
                  .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
             try writeAttachments(document.content.attachments, record: rowID)
         }
+        try enforceLimits()
     }
 
     public func setState(_ rowID: Int64, _ state: RecordState, crashFile: String? = nil) throws(StorageError) {
@@ -334,6 +342,57 @@ public final class Repository: Sendable {
             guard let id = row[0].string, id != current else { return nil }
             return (id, Self.date(row[1].int ?? 0))
         }
+    }
+
+    // MARK: Storage limits (SPEC D-12)
+
+    /// What one maintenance pass evicted.
+    public struct Eviction: Sendable, Equatable {
+        public var evicted: [String] = []
+        /// Targets still exceeded once nothing evictable was left (protected records remain).
+        public var overTarget = false
+    }
+
+    /// Evicts until `maxRecordCount` and `maxDatabaseSizeMB` hold, or nothing evictable is
+    /// left: terminal records first, then retry records, oldest first. Never evicted: records
+    /// pending purge or chain, awaiting their first attempt, or being submitted.
+    ///
+    /// The database file does not shrink when rows are deleted, so the size target is
+    /// measured as the pages in use (page count less free pages). Each step deletes one
+    /// evictable record, so the pass ends after at most that many steps.
+    @discardableResult
+    public func enforceLimits() throws(StorageError) -> Eviction {
+        var eviction = Eviction()
+        let maxRecords = limits.maxRecordCount
+        let maxBytes = limits.maxDatabaseSizeMB * 1024 * 1024
+        guard maxRecords > 0 || maxBytes > 0 else { return eviction }
+        let candidates = try database.query(
+            """
+            SELECT rowid, report_id FROM reports WHERE state IN ('terminal', 'retry')
+            ORDER BY CASE state WHEN 'terminal' THEN 0 ELSE 1 END, created_at, rowid
+            """)
+        var total = try database.query("SELECT COUNT(*) FROM reports").first?.first?.int ?? 0
+        func overTarget() throws(StorageError) -> Bool {
+            if maxRecords > 0 && total > maxRecords { return true }
+            if maxBytes > 0 { return try usedBytes() > maxBytes }
+            return false
+        }
+        for candidate in candidates {
+            guard try overTarget() else { return eviction }
+            try delete(candidate[0].int ?? 0)
+            eviction.evicted.append(candidate[1].string ?? "")
+            total -= 1
+        }
+        eviction.overTarget = try overTarget()
+        return eviction
+    }
+
+    /// Bytes of the database pages in use.
+    public func usedBytes() throws(StorageError) -> Int {
+        let pages = try database.query("PRAGMA page_count").first?.first?.int ?? 0
+        let free = try database.query("PRAGMA freelist_count").first?.first?.int ?? 0
+        let size = try database.query("PRAGMA page_size").first?.first?.int ?? 4096
+        return Int((pages - free) * size)
     }
 
     // MARK: Sizes
