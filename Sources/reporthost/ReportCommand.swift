@@ -92,7 +92,8 @@ final class InterruptHandler {
     private let sources: [any DispatchSourceSignal]
     private let inDialog: Locked<Bool>
 
-    init(host: ReportHost, dialogShowing: Bool) {
+    /// - Parameter onSignal: also runs on each signal (`launch --watch` stops its loop).
+    init(host: ReportHost, dialogShowing: Bool, onSignal: @escaping @Sendable () -> Void = {}) {
         let inDialog = Locked(dialogShowing)
         self.inDialog = inDialog
         sources = [SIGINT, SIGTERM].map { number in
@@ -104,6 +105,7 @@ final class InterruptHandler {
                     exit(0)
                 }
                 host.interrupt()
+                onSignal()
             }
             source.resume()
             return source

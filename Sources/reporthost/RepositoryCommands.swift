@@ -2,21 +2,37 @@ import Dispatch
 import Foundation
 import Host
 
-/// `reporthost launch`: recover what earlier runs left, then exit (SPEC I-2, I-3).
+/// `reporthost launch [--watch]`: recover what earlier runs left, deliver what is admissible
+/// now, then exit (SPEC I-2, I-3). `--watch` keeps running with the retry timers and the
+/// admission window, and stops cleanly on SIGINT or SIGTERM.
 enum LaunchCommand {
-    static let options: [String: Bool] = Arguments.common
+    static let options: [String: Bool] = Arguments.common.merging(["watch": false]) { a, _ in a }
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
         defer { host.stop() }
-        let signals = InterruptHandler(host: host, dialogShowing: false)
+        let stopped = WaitableState(false)
+        let signals = InterruptHandler(host: host, dialogShowing: false) { stopped.update { $0 = true } }
         try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }
-        let summary = try session.deliverer().deliver(retries: true)
+        let deliverer = session.deliverer()
+        var summary = try deliverer.deliver(retries: true)
         logger.info("launch: \(session.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
+        while arguments.flag("watch") {
+            let clock = SystemClock()
+            let wake = try deliverer.nextWake()
+            if let wake { logger.debug("watch: next pass at \(ReportDocument.timestamp(wake))") }
+            let deadline = wake.map { clock.now().advanced(byMilliseconds: max(0, Int($0.timeIntervalSinceNow * 1000)) + 1) }
+            let stop = stopped.wait(until: deadline, clock: clock, for: { $0 }, then: { value, _ in value })
+            if stop { break }
+            summary = try deliverer.deliver(retries: true)
+            if summary != Deliverer.Summary() {
+                logger.info("watch: \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal")
+            }
+        }
         withExtendedLifetime(signals) {}
         return 0
     }

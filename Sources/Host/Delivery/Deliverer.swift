@@ -30,6 +30,8 @@ public struct Deliverer: Sendable {
         public var terminal = 0
         /// Stopped by the local admission window; the rest stay eligible.
         public var rateLimited = false
+
+        public init() {}
     }
 
     /// Initial attempts, oldest first, native reports ahead of the others (D-6); with
@@ -149,6 +151,24 @@ public struct Deliverer: Sendable {
         try repository.settle(record.rowID, state: .retry, outcome: reason, nextAttemptAt: next)
         logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
         summary.retained += 1
+    }
+
+    /// When a later pass may have work: the earliest retry due, or when the admission window
+    /// lets an initial report in. nil when nothing waits on time (`launch --watch` sleeps
+    /// until then).
+    public func nextWake() throws(HostError) -> Date? {
+        guard configuration.submission.url != nil else { return nil }
+        return try HostSession.storage { () throws(StorageError) -> Date? in
+            let records = try repository.records()
+            var times: [Date] = []
+            if configuration.retry.behaviour == .interval {
+                times += records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt)
+            }
+            if records.contains(where: { $0.state == .awaitingFirstAttempt }) {
+                times.append(try repository.nextAdmission(perMinute: configuration.reportsPerMin, now: now()) ?? now())
+            }
+            return times.min()
+        }
     }
 
     /// D-9: a record found `submitting` at launch (the host died mid-request) counts that
