@@ -2,9 +2,10 @@ import Dispatch
 import Foundation
 import Host
 
-/// `reporthost demo`: the whole flow on embedded defaults. Runs a bug, an error and an
-/// exception report through the sample plugins built beside this executable, in a fresh
-/// repository, printing each document and what each plugin changed.
+/// `reporthost demo`: the whole flow on embedded defaults, in a fresh repository: starts a
+/// local receiver, crashes a child process and recovers it, runs a bug, an error and an
+/// exception report through the sample plugins built beside this executable, delivers
+/// everything, and prints each document, what each plugin changed and what was received.
 ///
 /// The wrapper slot holds wrapper-sim for every report. A host has one user handler (SPEC
 /// H-1), so the user's slot changes between reports: scrub-pii for the bug and the
@@ -21,7 +22,20 @@ enum DemoCommand {
         } else {
             configuration.repository = try makeRepository()
         }
-        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
+        let received = Locked<[String]>([])
+        let receiver = try LocalReceiver(folder: URL(fileURLWithPath: configuration.repository).appendingPathComponent("received")) { report in
+            let type = report.report["attributes"]?["error.type"]?.stringValue ?? "report"
+            received.withLock { $0.append("  \(report.uuid)  \(type), \(report.attachments.count) attachment(s)") }
+        }
+        defer { receiver.stop() }
+        configuration.submission.url = receiver.url
+        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel() ?? .warn)
+        output.write("reporthost demo\nrepository: \(configuration.repository) (fresh)\nplugins: \(folder.path)\nreceiver: \(receiver.url)\n")
+
+        // A child process crashes first; this launch recovers it (the lock is free until then).
+        let crash = try crashChild(repository: configuration.repository)
+        output.write("\n== a child process crashed (\(crash)); its crash file is recovered by this launch\n")
+
         let changes = Locked<[String]>([])
         let host = try ReportHost(
             configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main,
@@ -31,10 +45,14 @@ enum DemoCommand {
                 }
             })
         defer { host.stop() }
-        output.write("reporthost demo\nrepository: \(configuration.repository) (fresh)\nplugins: \(folder.path)\n")
         try host.loadPlugin(at: folder.appendingPathComponent("libwrapper-sim.so").path, into: .wrapper)
+        try host.loadPlugin(at: folder.appendingPathComponent("libaccount-context.so").path, into: .handler)
         let session = try HostSession.launch(host: host)
         defer { session.end() }
+        for document in session.recovered {
+            output.write("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
+        }
+        output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
 
         for (title, handler, request) in demoReports() {
             try host.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
@@ -44,9 +62,29 @@ enum DemoCommand {
             output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
             output.write(document.json.serialized(pretty: true) + "\n")
         }
-        let stored = (try? session.repository.records().count) ?? 0
-        output.write("\n3 reports raised, handled and stored (\(stored) in the repository, awaiting their first attempt); delivery arrives with the delivery work.\n")
-        return 0
+        let summary = try session.deliverer().deliver(retries: true)
+        output.write("\n== delivered to the local receiver: \(summary.accepted) accepted, \(summary.retained) retained, \(summary.terminal) rejected\n")
+        output.write(received.withLock { $0 }.joined(separator: "\n") + "\n")
+        return summary.retained == 0 && summary.terminal == 0 ? 0 : 1
+    }
+
+    /// Runs `reporthost crash` in a child process; returns how it ended.
+    static func crashChild(repository: String) throws(HostError) -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        process.arguments = ["crash", "--signal", "SEGV", "--repository", repository, "--log-level", "error"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw .runtime("demo: cannot start the crashing child (\(error))")
+        }
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "exit \(process.terminationStatus)"
     }
 
     static func demoReports() -> [(String, String, ReportRequest)] {

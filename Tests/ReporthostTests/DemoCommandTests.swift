@@ -5,7 +5,7 @@ import Testing
 
 /// `reporthost demo` on embedded defaults, as the README's run command starts it.
 @Suite struct DemoCommandTests {
-    @Test("demo: three reports through the sample plugins, each with what each plugin changed, in a fresh repository")
+    @Test("demo: a recovered child crash and three reports through the sample plugins, delivered to a local receiver")
     func demo() throws {
         let result = try ChildProcess.reporthost(["demo"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -22,7 +22,11 @@ import Testing
         var isDirectory: ObjCBool = false
         #expect(FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue)
         let stored = try Repository.openForReading(folder: URL(fileURLWithPath: path))?.records() ?? []
-        #expect(stored.map(\.trigger) == [.upload, .logError, .logException])
-        #expect(stored.allSatisfy { $0.state == .awaitingFirstAttempt })
+        #expect(Set(stored.map(\.trigger)) == [.crash, .upload, .logError, .logException])
+        #expect(stored.allSatisfy { $0.state == .terminal && $0.outcome == "accepted (HTTP 200)" })
+        #expect(out.contains("== delivered to the local receiver: 4 accepted, 0 retained, 0 rejected"))
+        #expect(out.contains("recovered crash report"))
+        let receivedFiles = try FileManager.default.contentsOfDirectory(atPath: path + "/received").filter { $0.hasSuffix(".json") }
+        #expect(receivedFiles.count == 4)
     }
 }
