@@ -77,3 +77,30 @@ let abiCalls = measure("rh_host_api.set_attribute, calls", calls) {
     for _ in 0..<calls { _ = api.set_attribute(pointer, "k", "v") }
 }
 print(String(format: "ratio ABI / Swift: %.2f", abiCalls / swiftCalls))
+
+// Delivery to the local receiver against saving the same records (the baseline).
+let deliveryFolder = FileManager.default.temporaryDirectory.appendingPathComponent("reporthost-bench-\(UUID().uuidString)")
+let repository = try Repository.open(folder: deliveryFolder.appendingPathComponent("repo"))
+let receiver = try LocalReceiver(folder: deliveryFolder.appendingPathComponent("received"))
+let deliveries = max(reports / 40, 100)
+let saveRate = try measure("save a report to the repository (baseline), reports", deliveries) {
+    for _ in 0..<deliveries {
+        var content = ReportContent()
+        content.summary = "bench"
+        content.attributes = ["k": "v"]
+        try repository.insert(
+            ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date()),
+            state: .awaitingFirstAttempt)
+    }
+}
+var delivery = Configuration()
+delivery.submission.url = receiver.url
+delivery.reportsPerMin = 0
+let deliverer = Deliverer(repository: repository, configuration: delivery, transport: URLSessionTransport(), logger: .silent)
+let deliverRate = try measure("deliver to the local receiver (2xx, terminal), reports", deliveries) {
+    let summary = try deliverer.deliver(retries: false)
+    precondition(summary.accepted == deliveries, "delivered \(summary.accepted) of \(deliveries)")
+}
+print(String(format: "ratio deliver / save: %.2f", deliverRate / saveRate))
+receiver.stop()
+try? FileManager.default.removeItem(at: deliveryFolder)

@@ -8,9 +8,9 @@ import Host
 /// everything, and prints each document, what each plugin changed and what was received.
 ///
 /// The wrapper slot holds wrapper-sim for every report. A host has one user handler (SPEC
-/// H-1), so the user's slot changes between reports: scrub-pii for the bug and the
-/// exception (free text a person typed or an exception message), account-context for the
-/// error.
+/// H-1), so the user's slot changes between reports: account-context for the recovered
+/// crash and the error, scrub-pii for the bug and the exception (free text a person typed, an
+/// exception message).
 enum DemoCommand {
     static let options: [String: Bool] = ["log-level": true, "repository": true]
 
