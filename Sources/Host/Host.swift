@@ -28,7 +28,6 @@ public final class ReportHost: Sendable {
     private struct Slots {
         var handlers: [HandlerSlot: Handler] = [:]
         var delegate: Delegate?
-        var launched = false
     }
 
     /// Creates a host; fails (exit 1) when libffi closures cannot be allocated.
@@ -67,7 +66,10 @@ public final class ReportHost: Sendable {
         }
         if let previous {
             logger.debug("\(slot.rawValue) \(previous.name) removed")
-            mainExecutor.sync { previous.destroy() }
+            // The main-thread job holds only a box it empties, so the host's reference is gone
+            // when this returns, whenever the executor drops the job itself (H-1).
+            let box = Locked<Handler?>(previous)
+            mainExecutor.sync { box.withLock { $0.take() }?.destroy() }
         }
     }
 
@@ -126,15 +128,12 @@ public final class ReportHost: Sendable {
     /// Launches the host: runs the chain over each recovered report in recovered mode with
     /// the handlers set so far (SPEC H-2); a handler set later sees later reports only.
     public func launch(recovered reports: [LiveReport] = []) throws(HostError) -> [ReportDocument] {
-        slots.withLock { $0.launched = true }
         var documents: [ReportDocument] = []
         for report in reports {
             if let document = try runChain(report, mode: .recovered) { documents.append(document) }
         }
         return documents
     }
-
-    public var isLaunched: Bool { slots.withLock { $0.launched } }
 
     /// Makes a report for `request` with the host-wide attributes merged in (SPEC R-4), ready
     /// for `runChain` (a caller that journals reports first uses this).

@@ -120,7 +120,7 @@ struct StatusReport {
         var lines = ["repository \(folder): \(records.count) record(s), database \(databaseBytes) bytes"]
         for record in records {
             lines.append(
-                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.outcome.map { "  \($0)" } ?? "")")
+                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
         }
         return lines.joined(separator: "\n") + "\n"
     }

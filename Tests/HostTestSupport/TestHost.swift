@@ -28,14 +28,17 @@ public final class EventRecorder: Sendable {
 
     public var observer: PipelineObserver { { [events] event in events.update { $0.append(event) } } }
 
-    public var all: [PipelineEvent] { events.read { $0 } }
-
     /// Blocks until the host waits for `callback` to finish; returns that wait's deadline.
     @discardableResult
     public func awaitFinishWait(of callback: String) -> HostInstant {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.finishDeadline($0, callback) != nil } }) { events, _ in
             events.lazy.compactMap { Self.finishDeadline($0, callback) }.first!
         }
+    }
+
+    /// Blocks until `callback`'s method has returned.
+    public func awaitReturn(of callback: String) {
+        events.wait(until: nil, clock: SystemClock(), for: { $0.contains(.returned(call: callback)) }, then: { _, _ in })
     }
 
     /// Blocks until `callback`'s completion has been called.

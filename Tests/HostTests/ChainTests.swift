@@ -91,6 +91,7 @@ import Testing
         let run = clock.start { try? host.raiseDocument(ReportRequest(trigger: .upload)) }
         let deadline = events.awaitFinishWait(of: "stuck.on_before_report_created")
         #expect(deadline == clock.now().advanced(byMilliseconds: 30_000))
+        events.awaitReturn(of: "stuck.on_before_report_created")  // its change is made before the limit
         clock.advance(byMilliseconds: 29_999)
         // The host looked at the time again and went back to waiting.
         #expect(run.awaitParkOrReturn())

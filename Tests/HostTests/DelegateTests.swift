@@ -86,6 +86,7 @@ import Testing
         let run = clock.start { try? host.raiseDocument(request) }
         let deadline = events.awaitFinishWait(of: "attacher.attachments_for_report_async")
         #expect(deadline == clock.now().advanced(byMilliseconds: 10_000))
+        events.awaitReturn(of: "attacher.attachments_for_report_async")  // it added an attachment, then returned
         clock.advance(byMilliseconds: 9_999)
         #expect(run.awaitParkOrReturn())
         clock.advance(byMilliseconds: 1)

@@ -384,7 +384,7 @@ import Testing
         host.setHandler(SwiftHandler(name: "stuck", before: .completion { report, _, _ in try? report.setSummary("kept") }), for: .wrapper)
         host.setHandler(.recording("h", into: recorder), for: .handler)
         let run = ManualClock().start { try? host.raiseDocument(ReportRequest(trigger: .upload)) }
-        events.awaitFinishWait(of: "stuck.on_before_report_created")
+        events.awaitReturn(of: "stuck.on_before_report_created")
         host.interrupt()
         let document = try #require(run.result() ?? nil)
         #expect(recorder.all.isEmpty)

@@ -7,6 +7,8 @@ public enum PipelineEvent: Sendable, Equatable {
     case awaitingStart(call: String, deadline: HostInstant)
     /// A call started; the host waits for it until `deadline`.
     case awaitingFinish(call: String, deadline: HostInstant)
+    /// A call's method returned.
+    case returned(call: String)
     /// A callback's completion was called for the first time (its changes now count).
     case completed(call: String)
     /// What a callback changed, once the host stopped waiting for it (sent only when the
@@ -116,7 +118,7 @@ struct Invoker {
         guard let registration = active.register(tracker) else { return .stopped }
         defer { active.unregister(registration) }
         let state = tracker.state
-        let job: @Sendable () -> Void = { [clock] in
+        let job: @Sendable () -> Void = { [clock, observer] in
             let start = state.update { state -> Bool in
                 guard state.phase == .queued else { return false }
                 state.phase = .running
@@ -126,6 +128,7 @@ struct Invoker {
             guard start else { return }
             call()
             state.update { $0.returned = true }
+            observer?(.returned(call: label))
         }
 
         let limitDeadline = clock.now().advanced(byMilliseconds: limitMs)

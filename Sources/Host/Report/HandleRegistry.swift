@@ -44,7 +44,4 @@ public final class HandleRegistry: Sendable {
     func hostLog(for handle: ReportHandle) -> HostLogger? {
         HostDirectory.shared.entry(UInt32(truncatingIfNeeded: handle.rawValue >> Self.sequenceBits))?.log
     }
-
-    /// How many handles still map to a live report (for tests and the status of leaks).
-    public var liveHandleCount: Int { state.withLock { $0.reports.count } }
 }

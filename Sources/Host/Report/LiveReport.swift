@@ -133,10 +133,6 @@ public final class LiveReport: Sendable {
         state.withLock { $0.content.attachments.removeAll { $0.addedThrough == handle } }
     }
 
-    public func isOpen(_ handle: ReportHandle) -> Bool {
-        state.withLock { $0.handles[handle]?.isOpen ?? false }
-    }
-
     /// Changes the content on the host's behalf (no handle, no budget).
     @discardableResult
     public func edit<T: Sendable>(_ body: (inout ReportContent) -> T) -> T {
