@@ -41,7 +41,8 @@ struct CallbackRunner {
         let label = "\(name).on_\(step.rawValue)_report_created"
         let handle = report.openHandle(
             for: Contributor(handler: name, source: slot.source(step), budgetKey: "\(slot.rawValue).\(step.rawValue)"))
-        let tracker = CallTracker()
+        let finish: CallFinish = mode == .runningApp ? .completedAndReturned : .returned
+        let tracker = CallTracker(finish: finish)
         let observer = invoker.observer
         let completion = CallbackCompletion(
             onFirst: {
@@ -57,7 +58,6 @@ struct CallbackRunner {
                         : "\(label): completion called after the host stopped waiting; ignored")
             })
         let closure = handler.needsClosure ? try closures.acquire(for: completion) : nil
-        let finish: CallFinish = mode == .runningApp ? .completedAndReturned : .returned
         let limitMs = mode == .recovered ? limits.recoveredReturnMs : limits.callbackTimeoutMs
         let before = observer == nil ? nil : report.content
         defer {
@@ -67,7 +67,7 @@ struct CallbackRunner {
         }
         let result = invoker.perform(
             label, on: mode == .recovered ? .own : .main, limitMs: limitMs, budgetDeadline: budgetDeadline,
-            finish: finish, tracker: tracker
+            tracker: tracker
         ) {
             // An async method's body runs after `invoke` returns: hold its changes from the start.
             if mode == .recovered && handler.isAsync(step) { report.holdChanges(of: handle) }

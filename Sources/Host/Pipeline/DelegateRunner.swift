@@ -59,8 +59,8 @@ struct DelegateRunner {
         let label = "\(name).\(method)"
         let handle = report.openHandle(for: .delegate(name))
         let result = invoker.perform(
-            label, on: thread, limitMs: limits.callbackTimeoutMs, budgetDeadline: budgetDeadline, finish: .returned,
-            tracker: CallTracker()
+            label, on: thread, limitMs: limits.callbackTimeoutMs, budgetDeadline: budgetDeadline,
+            tracker: CallTracker(finish: .returned)
         ) { body(handle) }
         report.close(handle)
         note(result, label: label, limitMs: limits.callbackTimeoutMs, what: "return", report: report)
@@ -72,7 +72,7 @@ struct DelegateRunner {
         guard let name = delegate.name else { return }
         let label = "\(name).attachments_for_report_async"
         let handle = report.openHandle(for: .delegate(name))
-        let tracker = CallTracker()
+        let tracker = CallTracker(finish: .completedAndReturned)
         let accept: @Sendable ([OfferedAttachment]?) -> Void = { items in
             for item in items ?? [] {
                 _ = report.add(attachment: item.name, filename: item.filename, data: item.data, through: handle)
@@ -90,8 +90,7 @@ struct DelegateRunner {
         // Waiting for the method's return too keeps what it notes after deciding (a second
         // decision, say) in this report's internal log.
         let result = invoker.perform(
-            label, on: .main, limitMs: limits.attachmentsDecisionMs, budgetDeadline: budgetDeadline,
-            finish: .completedAndReturned, tracker: tracker
+            label, on: .main, limitMs: limits.attachmentsDecisionMs, budgetDeadline: budgetDeadline, tracker: tracker
         ) {
             delegate.attachmentsAsync(handle, decision: closure?.code) { items in completion.fire { accept(items) } }
         }

@@ -29,12 +29,11 @@ enum CallThread {
 
 /// What ends the host's wait for a call.
 enum CallFinish {
-    /// Completion called and the method returned (running-app callbacks, SPEC H-8).
+    /// Completion (or the decision) called and the method returned (running-app callbacks,
+    /// SPEC H-8; the asynchronous attachments decision, A-2).
     case completedAndReturned
     /// The method returned (terminating, recovered and synchronous delegate calls).
     case returned
-    /// The completion or decision was called (the asynchronous attachments decision, A-2).
-    case completed
 }
 
 /// How a call ended, from the host's side.
@@ -65,8 +64,21 @@ final class CallTracker: Sendable {
     }
 
     let state = WaitableState(State())
+    /// What ends the host's wait: the waiter is woken only when that holds (or on stop), so a
+    /// callback costs one thread switch for the waiter, not one per step.
+    let finish: CallFinish
 
-    func markCompleted() { state.update { $0.completed = true } }
+    init(finish: CallFinish) { self.finish = finish }
+
+    func isDone(_ state: State) -> Bool {
+        switch finish {
+        case .completedAndReturned: state.completed && state.returned
+        case .returned: state.returned
+        }
+    }
+
+    func markCompleted() { state.update(wakingIf: isDone) { $0.completed = true } }
+    func markReturned() { state.update(wakingIf: isDone) { $0.returned = true } }
     func markStopped() { state.update { $0.stopped = true } }
     var isCompleted: Bool { state.read { $0.completed } }
 }
@@ -112,53 +124,47 @@ struct Invoker {
     let active: ActiveCalls
 
     func perform(
-        _ label: String, on thread: CallThread, limitMs: Int, budgetDeadline: HostInstant, finish: CallFinish,
-        tracker: CallTracker, call: @escaping @Sendable () -> Void
+        _ label: String, on thread: CallThread, limitMs: Int, budgetDeadline: HostInstant, tracker: CallTracker,
+        call: @escaping @Sendable () -> Void
     ) -> CallResult {
         guard let registration = active.register(tracker) else { return .stopped }
         defer { active.unregister(registration) }
         let state = tracker.state
         let job: @Sendable () -> Void = { [clock, observer] in
-            let start = state.update { state -> Bool in
-                guard state.phase == .queued else { return false }
+            // Starting does not wake the waiter: its start deadline is never later than the
+            // deadline a start sets, so it notices the start when it next wakes.
+            let startedAt = state.update(wakingIf: { _ in false }) { state -> HostInstant? in
+                guard state.phase == .queued else { return nil }
                 state.phase = .running
                 state.startedAt = clock.now()
-                return true
+                return state.startedAt
             }
-            guard start else { return }
+            guard let startedAt else { return }
+            observer?(.awaitingFinish(call: label, deadline: min(startedAt.advanced(byMilliseconds: limitMs), budgetDeadline)))
             call()
-            state.update { $0.returned = true }
+            tracker.markReturned()
             observer?(.returned(call: label))
         }
 
-        let limitDeadline = clock.now().advanced(byMilliseconds: limitMs)
-        let startDeadline = min(limitDeadline, budgetDeadline)
+        let startDeadline = min(clock.now().advanced(byMilliseconds: limitMs), budgetDeadline)
         observer?(.awaitingStart(call: label, deadline: startDeadline))
         switch thread {
         case .main: mainExecutor.execute(job)
         case .own: Thread.detachNewThread(job)
         }
-        let started = state.wait(until: startDeadline, clock: clock, for: { $0.phase != .queued || $0.stopped }) { state, _ in
-            if state.phase == .queued { state.phase = .skipped }
-            return state.phase == .running
-        }
-        guard started else {
-            return state.read { $0.stopped } ? .stopped : .skipped(budgetSpent: clock.now() >= budgetDeadline)
-        }
-
-        let startedAt = state.read { $0.startedAt }
-        let ownDeadline = startedAt.advanced(byMilliseconds: limitMs)
-        let deadline = min(ownDeadline, budgetDeadline)
-        observer?(.awaitingFinish(call: label, deadline: deadline))
-        let done: (CallTracker.State) -> Bool =
-            switch finish {
-            case .completedAndReturned: { $0.completed && $0.returned }
-            case .returned: { $0.returned }
-            case .completed: { $0.completed }
+        // One wait: until the start deadline while queued, then until the call's own limit
+        // (or the budget) once it has started.
+        return state.wait(
+            until: { $0.phase == .queued ? startDeadline : min($0.startedAt.advanced(byMilliseconds: limitMs), budgetDeadline) },
+            clock: clock, for: { tracker.isDone($0) || $0.stopped }
+        ) { state, _ in
+            if tracker.isDone(state) { return .finished }
+            if state.phase == .queued {
+                state.phase = .skipped  // never started late
+                return state.stopped ? .stopped : .skipped(budgetSpent: clock.now() >= budgetDeadline)
             }
-        return state.wait(until: deadline, clock: clock, for: { done($0) || $0.stopped }) { state, _ in
-            if done(state) { return .finished }
             if state.stopped { return .stopped }
+            let ownDeadline = state.startedAt.advanced(byMilliseconds: limitMs)
             return .timedOut(budgetSpent: budgetDeadline < ownDeadline, completed: state.completed)
         }
     }

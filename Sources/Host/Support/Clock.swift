@@ -70,6 +70,17 @@ public final class WaitableState<State>: @unchecked Sendable {
         return body(&state)
     }
 
+    /// Changes the state under the lock and wakes the waiters only if `wake` says the change
+    /// can matter to them (fewer thread switches on hot paths).
+    @discardableResult
+    public func update<T>(wakingIf wake: (State) -> Bool, _ body: (inout State) -> T) -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        let result = body(&state)
+        if wake(state) { condition.broadcast() }
+        return result
+    }
+
     /// Reads the state under the lock without waking anyone.
     public func read<T>(_ body: (State) -> T) -> T {
         condition.lock()
@@ -83,13 +94,21 @@ public final class WaitableState<State>: @unchecked Sendable {
         until deadline: HostInstant?, clock: any HostClock,
         for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
     ) -> T {
+        wait(until: { _ in deadline }, clock: clock, for: predicate, then: body)
+    }
+
+    /// `wait` with a deadline that depends on the state, re-read after every wake-up.
+    public func wait<T>(
+        until deadline: (State) -> HostInstant?, clock: any HostClock,
+        for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
+    ) -> T {
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
         }
         while !predicate(state) {
-            if let deadline {
+            if let deadline = deadline(state) {
                 if clock.now() >= deadline { return body(&state, false) }
                 clock.wait(on: condition, until: deadline)
             } else {
