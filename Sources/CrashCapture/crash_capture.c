@@ -190,7 +190,11 @@ bool rh_crash_install(const char *crash_directory, const char *session_id) {
     strcpy(session, session_id);
     modules_length = 0;
     ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
-    strcpy(executable + (length > 0 ? length : 0), length > 0 ? "" : "[main]");
+    if (length > 0) {
+        executable[length] = '\0';
+    } else {
+        strcpy(executable, "[main]");
+    }
     dl_iterate_phdr(add_module, NULL);
     void *warm[1];
     backtrace(warm, 1);
