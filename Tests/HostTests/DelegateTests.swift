@@ -96,6 +96,28 @@ import Testing
         withExtendedLifetime(delegate) {}
     }
 
+    final class DecideThenWrite: ReportDelegate {
+        let name = "decide-then-write"
+        let implements: DelegateMethods = [.attachmentsAsync]
+        let status = Locked<ReportError?>(nil)
+        func attachments(_ report: ReportHandle, decide: @escaping @Sendable ([OfferedAttachment]?) -> Void) {
+            decide(nil)
+            do throws(ReportError) { try report.setSummary("after the decision") } catch { status.withLock { $0 = error } }
+        }
+    }
+
+    @Test("R-8, A-2: the asynchronous form's handle closes at the decision; later changes are ignored")
+    func handleClosesAtDecision() throws {
+        let host = try TestHost.make(mainExecutor: main)
+        let delegate = DecideThenWrite()
+        host.setDelegate(.weak(delegate))
+        var request = ReportRequest(trigger: .upload)
+        request.summary = "before"
+        let document = try host.raiseDocument(request)
+        #expect(document.content.summary == "before")
+        #expect(delegate.status.withLock { $0 } == .closed)
+    }
+
     @Test("A-3: the asynchronous form is not called for recovered or terminating reports; the step is skipped and logged")
     func asyncNotForRecoveredOrTerminating() throws {
         let recorder = Recorder()

@@ -77,6 +77,7 @@ struct DelegateRunner {
             for item in items ?? [] {
                 _ = report.add(attachment: item.name, filename: item.filename, data: item.data, through: handle)
             }
+            report.close(handle)  // the asynchronous form's handle closes at the decision
             tracker.markCompleted()
         }
         let completion = CallbackCompletion(
