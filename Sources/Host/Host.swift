@@ -24,6 +24,8 @@ public final class ReportHost: Sendable {
     let active = ActiveCalls()
     private let table: SendablePointer<rh_host_api>
     private let slots = Locked(Slots())
+    /// Set once a `destroy` could not start: later ones do not wait for the main thread again.
+    private let mainThreadBlocked = Locked(false)
 
     private struct Slots {
         var handlers: [HandlerSlot: Handler] = [:]
@@ -69,7 +71,7 @@ public final class ReportHost: Sendable {
             // The main-thread job holds only a box it empties, so the host's reference is gone
             // when this returns, whenever the executor drops the job itself (H-1).
             let box = Locked<Handler?>(previous)
-            mainExecutor.sync { box.withLock { $0.take() }?.destroy() }
+            release(previous.name) { box.withLock { $0.take() }?.destroy() ?? true }
         }
     }
 
@@ -86,7 +88,20 @@ public final class ReportHost: Sendable {
             defer { slots.delegate = delegate }
             return slots.delegate
         }
-        if case .plugin(let plugin)? = previous { mainExecutor.sync { plugin.destroy() } }
+        if case .plugin(let plugin)? = previous { release(plugin.name) { plugin.destroy() } }
+    }
+
+    /// Runs a plugin's `destroy` on the main thread, waiting at most the callback limit: a main
+    /// thread blocked by a hung callback (H-8) must not keep the host from stopping.
+    private func release(_ name: String, _ destroy: @escaping @Sendable () -> Bool) {
+        let wait = mainThreadBlocked.withLock { $0 } ? 0 : configuration.limits.callbackTimeoutMs
+        switch mainExecutor.sync(timeoutMilliseconds: wait, destroy) {
+        case true?: break
+        case false?: logger.warn("\(name): destroy not called: a call into the plugin is still running")
+        case nil:
+            mainThreadBlocked.withLock { $0 = true }
+            logger.warn("\(name): destroy not called within \(wait) ms: the main thread is blocked")
+        }
     }
 
     public var delegate: Delegate? { slots.withLock { $0.delegate } }

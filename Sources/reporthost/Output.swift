@@ -8,7 +8,8 @@ struct DocumentOutput: Sendable {
     let fileDescriptor: Int32
 
     static func claimStandardOutput() -> DocumentOutput {
-        let copy = dup(STDOUT_FILENO)
+        // Close-on-exec: a process a plugin spawns must not hold the document pipe open.
+        let copy = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
         dup2(STDERR_FILENO, STDOUT_FILENO)
         return DocumentOutput(fileDescriptor: copy >= 0 ? copy : STDERR_FILENO)
     }

@@ -33,9 +33,14 @@ let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, Docu
 ]
 
 let words = Array(CommandLine.arguments.dropFirst())
-if words.isEmpty || words == ["--help"] || words == ["-h"] || words == ["help"] {
+if words == ["--help"] || words == ["-h"] || words == ["help"] {
     output.write(usage)
-    exit(words.isEmpty ? 2 : 0)
+    exit(0)
+}
+if words.isEmpty {
+    FileHandle.standardError.write(Data(usage.utf8))
+    printError("missing command (try: reporthost --help)")
+    exit(2)
 }
 
 // The command runs off the main thread: the main thread serves the main queue, where

@@ -108,4 +108,40 @@ import Testing
         #expect(document.content.summary == "from the thread")
         #expect(document.internalLog.isEmpty)
     }
+
+    @Test("ABI destroy: never while a call into the plugin still runs; stopping a host whose main thread hangs ends anyway")
+    func destroySafety() throws {
+        let source = fixtureHandler(
+            name: "lingering", before: "on_before", destroy: "on_destroy",
+            extra: """
+                #include <unistd.h>
+                int rh_fixture_destroyed = 0;
+                static void on_destroy(void *c) { (void)c; rh_fixture_destroyed++; }
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)r; (void)t; usleep(800 * 1000); done();
+                }
+                """)
+        let library = try Fixtures.freshCopy(of: try Fixtures.plugin("lingering", source: source))
+        let log = MemoryDestination()
+        let host = try TestHost.make(log: log) { $0.limits.recoveredReturnMs = 100 }
+        try host.loadPlugin(at: library.path, into: .handler)
+        _ = try host.runChain(host.makeReport(ReportRequest(trigger: .crash)), mode: .recovered)  // abandoned, still sleeping
+        host.setHandler(nil, for: .handler)
+        let image = try #require(dlopen(library.path, RTLD_NOW | RTLD_NOLOAD))
+        let destroyed = try #require(dlsym(image, "rh_fixture_destroyed")).assumingMemoryBound(to: Int32.self)
+        #expect(destroyed.pointee == 0)
+        #expect(log.lines.contains { $0.contains("lingering: destroy not called: a call into the plugin is still running") })
+
+        // A callback that hangs the main thread: stop() gives up on destroy after the limit.
+        let hang = Gate()
+        let blocked = try TestHost.make(log: log) { $0.limits.callbackTimeoutMs = 200 }
+        blocked.setHandler(SwiftHandler(name: "hangs", before: .completion { _, _, _ in hang.wait() }, destroy: {}), for: .handler)
+        _ = try blocked.raiseDocument(ReportRequest(trigger: .upload))
+        let clock = SystemClock()
+        let start = clock.now()
+        blocked.stop()
+        #expect(clock.now().milliseconds(since: start) < 5_000)
+        #expect(log.lines.contains { $0.contains("hangs: destroy not called within 200 ms: the main thread is blocked") })
+        hang.release()
+    }
 }

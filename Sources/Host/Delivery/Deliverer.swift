@@ -73,6 +73,16 @@ public struct Deliverer: Sendable {
 
     /// One admitted attempt; false when the local window rejected it (stop the pass).
     private func attempt(_ record: ReportRecord, url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
+        // The body is built before admission: a local file problem costs no attempt.
+        let body = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
+        defer { try? FileManager.default.removeItem(at: body) }
+        let contentType: String
+        do {
+            contentType = try writeBody(record, to: body)
+        } catch {
+            logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
+            return true
+        }
         let admitted = try HostSession.storage { () throws(StorageError) in
             try repository.admit(record.rowID, perMinute: configuration.reportsPerMin, now: now())
         }
@@ -82,25 +92,26 @@ public struct Deliverer: Sendable {
             return false
         }
         FaultPoint.duringSubmit.hit()
-        let result = try send(record, to: url)
-        let attempts = record.attempts + 1
-        try HostSession.storage { () throws(StorageError) in try settle(record, attempts: attempts, result: result, into: &summary) }
+        logger.debug("submitting \(record.reportID) to \(url.redacted)")
+        let result = transport.post(url.url, contentType: contentType, bodyFile: body, timeoutMs: configuration.submission.timeoutMs)
+        try HostSession.storage { () throws(StorageError) in try settle(record, attempts: record.attempts + 1, result: result, into: &summary) }
         return true
     }
 
-    private func send(_ record: ReportRecord, to url: SubmissionURL) throws(HostError) -> TransportResult {
-        let body = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
-        defer { try? FileManager.default.removeItem(at: body) }
-        let multipart = MultipartBody()
-        try HostSession.storage { () throws(StorageError) in
-            var document = record.document
-            document.content.attachments = try repository.attachments(of: record.rowID)
-            try multipart.write(
-                json: BacktraceReport.json(document, crash: record.crash), attachments: try repository.attachmentFiles(of: record.rowID),
-                to: body)
+    /// Writes the multipart body; a copy that went missing is left out with a diagnostic in
+    /// the report (D-3: it does not block the payload).
+    private func writeBody(_ record: ReportRecord, to body: URL) throws(StorageError) -> String {
+        var document = record.document
+        document.content.attachments = try repository.attachments(of: record.rowID)
+        let files = try repository.attachmentFiles(of: record.rowID)
+        let present = files.filter { FileManager.default.isReadableFile(atPath: $0.file.path) }
+        for missing in files where !present.contains(where: { $0.file == missing.file }) {
+            document.internalLog.append(InternalLogEntry(
+                level: .warn, handler: "host", message: "attachment copy \(missing.name) is missing or unreadable: omitted"))
         }
-        logger.debug("submitting \(record.reportID) to \(url.redacted)")
-        return transport.post(url.url, contentType: multipart.contentType, bodyFile: body, timeoutMs: configuration.submission.timeoutMs)
+        let multipart = MultipartBody()
+        try multipart.write(json: BacktraceReport.json(document, crash: record.crash), attachments: present, to: body)
+        return multipart.contentType
     }
 
     /// The outcome rules of D-9 and the retry policy of D-5 and D-11.

@@ -101,8 +101,10 @@ struct CallbackRunner {
         case .stopped:
             report.note(.warn, handler: "host", "\(label) skipped: the host is stopping")
         }
-        report.close(handle)
+        // The completion is marked late before the handle closes, so a call racing the close
+        // is noted as late, never taken for a completion.
         release(Pending(closureSlot: closure?.slot, completion: completion))
+        report.close(handle)
         return nil
     }
 }

@@ -87,8 +87,8 @@ struct Chain {
             switch dialog.present(seeded) {
             case .cancel:
                 logger.info("report \(report.id): the user cancelled the dialog; nothing is stored or sent")
-                _ = report.bundle()
                 release(pending)
+                _ = report.bundle()
                 return nil
             case .send(let fields):
                 report.edit { content in
@@ -107,9 +107,8 @@ struct Chain {
         try delegateStep("attachments_for_report") { (delegate) throws(HostError) in
             try delegates.attachments(delegate, report: report, mode: mode, budgetDeadline: budgetDeadline)
         }
-        let document = report.bundle()
-        release(pending)
-        return document
+        release(pending)  // late from here on, before the handles close at bundling
+        return report.bundle()
     }
 
     /// Why the next call must be skipped, if it must (H-10 budget, H-15 interruption).

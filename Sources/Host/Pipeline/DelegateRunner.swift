@@ -95,8 +95,8 @@ struct DelegateRunner {
         ) {
             delegate.attachmentsAsync(handle, decision: closure?.code) { items in completion.fire { accept(items) } }
         }
-        report.close(handle)
         if let closure { decisions.release(closure.slot) } else { completion.close() }
+        report.close(handle)
         if case .timedOut(_, completed: true) = result { return }  // decided in time; the method is merely slow
         if result != .finished {
             // Bundled without the delegate's attachments, those added during the call included.

@@ -72,7 +72,7 @@ public enum Handler: Sendable {
         switch self {
         case .plugin(let plugin):
             let callback = step == .before ? plugin.handler.on_before_report_created : plugin.handler.on_after_report_created
-            callback?(plugin.handler.context, HostAPITable.pointer(handle), isTerminating, completion)
+            plugin.call { callback?(plugin.handler.context, HostAPITable.pointer(handle), isTerminating, completion) }
         case .swift(let handler):
             switch step == .before ? handler.before : handler.after {
             case .completion(let body): body(handle, isTerminating, swiftCompletion)
@@ -87,10 +87,13 @@ public enum Handler: Sendable {
     }
 
     /// Releases the handler: a plugin's `destroy` (once), a Swift handler's `destroy`.
-    func destroy() {
+    /// False when a plugin call is still running, so `destroy` was not called.
+    func destroy() -> Bool {
         switch self {
-        case .plugin(let plugin): plugin.destroy()
-        case .swift(let handler): handler.destroy?()
+        case .plugin(let plugin): return plugin.destroy()
+        case .swift(let handler):
+            handler.destroy?()
+            return true
         }
     }
 

@@ -17,8 +17,15 @@ extension MainExecutor {
     /// Runs `body` on the main executor and waits for its result. Never call it on the
     /// main executor itself.
     func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        sync(timeoutMilliseconds: nil, body)!
+    }
+
+    /// `sync`, giving up after `timeoutMilliseconds` (nil if so; `body` may still run later).
+    func sync<T: Sendable>(timeoutMilliseconds: Int?, _ body: @escaping @Sendable () -> T) -> T? {
         let result = WaitableState<T?>(nil)
         execute { result.update { $0 = body() } }
-        return result.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { state, _ in state! })
+        let clock = SystemClock()
+        let deadline = timeoutMilliseconds.map { clock.now().advanced(byMilliseconds: $0) }
+        return result.wait(until: deadline, clock: clock, for: { $0 != nil }, then: { state, _ in state })
     }
 }

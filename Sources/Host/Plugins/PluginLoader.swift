@@ -130,7 +130,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     public let version: String?
     let handler: rh_handler
     let delegate: rh_delegate?
-    private let destroyed = Locked(false)
+    private let state = Locked((destroyed: false, inFlight: 0))
 
     init(path: String, slot: PluginSlot, name: String, version: String?, handler: rh_handler, delegate: rh_delegate?) {
         self.path = path
@@ -141,14 +141,29 @@ public final class LoadedPlugin: @unchecked Sendable {
         self.delegate = delegate
     }
 
-    /// Calls the plugin's `destroy` once; later calls do nothing. [main-thread]
-    public func destroy() {
-        let first = destroyed.withLock { done in
-            defer { done = true }
-            return !done
-        }
-        if first, let destroy = handler.destroy { destroy(handler.context) }
+    /// Runs one call into the plugin, counted, so `destroy` never runs while a call of it
+    /// is still running (an abandoned recovered method, say).
+    func call<T>(_ body: () -> T) -> T {
+        state.withLock { $0.inFlight += 1 }
+        defer { state.withLock { $0.inFlight -= 1 } }
+        return body()
     }
 
-    public var isDestroyed: Bool { destroyed.withLock { $0 } }
+    /// Calls the plugin's `destroy` once; later calls do nothing. Returns false, without
+    /// calling it, while a call into the plugin is still running (ABI: destroy runs "after no
+    /// callback of it runs"). [main-thread]
+    @discardableResult
+    public func destroy() -> Bool {
+        let outcome: Bool? = state.withLock { state in
+            if state.destroyed { return nil }
+            if state.inFlight > 0 { return false }
+            state.destroyed = true
+            return true
+        }
+        guard let outcome else { return true }
+        if outcome, let destroy = handler.destroy { destroy(handler.context) }
+        return outcome
+    }
+
+    public var isDestroyed: Bool { state.withLock { $0.destroyed } }
 }

@@ -37,7 +37,7 @@ public struct CrashFile: Sendable {
         time = fallbackTime
         for line in lines.dropFirst() {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
-            let key = parts[0]
+            guard let key = parts.first else { continue }
             let value = parts.count > 1 ? parts[1] : ""
             switch key {
             case "session": session = value
