@@ -133,12 +133,14 @@ import Testing
             let saved = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
             // Never purged before saved: either the file is still there, or a record holds it.
             #expect(!files.isEmpty || !saved.isEmpty, "\(point)")
-            let idBeforeRecovery = saved.first?.reportID
+            let idBeforeRecovery = saved.first { $0.trigger == .crash }?.reportID
             #expect(try reporthost(["launch"]).status == 0)
-            let after = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
+            let all = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
+            // The killed launch had marked its session first (I-2): it is an abnormal exit too.
+            #expect(all.filter { $0.trigger == .abnormalExit }.count == 1, "\(point)")
+            let after = all.filter { $0.trigger == .crash }
             #expect(after.count == 1, "\(point): \(after.map(\.reportID))")
             #expect(after.first?.state == .awaitingFirstAttempt)
-            #expect(after.first?.trigger == .crash)
             if point == .duringHandlers {
                 // Re-keyed: the interrupted chain's id is gone (H-13).
                 #expect(after.first?.reportID != idBeforeRecovery)
@@ -255,5 +257,25 @@ import Testing
         let denied = try ChildProcess.reporthost(["report", "bug", "--repository", unwritable.path])
         #expect(denied.status == 1)
         #expect(denied.stderr.hasPrefix("reporthost: error: \(unwritable.path)"), "\(denied.stderr)")
+    }
+
+    @Test("H-13: a chain that keeps killing the host on a recovered report runs at most three times; then the report goes without it")
+    func poisonedChain() throws {
+        let killer = try Fixtures.plugin(
+            "killer",
+            source: fixtureHandler(
+                name: "killer", before: "on_before",
+                extra: "#include <signal.h>\n#include <unistd.h>\nstatic void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; (void)d; kill(getpid(), SIGKILL); }"))
+        try run(["crash"])
+        for _ in 0..<3 {
+            let killed = try run(["launch", "--handler", killer.path])
+            #expect(killed.signal == SIGKILL)
+        }
+        let final = try run(["launch", "--handler", killer.path])
+        #expect(final.status == 0, "\(final.stderr)")
+        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+        let crash = try #require(try database.records().first { $0.trigger == .crash })
+        #expect(crash.state == .awaitingFirstAttempt)
+        #expect(crash.document.internalLog.contains { $0.message.contains("the handler chain ended the host 3 times") })
     }
 }

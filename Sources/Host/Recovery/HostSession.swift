@@ -36,15 +36,18 @@ public final class HostSession: Sendable {
         }
         host.logger.debug("repository \(folder.path) opened")
         let sessionID = UUID().uuidString.lowercased()
-        let recovery = Recovery(host: host, repository: repository)
-        let recovered = try recovery.run(currentSession: sessionID)
-        // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
-        try Deliverer(repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger)
-            .settleInterrupted()
-        try storage { () throws(StorageError) in try repository.markSession(sessionID) }
+        // I-2: mark the session and arm crash capture before recovering, so a plugin that
+        // crashes or hangs on a recovered report is itself recorded.
+        try storage { () throws(StorageError) in try repository.markSession(sessionID, phase: .recovering) }
         if installCrashCapture {
             CrashCapture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
         }
+        let recovery = Recovery(host: host, repository: repository)
+        let recovered = try recovery.run(currentSession: sessionID)
+        try storage { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
+        // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
+        try Deliverer(repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger)
+            .settleInterrupted()
         _ = try host.launch()
         return HostSession(host: host, repository: repository, lock: lock, sessionID: sessionID, recovered: recovered)
     }

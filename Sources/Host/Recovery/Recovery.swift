@@ -86,18 +86,29 @@ struct Recovery {
     /// D-16: a session mark without a crash file of that session is an abnormal exit.
     private func recordAbnormalExits(currentSession: String) throws(StorageError) {
         let sessionsWithCrashes = Set(try repository.records().compactMap { $0.trigger == .crash ? $0.session : nil })
-        for (session, startedAt) in try repository.sessions(except: currentSession) {
+        for (session, startedAt, phase) in try repository.sessions(except: currentSession) {
             if !sessionsWithCrashes.contains(session) {
                 var content = ReportContent()
                 content.summary = "The host exited abnormally (session \(session))"
+                var notes = [InternalLogEntry(
+                    level: .info, handler: "host",
+                    message: "session \(session) started at \(ReportDocument.timestamp(startedAt)) never stopped cleanly")]
+                // It died while running chains over recovered reports: running this one through
+                // the same chain would likely end this launch too.
+                let skipChain = phase == .recovering
+                if skipChain {
+                    notes.append(InternalLogEntry(
+                        level: .warn, handler: "host", message: "the session ended during recovery; sent without the handler chain"))
+                }
                 let document = ReportDocument(
-                    id: UUID().uuidString.lowercased(), trigger: .abnormalExit, content: content,
-                    internalLog: [InternalLogEntry(level: .info, handler: "host", message: "session \(session) started at \(ReportDocument.timestamp(startedAt)) never stopped cleanly")],
+                    id: UUID().uuidString.lowercased(), trigger: .abnormalExit, content: content, internalLog: notes,
                     createdAt: startedAt)
-                try repository.insert(document, state: .pendingChain, session: session)
+                try repository.insert(
+                    document, state: skipChain ? .awaitingFirstAttempt : .pendingChain, session: session, clearingSession: session)
                 log.info("session \(session) ended abnormally: recorded")
+            } else {
+                try repository.clearSession(session)
             }
-            try repository.clearSession(session)
         }
     }
 
@@ -126,11 +137,14 @@ struct Recovery {
         return documents
     }
 
+    /// A chain that ended the host this many times is not run again: the report goes without it.
+    static let maxChainRuns = 3
+
     private func rerunChain(_ record: ReportRecord) throws(HostError) -> ReportDocument {
         let newID = UUID().uuidString.lowercased()
-        let attachments = try HostSession.storage { () throws(StorageError) -> [Attachment] in
+        let (attachments, runs) = try HostSession.storage { () throws(StorageError) -> ([Attachment], Int) in
             try repository.rekey(record.rowID, to: newID)
-            return try repository.attachments(of: record.rowID)
+            return (try repository.attachments(of: record.rowID), try repository.countChainRun(record.rowID))
         }
         let report = LiveReport(
             trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger)
@@ -141,8 +155,16 @@ struct Recovery {
             content.attachments = attachments
         }
         for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
-        FaultPoint.duringHandlers.hit()
-        let document = try host.runChain(report, mode: .recovered) ?? report.snapshot
+        let document: ReportDocument
+        if runs > Self.maxChainRuns {
+            // Every earlier launch died in this chain (a plugin that crashes on this report):
+            // without this, the report would keep every later launch from delivering anything.
+            report.note(.warn, handler: "host", "the handler chain ended the host \(runs - 1) times; the report is sent without it")
+            document = report.bundle()
+        } else {
+            FaultPoint.duringHandlers.hit()
+            document = try host.runChain(report, mode: .recovered) ?? report.snapshot
+        }
         try HostSession.storage { () throws(StorageError) in try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt) }
         log.info("recovered \(document.trigger.name) report \(document.id)")
         return document

@@ -51,7 +51,7 @@ public final class Repository: Sendable {
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     public var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -139,6 +139,19 @@ public final class Repository: Sendable {
                 try database.execute("CREATE TABLE admissions(at INTEGER NOT NULL); PRAGMA user_version = 2;")
             }
         }
+        if version < 3 {
+            // Copies get their own file names (replaced only after the rows naming the new ones
+            // commit), and chains count their runs (a record whose chain keeps killing the host
+            // is sent without callbacks after three).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    ALTER TABLE attachments ADD COLUMN file TEXT;
+                    ALTER TABLE reports ADD COLUMN chain_runs INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE sessions ADD COLUMN phase TEXT NOT NULL DEFAULT 'running';
+                    PRAGMA user_version = 3;
+                    """)
+            }
+        }
     }
 
     // MARK: Records
@@ -150,7 +163,7 @@ public final class Repository: Sendable {
     @discardableResult
     public func insert(
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
-        session: String? = nil, dialogPending: Bool = false
+        session: String? = nil, dialogPending: Bool = false, clearingSession: String? = nil
     ) throws(StorageError) -> Int64 {
         let rowID = try database.transaction { () throws(StorageError) -> Int64 in
             let now = Self.milliseconds(Date())
@@ -164,7 +177,10 @@ public final class Repository: Sendable {
                  .text(document.json.serialized()), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
                  .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document))), .integer(now)])
             let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
-            try writeAttachments(document.content.attachments, record: rowID)
+            _ = try writeAttachments(document.content.attachments, record: rowID)
+            // A report that replaces a session mark (an abnormal exit) clears it in the same
+            // transaction: a kill between the two cannot report it twice.
+            if let clearingSession { try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)]) }
             return rowID
         }
         try enforceLimits()
@@ -173,13 +189,15 @@ public final class Repository: Sendable {
 
     /// Replaces a record's document (and attachment copies) and state.
     public func update(_ rowID: Int64, document: ReportDocument, state: RecordState, dialogPending: Bool = false) throws(StorageError) {
-        try database.transaction { () throws(StorageError) in
+        let replaced = try database.transaction { () throws(StorageError) -> [URL] in
             try database.query(
                 "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = ?, bytes = ?, updated_at = ? WHERE rowid = ?",
                 [.text(document.id), .text(document.json.serialized()), .text(state.rawValue), .integer(dialogPending ? 1 : 0),
                  .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
-            try writeAttachments(document.content.attachments, record: rowID)
+            return try writeAttachments(document.content.attachments, record: rowID)
         }
+        // The old copies go only once the rows naming the new ones are committed.
+        for file in replaced { try? FileManager.default.removeItem(at: file) }
         try enforceLimits()
     }
 
@@ -227,10 +245,9 @@ public final class Repository: Sendable {
     /// The bytes of a record's attachment copies, in order (a copy that went missing is skipped).
     public func attachments(of rowID: Int64) throws(StorageError) -> [Attachment] {
         let rows = try database.query(
-            "SELECT position, name, filename, source FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
+            "SELECT position, name, filename, source, file FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
         return rows.compactMap { row in
-            let file = attachmentFile(record: rowID, position: Int(row[0].int ?? 0))
-            guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+            guard let data = FileManager.default.contents(atPath: attachmentFile(record: rowID, row: row).path) else { return nil }
             return Attachment(
                 name: row[1].string ?? "", filename: row[2].string ?? "", data: data,
                 source: row[3].string.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
@@ -239,34 +256,46 @@ public final class Repository: Sendable {
 
     /// The copies of a record's attachments as files, in order, for streaming.
     public func attachmentFiles(of rowID: Int64) throws(StorageError) -> [(name: String, filename: String, file: URL)] {
-        try database.query("SELECT position, name, filename FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
-            .map { row in (row[1].string ?? "", row[2].string ?? "", attachmentFile(record: rowID, position: Int(row[0].int ?? 0))) }
+        try database.query("SELECT position, name, filename, source, file FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
+            .map { row in (row[1].string ?? "", row[2].string ?? "", attachmentFile(record: rowID, row: row)) }
     }
 
-    private func attachmentFile(record: Int64, position: Int) -> URL {
-        attachmentsFolder.appendingPathComponent(String(record)).appendingPathComponent(String(position))
+    /// A copy's file: its own name (schema 3) or, for older rows, its position.
+    private func attachmentFile(record: Int64, row: [SQLValue]) -> URL {
+        attachmentsFolder.appendingPathComponent(String(record))
+            .appendingPathComponent(row[4].string ?? String(row[0].int ?? 0))
     }
 
-    /// Writes the copies first (fsync'd), then the rows that name them.
-    private func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) {
+    /// Writes the copies under new file names (fsync'd), then replaces the rows that name
+    /// them. Returns the files of the replaced copies, for the caller to delete after commit.
+    private func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) -> [URL] {
         let folder = attachmentsFolder.appendingPathComponent(String(record))
-        try? FileManager.default.removeItem(at: folder)
+        let replaced = try database.query(
+            "SELECT position, name, filename, source, file FROM attachments WHERE record = ?", [.integer(record)]
+        ).map { attachmentFile(record: record, row: $0) }
         try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)])
-        guard !attachments.isEmpty else { return }
+        guard !attachments.isEmpty else { return replaced }
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
             throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(errnoText(error)))")
         }
         for (position, attachment) in attachments.enumerated() {
-            let file = attachmentFile(record: record, position: position)
-            try DurableFile.write(attachment.data, to: file)
+            let name = UUID().uuidString.lowercased()
+            try DurableFile.write(attachment.data, to: folder.appendingPathComponent(name))
             try database.query(
-                "INSERT INTO attachments(record, position, name, filename, source, size) VALUES(?, ?, ?, ?, ?, ?)",
+                "INSERT INTO attachments(record, position, name, filename, source, size, file) VALUES(?, ?, ?, ?, ?, ?, ?)",
                 [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
-                 .text(attachment.source.rawValue), .integer(Int64(attachment.data.count))])
+                 .text(attachment.source.rawValue), .integer(Int64(attachment.data.count)), .text(name)])
         }
         DurableFile.syncDirectory(folder)
+        return replaced
+    }
+
+    /// Counts one more run of a record's chain; returns how many there have been.
+    public func countChainRun(_ rowID: Int64) throws(StorageError) -> Int {
+        try database.query("UPDATE reports SET chain_runs = chain_runs + 1 WHERE rowid = ?", [.integer(rowID)])
+        return Int(try database.query("SELECT chain_runs FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.int ?? 0)
     }
 
     // MARK: Delivery (SPEC D-5 … D-11)
@@ -326,21 +355,30 @@ public final class Repository: Sendable {
 
     // MARK: Sessions (SPEC D-16)
 
-    public func markSession(_ id: String) throws(StorageError) {
+    /// What a session was doing: `recovering` (running chains over recovered reports) or
+    /// `running`. A session that died while recovering is not recovered through the chain
+    /// again (that chain is the likely cause).
+    public enum SessionPhase: String, Sendable { case recovering, running }
+
+    public func markSession(_ id: String, phase: SessionPhase = .running) throws(StorageError) {
         try database.query(
-            "INSERT OR REPLACE INTO sessions(id, pid, started_at) VALUES(?, ?, ?)",
-            [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date()))])
+            "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
+            [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date())), .text(phase.rawValue)])
+    }
+
+    public func setSessionPhase(_ id: String, _ phase: SessionPhase) throws(StorageError) {
+        try database.query("UPDATE sessions SET phase = ? WHERE id = ?", [.text(phase.rawValue), .text(id)])
     }
 
     public func clearSession(_ id: String) throws(StorageError) {
         try database.query("DELETE FROM sessions WHERE id = ?", [.text(id)])
     }
 
-    /// Session marks left by hosts that did not stop cleanly, with their start times.
-    public func sessions(except current: String?) throws(StorageError) -> [(id: String, startedAt: Date)] {
-        try database.query("SELECT id, started_at FROM sessions ORDER BY started_at").compactMap { row in
+    /// Session marks left by hosts that did not stop cleanly.
+    public func sessions(except current: String?) throws(StorageError) -> [(id: String, startedAt: Date, phase: SessionPhase)] {
+        try database.query("SELECT id, started_at, phase FROM sessions ORDER BY started_at").compactMap { row in
             guard let id = row[0].string, id != current else { return nil }
-            return (id, Self.date(row[1].int ?? 0))
+            return (id, Self.date(row[1].int ?? 0), row[2].string.flatMap(SessionPhase.init(rawValue:)) ?? .running)
         }
     }
 
