@@ -36,7 +36,7 @@ static char attachments[ATTACH_CAP][PATH_CAP];
 static volatile sig_atomic_t attachment_count;
 static char modules[MODULES_CAP];
 static size_t modules_length;
-static volatile sig_atomic_t handling;
+static int handling;
 static struct sigaction previous[sizeof signals / sizeof *signals];
 
 /* --- async-signal-safe formatting into a fixed buffer -------------------------------- */
@@ -138,7 +138,10 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     for (int i = 0; i < count; i++) {
         add(&l, "frame "); add_unsigned(&l, (uint64_t)(uintptr_t)frames[i], 16); emit(fd, &l);
     }
-    for (int i = 0; i < attribute_count; i++) { add(&l, "attribute "); add(&l, attributes[i]); emit(fd, &l); }
+    for (int i = 0; i < attribute_count; i++) {
+        if (attributes[i][0] == '\0') continue;  /* removed */
+        add(&l, "attribute "); add(&l, attributes[i]); emit(fd, &l);
+    }
     for (int i = 0; i < attachment_count; i++) { add(&l, "attachment "); add(&l, attachments[i]); emit(fd, &l); }
     write_all(fd, modules, modules_length);
     add(&l, "end"); emit(fd, &l);
@@ -151,10 +154,12 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
 }
 
 static void on_signal(int signal_number, siginfo_t *info, void *context) {
-    if (!handling) {
-        handling = 1;
-        write_crash_file(signal_number, info, context);
+    /* One writer: a second thread faulting at the same time waits for the first to end the
+       process instead of racing it (or killing it mid-write). */
+    if (__atomic_exchange_n(&handling, 1, __ATOMIC_SEQ_CST) != 0) {
+        for (;;) pause();
     }
+    write_crash_file(signal_number, info, context);
     /* Restore the default action and re-raise: the process dies with this signal. */
     signal(signal_number, SIG_DFL);
     raise(signal_number);
@@ -199,9 +204,7 @@ bool rh_crash_install(const char *crash_directory, const char *session_id) {
     void *warm[1];
     backtrace(warm, 1);
 
-    static char alternate_stack[64 * 1024];
-    stack_t stack = {.ss_sp = alternate_stack, .ss_size = sizeof alternate_stack, .ss_flags = 0};
-    if (sigaltstack(&stack, NULL) != 0) return false;
+    if (!rh_crash_prepare_thread()) return false;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_signal;
@@ -211,6 +214,23 @@ bool rh_crash_install(const char *crash_directory, const char *session_id) {
         if (sigaction(signals[i], &action, &previous[i]) != 0) return false;
     }
     return true;
+}
+
+bool rh_crash_prepare_thread(void) {
+    enum { STACK_SIZE = 64 * 1024 };
+    stack_t current;
+    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return true;  /* has one */
+    void *memory = malloc(STACK_SIZE);
+    if (!memory) return false;
+    stack_t stack = {.ss_sp = memory, .ss_size = STACK_SIZE, .ss_flags = 0};
+    return sigaltstack(&stack, NULL) == 0;
+}
+
+void rh_crash_remove_attribute(const char *key) {
+    size_t key_length = strlen(key);
+    for (int i = 0; i < attribute_count; i++) {
+        if (strncmp(attributes[i], key, key_length) == 0 && attributes[i][key_length] == '=') attributes[i][0] = '\0';
+    }
 }
 
 bool rh_crash_set_attribute(const char *key, const char *value) {

@@ -199,6 +199,8 @@ public final class ReportHost: Sendable {
 
     /// SPEC H-15 (SIGINT, SIGTERM): every call in flight or still to come is skipped and
     /// logged; chains running now go straight to bundling.
+    public var isInterrupted: Bool { active.isStopping }
+
     public func interrupt() {
         logger.info("interrupted: skipping the remaining handler calls")
         active.stopAll()

@@ -23,7 +23,9 @@ enum DemoCommand {
             configuration.repository = try makeRepository()
         }
         let received = Locked<[String]>([])
-        let receiver = try LocalReceiver(folder: URL(fileURLWithPath: configuration.repository).appendingPathComponent("received")) { report in
+        let receiver = try LocalReceiver(
+            folder: URL(fileURLWithPath: configuration.repository).appendingPathComponent("received"), keepInMemory: false
+        ) { report in
             let type = report.report["attributes"]?["error.type"]?.stringValue ?? "report"
             received.withLock { $0.append("  \(report.uuid)  \(type), \(report.attachments.count) attachment(s)") }
         }

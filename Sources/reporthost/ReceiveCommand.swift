@@ -18,7 +18,7 @@ enum ReceiveCommand {
         }
         let folder = URL(fileURLWithPath: PluginLoader.absolutePath(arguments.value("dir") ?? "received"))
         let script = try arguments.value("respond").map { text throws(HostError) in try LocalReceiver.parseScript(text) } ?? [.status(200)]
-        let receiver = try LocalReceiver(port: port, folder: folder, script: script) { received in
+        let receiver = try LocalReceiver(port: port, folder: folder, script: script, keepInMemory: false) { received in
             let type = received.report["attributes"]?["error.type"]?.stringValue ?? "report"
             let answer: String =
                 switch received.answer {

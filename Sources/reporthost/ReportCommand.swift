@@ -12,21 +12,23 @@ enum ReportCommand {
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
         // Everything the command line can get wrong is checked before the host starts.
-        let request = try makeRequest(arguments)
+        var request = try makeRequest(arguments)
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
 
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
         defer { host.stop() }
-        let signals = InterruptHandler(host: host, dialogShowing: request.dialog != nil)
+        let signals = InterruptHandler(host: host)
         try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }
+        signals.session = session
+        request.dialog = request.dialog.map { DialogInProgress(presenter: $0, signals: signals) }
         guard let document = try session.raise(request) else { return 0 }  // the user cancelled the dialog
-        signals.reportBundled()
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
         // Initial attempts only, recovered reports first; retries are left to `launch` (I-3).
-        _ = try session.deliverer().deliver(retries: false)
+        // After SIGINT/SIGTERM the report is stored; a later launch delivers it (H-15).
+        if !host.isInterrupted { _ = try session.deliverer().deliver(retries: false) }
         return 0
     }
 
@@ -86,22 +88,25 @@ enum ReportCommand {
 }
 
 /// SIGINT and SIGTERM while a report runs (SPEC H-15): the remaining calls are skipped and
-/// the report is bundled. During a dialog the user has not sent the report yet, so the
-/// process ends with nothing stored.
-final class InterruptHandler {
-    private let sources: [any DispatchSourceSignal]
-    private let inDialog: Locked<Bool>
+/// the report is bundled and stored. While the dialog is showing the user has not sent the
+/// report yet, so the process ends with nothing stored, after a clean stop of its session.
+///
+/// # Thread safety
+/// `@unchecked Sendable`: the signal sources are set once in `init`; the rest is `Locked`.
+final class InterruptHandler: @unchecked Sendable {
+    private var sources: [any DispatchSourceSignal] = []
+    private let state = Locked<(inDialog: Bool, session: HostSession?)>((false, nil))
 
     /// - Parameter onSignal: also runs on each signal (`launch --watch` stops its loop).
-    init(host: ReportHost, dialogShowing: Bool, onSignal: @escaping @Sendable () -> Void = {}) {
-        let inDialog = Locked(dialogShowing)
-        self.inDialog = inDialog
+    init(host: ReportHost, onSignal: @escaping @Sendable () -> Void = {}) {
         sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                if inDialog.withLock({ $0 }) {
+            source.setEventHandler { [state] in
+                let (inDialog, session) = state.withLock { ($0.inDialog, $0.session) }
+                if inDialog {
                     host.logger.info("interrupted during the dialog: the report was not sent; nothing is stored")
+                    session?.end()
                     exit(0)
                 }
                 host.interrupt()
@@ -112,7 +117,24 @@ final class InterruptHandler {
         }
     }
 
-    func reportBundled() { inDialog.withLock { $0 = false } }
+    var session: HostSession? {
+        get { state.withLock { $0.session } }
+        set { state.withLock { $0.session = newValue } }
+    }
+
+    func dialog(showing: Bool) { state.withLock { $0.inDialog = showing } }
 
     deinit { sources.forEach { $0.cancel() } }
+}
+
+/// Marks the time the dialog is on screen, for `InterruptHandler`.
+struct DialogInProgress: DialogPresenter {
+    let presenter: any DialogPresenter
+    let signals: InterruptHandler
+
+    func present(_ fields: DialogFields) -> DialogDecision {
+        signals.dialog(showing: true)
+        defer { signals.dialog(showing: false) }
+        return presenter.present(fields)
+    }
 }

@@ -14,7 +14,7 @@ enum LaunchCommand {
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
         defer { host.stop() }
         let stopped = WaitableState(false)
-        let signals = InterruptHandler(host: host, dialogShowing: false) { stopped.update { $0 = true } }
+        let signals = InterruptHandler(host: host) { stopped.update { $0 = true } }
         try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }

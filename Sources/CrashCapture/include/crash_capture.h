@@ -22,6 +22,14 @@ bool rh_crash_install(const char *crash_directory, const char *session_id);
  * call outside the handler. */
 bool rh_crash_set_attribute(const char *key, const char *value);
 
+/* Removes a registered attribute. Not signal-safe. */
+void rh_crash_remove_attribute(const char *key);
+
+/* Gives the calling thread an alternate signal stack (allocated here, never freed), so a
+   stack overflow on it still reaches the handler. Call on every thread that runs plugin
+   code; rh_crash_install covers the thread that calls it. */
+bool rh_crash_prepare_thread(void);
+
 /* Registers an attachment path recorded in every crash file (copied). */
 bool rh_crash_add_attachment(const char *path);
 

@@ -29,6 +29,7 @@ public final class LocalReceiver: Sendable {
     private let listener: Int32
     private let state: Locked<(script: [Response], received: [Received], stopped: Bool)>
     private let onReceive: @Sendable (Received) -> Void
+    private let keepInMemory: Bool
 
     /// Parses `--respond` text: `503,429,reset,stall,200`.
     public static func parseScript(_ text: String) throws(HostError) -> [Response] {
@@ -44,9 +45,12 @@ public final class LocalReceiver: Sendable {
     }
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port) and stores into `folder`.
-    public init(port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], onReceive: @escaping @Sendable (Received) -> Void = { _ in })
-        throws(HostError)
-    {
+    /// - Parameter keepInMemory: keep every submission in `received` (tests); the command
+    ///   line keeps only the files, so a long run does not grow.
+    public init(
+        port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true,
+        onReceive: @escaping @Sendable (Received) -> Void = { _ in }
+    ) throws(HostError) {
         try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw .runtime("receive: cannot create a socket (\(String(cString: strerror(errno))))") }
@@ -71,6 +75,7 @@ public final class LocalReceiver: Sendable {
         self.listener = fd
         self.state = Locked((script.isEmpty ? [.status(200)] : script, [], false))
         self.onReceive = onReceive
+        self.keepInMemory = keepInMemory
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
@@ -126,7 +131,9 @@ public final class LocalReceiver: Sendable {
                 guard let chunked = reader.readChunked() else { return }
                 body = chunked
             } else {
-                guard let data = reader.read(count: Int(headers["content-length"] ?? "0") ?? 0) else { return }
+                guard let length = Int(headers["content-length"] ?? "0"), length >= 0, length <= 64 << 20,
+                    let data = reader.read(count: length)
+                else { return }
                 body = data
             }
             let target = requestLine.count > 1 ? String(requestLine[1]) : "/"
@@ -178,7 +185,7 @@ public final class LocalReceiver: Sendable {
                 try? data.write(to: attachmentFolder.appendingPathComponent(name.replacingOccurrences(of: "/", with: "_")))
             }
         }
-        state.withLock { $0.received.append(received) }
+        if keepInMemory { state.withLock { $0.received.append(received) } }
         onReceive(received)
         return received
     }

@@ -102,9 +102,19 @@ public enum CrashCapture {
     /// attributes. Returns false if the handlers could not be installed.
     @discardableResult
     public static func install(crashes: URL, session: String, attributes: [String: String]) -> Bool {
-        for (key, value) in attributes { _ = rh_crash_set_attribute(key, value) }
+        for (key, value) in attributes { setAttribute(key, value) }
         return rh_crash_install(crashes.path, session)
     }
+
+    /// Sets (nil: removes) a host-wide attribute recorded in crash files.
+    public static func setAttribute(_ key: String, _ value: String?) {
+        if let value { _ = rh_crash_set_attribute(key, value) } else { rh_crash_remove_attribute(key) }
+    }
+
+    /// Gives the calling thread an alternate signal stack, so a stack overflow there is
+    /// still captured.
+    @discardableResult
+    public static func prepareThread() -> Bool { rh_crash_prepare_thread() }
 
     /// Registers an attachment path recorded in crash files.
     public static func addAttachment(path: String) { _ = rh_crash_add_attachment(path) }

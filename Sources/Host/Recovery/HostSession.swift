@@ -41,6 +41,8 @@ public final class HostSession: Sendable {
         try storage { () throws(StorageError) in try repository.markSession(sessionID, phase: .recovering) }
         if installCrashCapture {
             CrashCapture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
+            // Running-app callbacks run on the main thread: it needs its own alternate stack.
+            _ = host.mainExecutor.sync { CrashCapture.prepareThread() }
         }
         let recovery = Recovery(host: host, repository: repository)
         let recovered = try recovery.run(currentSession: sessionID)
@@ -57,12 +59,14 @@ public final class HostSession: Sendable {
     /// cancelled the dialog (nothing is stored).
     public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         let report = host.makeReport(request)
+        let journal = report.snapshot
         let rowID = try Self.storage { () throws(StorageError) in
-            try repository.insert(
-                report.snapshot, state: .pendingChain, session: sessionID, dialogPending: request.dialog != nil)
+            try repository.insert(journal, state: .pendingChain, session: sessionID, dialogPending: request.dialog != nil)
         }
         FaultPoint.afterJournal.hit()
-        let dialog = request.dialog.map { JournalingDialog(presenter: $0, repository: repository, rowID: rowID, report: report) }
+        let dialog = request.dialog.map {
+            JournalingDialog(presenter: $0, repository: repository, rowID: rowID, journal: journal, log: host.logger)
+        }
         FaultPoint.duringHandlers.hit()
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
         guard let document = try host.runChain(report, mode: mode, dialog: dialog) else {
@@ -100,25 +104,27 @@ public final class HostSession: Sendable {
 }
 
 /// Lets the journal know the user sent a dialog report: from then on it is a report to
-/// deliver, even if the host dies during the after-callbacks (SPEC H-13).
+/// deliver, even if the host dies during the after-callbacks (SPEC H-13). The journal keeps the
+/// report as raised plus the user's edits: never the callbacks' changes.
 struct JournalingDialog: DialogPresenter {
     let presenter: any DialogPresenter
     let repository: Repository
     let rowID: Int64
-    let report: LiveReport
+    let journal: ReportDocument
+    let log: HostLogger
 
     func present(_ fields: DialogFields) -> DialogDecision {
         let decision = presenter.present(fields)
         if case .send(let edited) = decision {
-            var snapshot = report.snapshot
-            snapshot.content.summary = edited.summary
-            snapshot.content.description = edited.description
-            snapshot.content.labels = edited.labels
-            snapshot.content.severity = edited.severity
+            var sent = journal
+            sent.content.summary = edited.summary
+            sent.content.description = edited.description
+            sent.content.labels = edited.labels
+            sent.content.severity = edited.severity
             do {
-                try repository.update(rowID, document: snapshot, state: .pendingChain, dialogPending: false)
+                try repository.update(rowID, document: sent, state: .pendingChain, dialogPending: false)
             } catch {
-                report.hostLog.warn("could not journal the sent dialog report \(report.id): \(error)")
+                log.warn("could not journal the sent dialog report \(journal.id): \(error)")
             }
         }
         return decision

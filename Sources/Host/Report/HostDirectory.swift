@@ -7,8 +7,11 @@ public final class HostAttributes: Sendable {
 
     public init(_ initial: [String: String] = [:]) { values = Locked(initial) }
 
-    /// Sets `key`; nil removes it.
-    public func set(_ key: String, _ value: String?) { values.withLock { $0[key] = value } }
+    /// Sets `key`; nil removes it. Also updates what a crash file of this process records.
+    public func set(_ key: String, _ value: String?) {
+        values.withLock { $0[key] = value }
+        CrashCapture.setAttribute(key, value)
+    }
 
     public var snapshot: [String: String] { values.withLock { $0 } }
 }
