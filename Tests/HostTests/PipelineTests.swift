@@ -376,6 +376,22 @@ import Testing
         #expect(inTime.content.summary == "in time")
     }
 
+    @Test("H-15, H-5: a dialog report interrupted before its dialog was never sent: no document, the dialog is not shown")
+    func interruptedBeforeDialog() throws {
+        let events = EventRecorder()
+        let host = try TestHost.make(events: events)
+        let recorder = Recorder()
+        host.setHandler(SwiftHandler(name: "stuck", before: .completion { _, _, _ in }), for: .handler)
+        var request = ReportRequest(trigger: .dialog)
+        request.dialog = RecordingDialog(recorder: recorder, decision: nil, spendMs: 0, clock: nil)
+        let dialogRequest = request
+        let run = ManualClock().start { (try? host.raise(dialogRequest)) ?? nil }
+        events.awaitReturn(of: "stuck.on_before_report_created")
+        host.interrupt()
+        #expect(run.result() == .some(nil))
+        #expect(recorder.all.isEmpty)
+    }
+
     @Test("H-15: an interruption during the chain skips the remaining calls, logs them, and bundles")
     func interruption() throws {
         let events = EventRecorder()

@@ -278,4 +278,43 @@ import Testing
         #expect(crash.state == .awaitingFirstAttempt)
         #expect(crash.document.internalLog.contains { $0.message.contains("the handler chain ended the host 3 times") })
     }
+
+    @Test("R-4, D-1: a host attribute set by a plugin reaches the crash file and the recovered report")
+    func hostAttributeInCrash() throws {
+        let plugin = try Fixtures.plugin(
+            "host-attribute",
+            source: """
+                #include <reporthost/plugin.h>
+                static rh_handler handler = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler), "tagger", NULL, NULL, NULL, NULL, NULL, NULL};
+                const rh_handler *rh_plugin_entry(const rh_host_api *h) { h->set_host_attribute("build.flavour", "nightly"); return &handler; }
+                """)
+        try run(["crash", "--handler", plugin.path])
+        try run(["launch"])
+        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+        let crash = try #require(try database.records().first { $0.trigger == .crash })
+        #expect(crash.document.content.attributes["build.flavour"] == "nightly")
+    }
+
+    @Test("H-13: a sent dialog report whose host dies in the after-callbacks keeps the user's edits, not the callbacks' changes")
+    func sentDialogJournal() throws {
+        let plugin = try Fixtures.plugin(
+            "dies-after",
+            source: fixtureHandler(
+                name: "dies-after", before: "on_before", after: "on_after",
+                extra: """
+                    #include <signal.h>
+                    #include <unistd.h>
+                    static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->set_attribute(r, "before.ran", "yes"); d(); }
+                    static void on_after(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; (void)d; kill(getpid(), SIGKILL); }
+                    """))
+        let script = try Fixtures.file("sent.json", #"{"summary": "typed by the user", "action": "send"}"#)
+        let killed = try run(["report", "bug", "--dialog-script", script.path, "--handler", plugin.path])
+        #expect(killed.signal == SIGKILL)
+        try run(["launch"])
+        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+        let dialog = try #require(try database.records().first { $0.trigger == .dialog })
+        #expect(dialog.state == .awaitingFirstAttempt)
+        #expect(dialog.document.content.summary == "typed by the user")
+        #expect(dialog.document.content.attributes["before.ran"] == nil)
+    }
 }

@@ -80,6 +80,13 @@ struct Chain {
         }
 
         try callbacks(.before)
+        if dialog != nil && active.isStopping {
+            // Interrupted before the user saw the dialog: they never sent it (as in H-13).
+            logger.info("report \(report.id): interrupted before the dialog; the report was not sent; nothing is stored")
+            release(pending)
+            _ = report.bundle()
+            return nil
+        }
         if let dialog {
             try delegateStep("add_fields_before_report_created") { delegates.addFields($0, report: report, budgetDeadline: budgetDeadline) }
             let shownAt = clock.now()
