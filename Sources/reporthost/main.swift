@@ -16,6 +16,8 @@ let usage = """
       status [--json]          what the repository holds, per record and in total
       crash [--signal SEGV|BUS|ILL|FPE|ABRT|TRAP]   crash on purpose (recovered by the next launch)
       receive [--port N] [--dir DIR] [--respond CODES]   a local submission endpoint
+      check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N] [--in-process]
+      check --list             the conformance checks, one per line
       demo                     a bug, an error and an exception report through the sample plugins
 
     common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
@@ -30,6 +32,7 @@ let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, Docu
     "status": (StatusCommand.options, StatusCommand.run),
     "crash": (CrashCommand.options, CrashCommand.run),
     "receive": (ReceiveCommand.options, ReceiveCommand.run),
+    "check": (CheckCommand.options, CheckCommand.run),
 ]
 
 let words = Array(CommandLine.arguments.dropFirst())

@@ -1,0 +1,102 @@
+import Dispatch
+import Foundation
+
+/// How one conformance check ended (SPEC I-8).
+public enum CheckStatus: String, Sendable, CaseIterable {
+    case passed, failed, crashed
+    case timedOut = "timed_out"
+    case skipped, warning
+
+    /// Failed, crashed and timed-out checks make `reporthost check` exit 1; warnings do not.
+    public var fails: Bool { self == .failed || self == .crashed || self == .timedOut }
+}
+
+/// One check's result, as `--json` prints it.
+public struct CheckResult: Sendable, Equatable {
+    public var check: String
+    public var status: CheckStatus
+    public var details: String
+    public var durationMs: Int
+
+    public init(check: String, status: CheckStatus, details: String, durationMs: Int) {
+        self.check = check
+        self.status = status
+        self.details = details
+        self.durationMs = durationMs
+    }
+
+    public var json: JSONValue {
+        .object([("check", .string(check)), ("status", .string(status.rawValue)), ("details", .string(details)),
+                 ("duration_ms", .int(durationMs))])
+    }
+
+    public init?(json: JSONValue) {
+        guard let check = json["check"]?.stringValue, let status = json["status"]?.stringValue.flatMap(CheckStatus.init(rawValue:))
+        else { return nil }
+        self.init(check: check, status: status, details: json["details"]?.stringValue ?? "", durationMs: json["duration_ms"]?.intValue ?? 0)
+    }
+}
+
+/// What a check gets: the plugin, its slot, the seed, and hosts with short limits.
+public struct CheckContext: Sendable {
+    public let pluginPath: String
+    public let slot: PluginSlot
+    public let seed: UInt64
+    let mainExecutor: any MainExecutor
+
+    public init(pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor) {
+        self.pluginPath = pluginPath
+        self.slot = slot
+        self.seed = seed
+        self.mainExecutor = mainExecutor
+    }
+
+    /// Short limits, so a never-completing plugin costs seconds, not minutes.
+    public static let limits: Limits = {
+        var limits = Limits()
+        limits.callbackTimeoutMs = 2_000
+        limits.recoveredReturnMs = 1_000
+        limits.reportBudgetMs = 6_000
+        limits.attachmentsDecisionMs = 2_000
+        return limits
+    }()
+
+    /// A host with the plugin loaded into its slot, from a fresh copy of the library (fresh
+    /// globals), logging into memory.
+    func host() throws(HostError) -> (host: ReportHost, log: MemoryDestination, plugin: LoadedPlugin) {
+        var configuration = Configuration()
+        configuration.limits = Self.limits
+        let log = MemoryDestination()
+        let host = try ReportHost(configuration: configuration, logger: HostLogger(destinations: [log]), mainExecutor: mainExecutor)
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("rh-check-\(UUID().uuidString).so").path
+        do {
+            try FileManager.default.copyItem(atPath: pluginPath, toPath: copy)
+        } catch {
+            throw .io(path: copy, reason: "cannot copy the plugin for a fresh image")
+        }
+        let plugin = try host.loadPlugin(at: copy, into: slot)
+        return (host, log, plugin)
+    }
+}
+
+/// A named conformance check (SPEC I-8): stable kebab-case name, one-line summary, the slots
+/// it applies to.
+public struct ConformanceCheck: Sendable {
+    public let name: String
+    public let summary: String
+    public let slots: Set<PluginSlot>
+    let body: @Sendable (CheckContext) throws -> (CheckStatus, String)
+
+    /// Runs the check, timing it; an error is a failure with its message.
+    public func run(_ context: CheckContext) -> CheckResult {
+        let clock = SystemClock()
+        let start = clock.now()
+        let outcome: (CheckStatus, String)
+        do {
+            outcome = try body(context)
+        } catch {
+            outcome = (.failed, "\(error)")
+        }
+        return CheckResult(check: name, status: outcome.0, details: outcome.1, durationMs: clock.now().milliseconds(since: start))
+    }
+}

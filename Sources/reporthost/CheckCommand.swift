@@ -1,0 +1,141 @@
+import Dispatch
+import Foundation
+import Host
+
+/// `reporthost check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N]
+/// [--in-process]` and `reporthost check --list` (SPEC I-8). Each check runs in a child
+/// process (this executable with `--in-process`), so a plugin that crashes or hangs is
+/// reported as `crashed` or `timed_out` and the next check still runs. Touches no repository.
+enum CheckCommand {
+    static let options: [String: Bool] = [
+        "slot": true, "json": false, "include": true, "exclude": true, "seed": true, "in-process": false, "list": false,
+        "timeout-ms": true, "log-level": true,
+    ]
+
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+        if arguments.flag("list") {
+            output.write(Catalogue.checks.map { "\($0.name)  \($0.summary)" }.joined(separator: "\n") + "\n")
+            return 0
+        }
+        guard arguments.positionals.count == 1, let path = arguments.positionals.first else {
+            throw .usage("'check' needs one plugin path (or --list)")
+        }
+        let plugin = PluginLoader.absolutePath(path)
+        let slotName = arguments.value("slot") ?? "handler"
+        guard let slot = PluginSlot(rawValue: slotName) else { throw .usage("--slot '\(slotName)' is not one of wrapper, handler, delegate") }
+        let seedText = arguments.value("seed") ?? "1"
+        guard let seed = UInt64(seedText) else { throw .usage("--seed '\(seedText)' is not a non-negative integer") }
+        let timeoutText = arguments.value("timeout-ms") ?? "60000"
+        guard let timeoutMs = Int(timeoutText), timeoutMs > 0 else { throw .usage("--timeout-ms '\(timeoutText)' is not a positive integer") }
+        let include = try regex(arguments.value("include"), "--include")
+        let exclude = try regex(arguments.value("exclude"), "--exclude")
+        let selected = Catalogue.checks.filter { check in
+            check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
+        }
+
+        var results: [CheckResult] = []
+        for check in selected {
+            if arguments.flag("in-process") {
+                let context = CheckContext(pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main)
+                results.append(check.run(context))
+            } else {
+                results.append(isolated(check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: timeoutMs))
+            }
+        }
+        if arguments.flag("json") {
+            let document = JSONValue.object([("plugin", .string(plugin)), ("results", .array(results.map(\.json)))])
+            output.write(document.serialized(pretty: true) + "\n")
+        } else {
+            output.write(humanReport(plugin: plugin, slot: slot, seed: seed, results: results))
+        }
+        return results.contains { $0.status.fails } ? 1 : 0
+    }
+
+    /// Runs one check in a child process: crashed on a signal, timed_out past `timeoutMs`.
+    static func isolated(_ name: String, plugin: String, slot: PluginSlot, seed: UInt64, timeoutMs: Int) -> CheckResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        process.arguments = [
+            "check", plugin, "--slot", slot.rawValue, "--seed", String(seed), "--in-process", "--json", "--include",
+            "^\(NSRegularExpression.escapedPattern(for: name))$",
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        let ended = WaitableState(false)
+        process.terminationHandler = { _ in ended.update { $0 = true } }
+        let clock = SystemClock()
+        let start = clock.now()
+        do {
+            try process.run()
+        } catch {
+            return CheckResult(check: name, status: .failed, details: "cannot start the check process: \(error)", durationMs: 0)
+        }
+        // Drain both pipes while waiting, so a chatty plugin cannot block the child.
+        let drained = WaitableState<(out: Data?, err: Data?)>((nil, nil))
+        Thread.detachNewThread {
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            drained.update { $0.out = data }
+        }
+        Thread.detachNewThread {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            drained.update { $0.err = data }
+        }
+        let finished = ended.wait(until: start.advanced(byMilliseconds: timeoutMs), clock: clock, for: { $0 }, then: { value, _ in value })
+        let elapsed = clock.now().milliseconds(since: start)
+        if !finished {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return CheckResult(check: name, status: .timedOut, details: "no result within \(timeoutMs) ms (killed)", durationMs: elapsed)
+        }
+        process.waitUntilExit()
+        if process.terminationReason == .uncaughtSignal {
+            let signal = process.terminationStatus
+            let signalName = CrashFile.signalNames[signal].map { "SIG\($0)" } ?? "signal \(signal)"
+            return CheckResult(check: name, status: .crashed, details: "the plugin crashed the check process with \(signalName)", durationMs: elapsed)
+        }
+        // The readers end when the pipes close: at the child's exit, unless a process the
+        // plugin started still holds them (bounded).
+        let (text, errors) = drained.wait(
+            until: clock.now().advanced(byMilliseconds: 5_000), clock: clock, for: { $0.out != nil && $0.err != nil },
+            then: { value, _ in (value.out ?? Data(), value.err ?? Data()) })
+        if let json = try? JSONValue.parse(text), let first = json["results"]?.arrayValue?.first, let result = CheckResult(json: first) {
+            return result
+        }
+        let stderrTail = String(decoding: errors.suffix(400), as: UTF8.self)
+        return CheckResult(check: name, status: .failed, details: "no result (exit \(process.terminationStatus)): \(stderrTail)", durationMs: elapsed)
+    }
+
+    static func humanReport(plugin: String, slot: PluginSlot, seed: UInt64, results: [CheckResult]) -> String {
+        var lines = ["reporthost check \(plugin) (slot \(slot.rawValue), seed \(seed))"]
+        let order: [CheckStatus] = [.failed, .crashed, .timedOut, .warning, .skipped, .passed]
+        for status in order {
+            let group = results.filter { $0.status == status }
+            guard !group.isEmpty else { continue }
+            lines.append("\(status.rawValue.uppercased()) (\(group.count))")
+            for result in group {
+                lines.append("  \(result.check.padding(toLength: 32, withPad: " ", startingAt: 0)) \(String(result.durationMs).padding(toLength: 6, withPad: " ", startingAt: 0))ms  \(result.details)")
+            }
+        }
+        let failed = results.filter { $0.status.fails }.count
+        lines.append("\(results.count - failed) passed, \(failed) failed")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func regex(_ pattern: String?, _ flag: String) throws(HostError) -> NSRegularExpression? {
+        guard let pattern else { return nil }
+        do {
+            return try NSRegularExpression(pattern: pattern)
+        } catch {
+            throw .usage("\(flag) '\(pattern)' is not a valid regular expression")
+        }
+    }
+
+    static func matches(_ regex: NSRegularExpression, _ text: String) -> Bool {
+        regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+    }
+}

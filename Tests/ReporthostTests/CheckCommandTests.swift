@@ -1,0 +1,115 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// `reporthost check` (SPEC I-8): every check is shown failing on a fixture that breaks its
+/// rule, a crashing and a hanging plugin are reported without stopping the run, and the
+/// samples pass.
+@Suite struct CheckCommandTests {
+    func check(_ library: String, _ extra: [String] = []) throws -> (status: Int32, results: [String: CheckResult]) {
+        let result = try ChildProcess.reporthost(["check", library, "--json"] + extra)
+        let json = try JSONValue.parse(result.stdout)
+        #expect(json["plugin"]?.stringValue == library)
+        let results = (json["results"]?.arrayValue ?? []).compactMap(CheckResult.init(json:))
+        return (result.status, Dictionary(uniqueKeysWithValues: results.map { ($0.check, $0) }))
+    }
+
+    /// The checks that did not pass or warn or skip.
+    func failing(_ results: [String: CheckResult]) -> Set<String> {
+        Set(results.values.filter { $0.status.fails }.map(\.check))
+    }
+
+    func plugin(_ name: String, before: String = "NULL", extra: String) throws -> String {
+        try Fixtures.plugin("check-\(name)", source: fixtureHandler(name: name, before: before, extra: extra)).path
+    }
+
+    @Test("I-8: --list prints the catalogue, one check per line, name first")
+    func list() throws {
+        let result = try ChildProcess.reporthost(["check", "--list"])
+        #expect(result.status == 0)
+        let names = result.stdout.split(separator: "\n").map { String($0.split(separator: " ").first ?? "") }
+        #expect(names == Catalogue.checks.map(\.name))
+        #expect(names.allSatisfy { $0.range(of: "^[a-z0-9]+(-[a-z0-9]+)*$", options: .regularExpression) != nil })
+    }
+
+    @Test("I-8: the samples pass every applicable check (warnings allowed)")
+    func samplesPass() throws {
+        for (name, slot) in [("scrub-pii", "handler"), ("wrapper-sim", "wrapper"), ("account-context", "handler"), ("async-example", "handler")] {
+            let path = Products.directory.appendingPathComponent("lib\(name).so").path
+            let (status, results) = try check(path, ["--slot", slot])
+            #expect(status == 0, "\(name): \(results.values.filter { $0.status.fails })")
+            #expect(results.count == Catalogue.checks.filter { $0.slots.contains(PluginSlot(rawValue: slot)!) }.count)
+        }
+    }
+
+    @Test("I-8: each broken rule is reported by exactly the check for it")
+    func brokenRules() throws {
+        let cases: [(String, String, Set<String>)] = [
+            ("twice", try plugin("twice", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; d(); d(); }"),
+             ["completes-once-running-app"]),
+            ("never", try plugin("never", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)d; if (t) return; }"),
+             ["completes-once-running-app"]),
+            ("writes-after", try plugin("writes-after", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; d(); host->set_summary(r, \"late\"); }"),
+             ["no-writes-after-completion", "terminating-work-before-return"]),
+            // Completes at once, returns after 1.5 s: within the 2 s callback limit, past the 1 s
+            // recovered one.
+            ("slow-return", try plugin("slow-return", before: "on_before", extra: "#include <unistd.h>\nstatic void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; d(); usleep(1500 * 1000); }"),
+             ["recovered-returns-in-time"]),
+            ("over-budget", try plugin("over-budget", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; for (int i = 0; i < 4; i++) host->add_attachment(r, \"a\", \"a.txt\", \"x\", 1); d(); }"),
+             ["attachment-budget"]),
+            ("appends", try plugin("appends", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->add_label(r, \"seen\"); d(); }"),
+             ["idempotent"]),
+        ]
+        for (name, path, expected) in cases {
+            let (status, results) = try check(path)
+            #expect(status == 1, "\(name)")
+            #expect(failing(results) == expected, "\(name): \(results.values.filter { $0.status.fails }.map { "\($0.check): \($0.details)" })")
+        }
+    }
+
+    @Test("I-8: warnings do not fail: extra exported symbols, a slow entry")
+    func warnings() throws {
+        let path = try Fixtures.plugin(
+            "check-slow-entry",
+            source: """
+                #include <reporthost/plugin.h>
+                #include <unistd.h>
+                int rh_fixture_extra_symbol(void) { return 1; }
+                static rh_handler handler = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler), "slow-entry", NULL, NULL, NULL, NULL, NULL, NULL};
+                const rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; usleep(150 * 1000); return &handler; }
+                """).path
+        let (status, results) = try check(path)
+        #expect(status == 0)
+        #expect(results["exports-only-entry"]?.status == .warning)
+        #expect(results["entry-time"]?.status == .warning)
+    }
+
+    @Test("I-8: a plugin that refuses to load fails the load check; one that crashes or hangs is reported and the run goes on")
+    func isolation() throws {
+        let refuses = try Fixtures.plugin(
+            "check-refuses", source: "#include <reporthost/plugin.h>\nconst rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; return 0; }\n").path
+        let (refusedStatus, refused) = try check(refuses, ["--include", "^loads$"])
+        #expect(refusedStatus == 1)
+        #expect(refused["loads"]?.status == .failed)
+        #expect(refused["loads"]?.details.contains("rh_plugin_entry returned NULL") == true)
+
+        let crashes = try plugin(
+            "crashes", before: "on_before",
+            extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; (void)d; volatile int *p = 0; *p = 1; }")
+        let (crashStatus, crashed) = try check(crashes)
+        #expect(crashStatus == 1)
+        #expect(crashed["completes-once-running-app"]?.status == .crashed)
+        #expect(crashed["completes-once-running-app"]?.details.contains("SIGSEGV") == true)
+        #expect(crashed["loads"]?.status == .passed)  // the checks around it still ran
+        #expect(crashed.count == Catalogue.checks.filter { $0.slots.contains(.handler) }.count)
+
+        let hangs = try Fixtures.plugin(
+            "check-hangs",
+            source: "#include <reporthost/plugin.h>\n#include <unistd.h>\nconst rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; for (;;) pause(); }\n").path
+        let (hangStatus, hung) = try check(hangs, ["--include", "^(loads|exports-only-entry)$", "--timeout-ms", "2000"])
+        #expect(hangStatus == 1)
+        #expect(hung["loads"]?.status == .timedOut)
+        #expect(hung["exports-only-entry"]?.status == .passed)
+    }
+}
