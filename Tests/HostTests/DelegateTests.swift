@@ -131,7 +131,7 @@ import Testing
         #expect(recorder.all.isEmpty)
         for document in [recovered, fatal] {
             #expect(document.content.attachments.isEmpty)
-            #expect(document.internalLog.contains { $0.message.hasPrefix("attacher.attachments_for_report_async skipped") })
+            #expect(document.internalLog.contains { $0.message.hasPrefix("attacher.attachments_for_report_async not called") })
         }
         // The synchronous form is called for both.
         let sync = AttachingDelegate(.attachments, recorder: recorder, main: main)

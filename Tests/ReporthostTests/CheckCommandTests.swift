@@ -43,11 +43,14 @@ import Testing
         }
     }
 
-    @Test("I-8: each broken rule is reported by exactly the check for it")
-    func brokenRules() throws {
+    /// Fixtures that each break one rule, and the checks that must report them.
+    static func brokenCase(_ name: String) throws -> (path: String, expected: Set<String>) {
+        func plugin(_ name: String, before: String = "NULL", extra: String) throws -> String {
+            try Fixtures.plugin("check-\(name)", source: fixtureHandler(name: name, before: before, extra: extra)).path
+        }
         let cases: [(String, String, Set<String>)] = [
             ("twice", try plugin("twice", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; d(); d(); }"),
-             ["completes-once-running-app"]),
+             ["completes-once-running-app", "completes-once-recovered", "completes-once-terminating"]),
             ("never", try plugin("never", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)d; if (t) return; }"),
              ["completes-once-running-app"]),
             ("writes-after", try plugin("writes-after", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; d(); host->set_summary(r, \"late\"); }"),
@@ -60,12 +63,94 @@ import Testing
              ["attachment-budget"]),
             ("appends", try plugin("appends", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->add_label(r, \"seen\"); d(); }"),
              ["idempotent"]),
+            // Returns without completing and calls that completion from the next callback.
+            ("late", try Fixtures.plugin("check-late", source: fixtureHandler(
+                name: "late", before: "on_before", after: "on_after",
+                extra: """
+                    static rh_completion saved;
+                    static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; saved = d; }
+                    static void on_after(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; if (saved) saved(); saved = 0; d(); }
+                    """)).path,
+             ["completes-once-running-app", "late-completion"]),
+            // Keeps the handle of one report and writes through it during the next.
+            ("stale", try plugin("stale", before: "on_before", extra: """
+                static rh_report *kept;
+                static void on_before(void *c, rh_report *r, bool t, rh_completion d) {
+                    (void)c; (void)t; if (kept) host->set_summary(kept, "stale"); kept = r; d();
+                }
+                """), ["no-handle-use-after-callback"]),
+            ("bad-utf8", try plugin("bad-utf8", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->set_summary(r, \"\\xff\\xfe\"); d(); }"),
+             ["valid-utf8"]),
         ]
-        for (name, path, expected) in cases {
-            let (status, results) = try check(path)
-            #expect(status == 1, "\(name)")
-            #expect(failing(results) == expected, "\(name): \(results.values.filter { $0.status.fails }.map { "\($0.check): \($0.details)" })")
+        let found = try #require(cases.first { $0.0 == name })
+        return (found.1, found.2)
+    }
+
+    @Test("I-8: each broken rule is reported by exactly the check for it",
+          arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "appends", "late", "stale", "bad-utf8"])
+    func brokenRule(_ name: String) throws {
+        let (path, expected) = try Self.brokenCase(name)
+        let (status, results) = try check(path)
+        #expect(status == 1, "\(name)")
+        #expect(failing(results) == expected, "\(name): \(results.values.filter { $0.status.fails }.map { "\($0.check): \($0.details)" })")
+    }
+
+    static let goodDelegate = """
+        \(fixturePrelude)
+        static void fields(void *c, rh_report *r) { (void)c; host->set_summary(r, "from the delegate"); }
+        static void decide(void *c, rh_report *r, rh_attachments_decision d) {
+            (void)c; (void)r; rh_attachment a = {"d.txt", "d.txt", "d", 1}; d(&a, 1);
         }
+        static rh_delegate delegate = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_delegate), fields, fields, NULL, decide};
+        static rh_handler handler = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler), "delegate-fixture", "1.0", NULL, NULL, NULL, NULL, &delegate};
+        const rh_handler *rh_plugin_entry(const rh_host_api *h) { host = h; return &handler; }
+        """
+
+    @Test("I-8: delegate checks pass for a well-behaved delegate and catch a second decision")
+    func delegateChecks() throws {
+        let good = try Fixtures.plugin("check-delegate-good", source: Self.goodDelegate).path
+        let (goodStatus, goodResults) = try check(good, ["--slot", "delegate"])
+        #expect(goodStatus == 0, "\(goodResults.values.filter { $0.status.fails })")
+        #expect(goodResults["delegate-decision"]?.status == .passed)
+        let twice = try Fixtures.plugin(
+            "check-delegate-twice", source: Self.goodDelegate.replacingOccurrences(of: "d(&a, 1);", with: "d(&a, 1); d(0, 0);")).path
+        let (status, results) = try check(twice, ["--slot", "delegate"])
+        #expect(status == 1)
+        #expect(failing(results) == ["delegate-decision"], "\(results.values.filter { $0.status.fails })")
+        let slow = try Fixtures.plugin(
+            "check-delegate-slow",
+            source: Self.goodDelegate.replacingOccurrences(of: "static void fields(void *c, rh_report *r) {", with: "#include <unistd.h>\nstatic void fields(void *c, rh_report *r) { usleep(2500 * 1000);"))
+            .path
+        let (_, slowResults) = try check(slow, ["--slot", "delegate", "--include", "^delegate-fields$"])
+        #expect(slowResults["delegate-fields"]?.status == .failed)
+    }
+
+    @Test("I-8: version negotiation: a plugin declaring another ABI major fails abi-version")
+    func abiVersion() throws {
+        let path = try Fixtures.plugin(
+            "check-major",
+            source: """
+                #include <reporthost/plugin.h>
+                static rh_handler handler = {2, 0, sizeof(rh_handler), "major", NULL, NULL, NULL, NULL, NULL, NULL};
+                const rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; return &handler; }
+                """).path
+        let (status, results) = try check(path, ["--include", "^(abi-version|loads)$"])
+        #expect(status == 1)
+        #expect(results["abi-version"]?.status == .failed)
+        #expect(results["abi-version"]?.details == "plugin ABI 2.0, host 1.0")
+        #expect(results["loads"]?.status == .failed)
+    }
+
+    static let cargoAvailable = (try? ChildProcess.run("/usr/bin/env", ["cargo", "--version"]).status) == 0
+
+    @Test("I-8: the Rust sample passes every applicable check", .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
+    func rustSample() throws {
+        let build = try ChildProcess.run(
+            Products.packageRoot.appendingPathComponent("Plugins/rust-example/build.sh").path, [],
+            environment: ["CARGO_TARGET_DIR": makeTemporaryDirectory("rust-check").path])
+        #expect(build.status == 0, "\(build.stderr)")
+        let (status, results) = try check(build.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(status == 0, "\(results.values.filter { $0.status.fails })")
     }
 
     @Test("I-8: warnings do not fail: extra exported symbols, a slow entry")

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// The checks `reporthost check` runs, in order. Each reads what the host itself noted in the
@@ -12,6 +13,30 @@ public enum Catalogue {
         ) { context in
             _ = try context.host()
             return (.passed, "loaded into the \(context.slot.rawValue) slot")
+        },
+        ConformanceCheck(
+            name: "abi-version", summary: "declares ABI major 1 and a minor the host has (version negotiation)",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            let host = try ReportHost(configuration: Configuration(), logger: .silent, mainExecutor: context.mainExecutor)
+            guard let declared = try PluginLoader.declaredVersion(path: context.pluginPath, table: host.hostAPI, on: context.mainExecutor) else {
+                return (.failed, "rh_plugin_entry is missing or returned NULL")
+            }
+            let text = "plugin ABI \(declared.major).\(declared.minor), host \(PluginLoader.hostVersion.major).\(PluginLoader.hostVersion.minor)"
+            return declared.major == PluginLoader.hostVersion.major && declared.minor <= PluginLoader.hostVersion.minor
+                ? (.passed, text) : (.failed, text)
+        },
+        ConformanceCheck(
+            name: "descriptor-sanity", summary: "a printable name of at most 64 characters, a version string (a warning without one)",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            let (host, _, plugin) = try context.host()
+            defer { host.stop() }
+            if plugin.name.count > 64 || plugin.name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                return (.failed, "name '\(plugin.name)' is over 64 characters or holds control characters")
+            }
+            guard let version = plugin.version, !version.isEmpty else { return (.warning, "no version string") }
+            return (.passed, "\(plugin.name) \(version)")
         },
         ConformanceCheck(
             name: "exports-only-entry", summary: "exports rh_plugin_entry and nothing else (a warning otherwise)",
@@ -119,7 +144,199 @@ public enum Catalogue {
             if second.content.description != first.content.description { differences.append("description changed") }
             return differences.isEmpty ? (.passed, "a second run changed nothing") : (.failed, differences.joined(separator: "; "))
         },
+        ConformanceCheck(
+            name: "completes-once-recovered", summary: "on a recovered report no callback completes twice",
+            slots: handlerSlots
+        ) { context in
+            try probe(context, phrases: ["completion called again"]) { host in
+                [try host.runChain(host.makeReport(ReportRequest(trigger: .crash)), mode: .recovered)]
+            }
+        },
+        ConformanceCheck(
+            name: "completes-once-terminating", summary: "with is_terminating no callback completes twice",
+            slots: handlerSlots
+        ) { context in
+            try probe(context, phrases: ["completion called again"]) { host in
+                var request = ReportRequest(trigger: .logException)
+                request.isTerminating = true
+                return [try host.raise(request)]
+            }
+        },
+        ConformanceCheck(
+            name: "late-completion", summary: "never calls a completion after the host stopped waiting for it",
+            slots: handlerSlots
+        ) { context in
+            try probe(context, phrases: ["after the host stopped waiting"], hostLogPhrases: ["after the host stopped waiting"]) { host in
+                [try host.raise(ReportRequest(trigger: .upload)), try host.raise(ReportRequest(trigger: .logError))]
+            }
+        },
+        ConformanceCheck(
+            name: "no-handle-use-after-callback", summary: "never uses a report handle once its report is bundled",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: [], hostLogPhrases: ["whose report is gone"]) { host in
+                [try host.raise(ReportRequest(trigger: .upload)), try host.raise(ReportRequest(trigger: .logError)),
+                 try host.raise(ReportRequest(trigger: .logException))]
+            }
+        },
+        ConformanceCheck(
+            name: "valid-utf8", summary: "writes only valid UTF-8 and no NULL where a value is required",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: ["not valid UTF-8"]) { host in [try host.raise(ReportRequest(trigger: .upload))] }
+        },
+        ConformanceCheck(
+            name: "concurrent-reports", summary: "handles 4 reports raised at once from 4 threads",
+            slots: handlerSlots
+        ) { context in
+            // Long limits: reports queued behind a slow (but legal) method are not this check's
+            // business; a deadlock, hang or crash under concurrency is.
+            var limits = CheckContext.limits
+            limits.callbackTimeoutMs = 15_000
+            limits.reportBudgetMs = 30_000
+            return try probe(context, phrases: Self.callbackProblems, limits: limits) { host in
+                let documents = Locked<[ReportDocument?]>([])
+                let errors = Locked<[String]>([])
+                let group = DispatchGroup()
+                for index in 0..<4 {
+                    group.enter()
+                    Thread.detachNewThread {
+                        defer { group.leave() }
+                        do {
+                            let document = try stress(host, ReportRequest(trigger: index % 2 == 0 ? .logError : .upload))
+                            documents.withLock { $0.append(document) }
+                        } catch {
+                            errors.withLock { $0.append("\(error)") }
+                        }
+                    }
+                }
+                group.wait()
+                if let error = errors.withLock({ $0.first }) { throw HostError.runtime(error) }
+                return documents.withLock { $0 }
+            }
+        },
+        ConformanceCheck(
+            name: "fuzz-empty", summary: "copes with a report that has no fields at all",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: Self.callbackProblems) { host in [try stress(host, ReportRequest(trigger: .upload))] }
+        },
+        ConformanceCheck(
+            name: "fuzz-large-strings", summary: "copes with a 1 MB summary, description and attribute value",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: Self.callbackProblems) { host in
+                let big = String(repeating: "x", count: 1 << 20)
+                var request = ReportRequest(trigger: .logError)
+                request.summary = big
+                request.description = big
+                request.attributes = ["big": big]
+                return [try stress(host, request)]
+            }
+        },
+        ConformanceCheck(
+            name: "fuzz-many-attributes", summary: "copes with 5,000 attributes and 1,000 labels",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: Self.callbackProblems) { host in
+                var request = ReportRequest(trigger: .logError)
+                for index in 0..<5_000 { request.attributes["key.\(index)"] = "value \(index)" }
+                request.labels = (0..<1_000).map { "label-\($0)" }
+                return [try stress(host, request)]
+            }
+        },
+        ConformanceCheck(
+            name: "fuzz-non-ascii", summary: "copes with non-ASCII text: accents, CJK, emoji, right-to-left, combining marks",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: Self.callbackProblems) { host in
+                var request = ReportRequest(trigger: .upload)
+                request.summary = "Überprüfung fehlgeschlagen — 失败 — 🚀🔥 — مرحبا — e\u{301}"
+                request.description = String(repeating: "ñ€𝄞", count: 1_000)
+                request.labels = ["ラベル", "🏷️"]
+                request.attributes = ["ключ": "значение"]
+                return [try stress(host, request)]
+            }
+        },
+        ConformanceCheck(
+            name: "fuzz-seeded", summary: "copes with 20 random reports (reproducible with --seed)",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            try probe(context, phrases: Self.callbackProblems) { host in
+                var random = SplitMix64(seed: context.seed)
+                return try (0..<20).map { _ in try stress(host, random.report()) }
+            }
+        },
+        ConformanceCheck(
+            name: "delegate-fields", summary: "on a dialog report, add_fields and check_fields return within the limit",
+            slots: [.delegate]
+        ) { context in
+            try probe(context, phrases: ["did not return", "skipped"]) { host in
+                var request = ReportRequest(trigger: .dialog)
+                request.dialog = SendingDialog()
+                return [try host.raise(request)]
+            }
+        },
+        ConformanceCheck(
+            name: "delegate-attachments", summary: "the attachments step returns in time and stays within the delegate's budget",
+            slots: [.delegate]
+        ) { context in
+            try probe(context, phrases: ["did not return", "dropped", "skipped"]) { host in
+                [try host.raise(ReportRequest(trigger: .logError))]
+            }
+        },
+        ConformanceCheck(
+            name: "delegate-decision", summary: "the asynchronous form decides exactly once within the decision limit",
+            slots: [.delegate]
+        ) { context in
+            try probe(context, phrases: ["decision called again", "did not decide", "after the host stopped waiting"]) { host in
+                [try host.raise(ReportRequest(trigger: .upload))]
+            }
+        },
+        ConformanceCheck(
+            name: "destroy-then-reload", summary: "after destroy, the plugin can be entered again and still works",
+            slots: Set(PluginSlot.allCases)
+        ) { context in
+            let (host, _, plugin) = try context.host()
+            _ = try stress(host, ReportRequest(trigger: .upload))
+            host.stop()
+            let again = try ReportHost(configuration: host.configuration, logger: .silent, mainExecutor: context.mainExecutor)
+            defer { again.stop() }
+            let reloaded = try again.loadPlugin(at: plugin.path, into: context.slot)
+            let document = try stress(again, ReportRequest(trigger: .logError))
+            if let problem = problem(in: document, of: reloaded.name, matching: Self.callbackProblems) { return (.failed, problem) }
+            return (.passed, "destroyed, entered again, handled a report")
+        },
     ]
+
+    /// A terminating report: the host waits only for each method to return, so the fuzz and
+    /// stress checks see crashes and hangs, not the completion rules other checks own.
+    static func stress(_ host: ReportHost, _ request: ReportRequest) throws -> ReportDocument? {
+        var request = request
+        request.isTerminating = true
+        return try host.raise(request)
+    }
+
+    /// What the host notes when a callback hangs or is given up on.
+    static let callbackProblems = ["did not complete", "did not return", "skipped", "abandoned"]
+
+    /// Runs `body` on a fresh host with the plugin, then fails on the first internal-log note
+    /// (or, with `hostLog`, host-log line) about the plugin that contains one of `phrases`.
+    static func probe(
+        _ context: CheckContext, phrases: [String], hostLogPhrases: [String] = [], limits: Limits = CheckContext.limits,
+        _ body: (ReportHost) throws -> [ReportDocument?]
+    ) throws -> (CheckStatus, String) {
+        let (host, log, plugin) = try context.host(limits: limits)
+        defer { host.stop() }
+        let documents = try body(host)
+        for document in documents {
+            if let problem = problem(in: document, of: plugin.name, matching: phrases) { return (.failed, problem) }
+        }
+        if let line = log.lines.first(where: { line in hostLogPhrases.contains { line.contains($0) } }) {
+            return (.failed, line)
+        }
+        return (.passed, "\(documents.count) report(s), no problem noted")
+    }
 
     /// The first internal-log message about `plugin` containing one of `phrases`.
     static func problem(in document: ReportDocument?, of plugin: String, matching phrases: [String]) -> String? {
@@ -142,5 +359,42 @@ public enum Catalogue {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { return nil }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+    }
+}
+
+/// A dialog that sends the report as it is (checks of the delegate's fields hooks).
+struct SendingDialog: DialogPresenter {
+    func present(_ fields: DialogFields) -> DialogDecision { .send(fields) }
+}
+
+/// A small reproducible random source (SplitMix64) for `fuzz-seeded`.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
+
+    mutating func text() -> String {
+        let alphabet = Array("abcXYZ019 -_./@=é€🙂\t")
+        return String((0..<int(0..<200)).map { _ in alphabet[int(0..<alphabet.count)] })
+    }
+
+    mutating func report() -> ReportRequest {
+        let triggers: [Trigger] = [.upload, .logError, .logException]
+        var request = ReportRequest(trigger: triggers[int(0..<3)])
+        if int(0..<2) == 0 { request.summary = text() }
+        if int(0..<2) == 0 { request.description = text() }
+        request.labels = (0..<int(0..<5)).map { _ in text() }
+        for _ in 0..<int(0..<20) { request.attributes[text()] = text() }
+        if int(0..<3) == 0 { request.severity = Int32(int(1..<6)) }
+        return request
     }
 }

@@ -63,9 +63,9 @@ public struct CheckContext: Sendable {
 
     /// A host with the plugin loaded into its slot, from a fresh copy of the library (fresh
     /// globals), logging into memory.
-    func host() throws(HostError) -> (host: ReportHost, log: MemoryDestination, plugin: LoadedPlugin) {
+    func host(limits: Limits = CheckContext.limits) throws(HostError) -> (host: ReportHost, log: MemoryDestination, plugin: LoadedPlugin) {
         var configuration = Configuration()
-        configuration.limits = Self.limits
+        configuration.limits = limits
         let log = MemoryDestination()
         let host = try ReportHost(configuration: configuration, logger: HostLogger(destinations: [log]), mainExecutor: mainExecutor)
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("rh-check-\(UUID().uuidString).so").path

@@ -43,7 +43,7 @@ struct DelegateRunner {
             guard mode == .runningApp else {
                 report.note(
                     .info, handler: "host",
-                    "\(delegate.name ?? "delegate").attachments_for_report_async skipped: the asynchronous form is not called for \(mode == .recovered ? "a recovered" : "a terminating") report")
+                    "\(delegate.name ?? "delegate").attachments_for_report_async not called: the asynchronous form is not used for \(mode == .recovered ? "a recovered" : "a terminating") report")
                 return
             }
             try decide(delegate, report: report, budgetDeadline: budgetDeadline)

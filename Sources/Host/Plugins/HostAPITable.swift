@@ -81,6 +81,18 @@ enum HostAPITable {
         }
     }
 
+    /// Notes a refused argument in the report's internal log and answers RH_ERR_INVALID.
+    static func invalid(_ handle: ReportHandle, _ operation: String, _ what: String) -> rh_status {
+        handle.noteInvalid(operation, what)
+        return RH_ERR_INVALID
+    }
+
+    /// Notes label elements that were dropped (R-5 keeps the rest).
+    static func noteDropped(_ handle: ReportHandle, _ operation: String, _ values: [String?]) {
+        let dropped = values.filter { $0 == nil }.count
+        if dropped > 0 { handle.noteInvalid(operation, "\(dropped) element(s) dropped") }
+    }
+
     /// snprintf-style copy-out (ABI: string getters).
     static func copyOut(
         _ body: () throws(ReportError) -> String, _ buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int,
@@ -160,8 +172,9 @@ enum HostAPITable {
         }
         t.pointee.set_attribute = { r, key, value in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
-            guard let key = HostAPITable.string(key) else { return RH_ERR_INVALID }
-            guard value == nil || HostAPITable.string(value) != nil else { return RH_ERR_INVALID }
+            guard let key = HostAPITable.string(key), value == nil || HostAPITable.string(value) != nil else {
+                return HostAPITable.invalid(h, "set_attribute", "key or value refused")
+            }
             return HostAPITable.status { () throws(ReportError) in try h.setAttribute(key, HostAPITable.string(value)) }
         }
         t.pointee.remove_attribute = { r, key in
@@ -189,17 +202,19 @@ enum HostAPITable {
 
         t.pointee.set_labels = { r, labels, count in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
-            guard let values = HostAPITable.strings(labels, count) else { return RH_ERR_INVALID }
+            guard let values = HostAPITable.strings(labels, count) else { return HostAPITable.invalid(h, "set_labels", "NULL array refused") }
+            HostAPITable.noteDropped(h, "set_labels", values)
             return HostAPITable.status { () throws(ReportError) in try h.setLabels(values) }
         }
         t.pointee.add_label = { r, label in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
-            guard let label = HostAPITable.string(label) else { return RH_ERR_INVALID }
+            guard let label = HostAPITable.string(label) else { return HostAPITable.invalid(h, "add_label", "label refused") }
             return HostAPITable.status { () throws(ReportError) in try h.addLabel(label) }
         }
         t.pointee.add_labels = { r, labels, count in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
-            guard let values = HostAPITable.strings(labels, count) else { return RH_ERR_INVALID }
+            guard let values = HostAPITable.strings(labels, count) else { return HostAPITable.invalid(h, "add_labels", "NULL array refused") }
+            HostAPITable.noteDropped(h, "add_labels", values)
             return HostAPITable.status { () throws(ReportError) in try h.addLabels(values) }
         }
         t.pointee.remove_label = { r, label in
@@ -278,7 +293,7 @@ enum HostAPITable {
         _ body: (ReportHandle, String?) throws(ReportError) -> Void
     ) -> rh_status {
         guard let h = handle(r) else { return RH_ERR_CLOSED }
-        guard value == nil || string(value) != nil else { return RH_ERR_INVALID }
+        guard value == nil || string(value) != nil else { return invalid(h, "set text field", "value refused") }
         return status { () throws(ReportError) in try body(h, string(value)) }
     }
 }

@@ -95,6 +95,29 @@ public enum PluginLoader {
         return LoadedPlugin(path: path, slot: slot, name: name, version: version, handler: handler, delegate: delegate)
     }
 
+    /// The host's ABI version.
+    public static let hostVersion = (major: UInt32(RH_ABI_VERSION_MAJOR), minor: UInt32(RH_ABI_VERSION_MINOR))
+
+    /// The ABI version a plugin's entry declares, read without validating anything else (the
+    /// conformance check of version negotiation); nil when there is no entry or it refuses.
+    /// The entry runs on `mainExecutor`.
+    public static func declaredVersion(path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor)
+        throws(HostError) -> (major: UInt32, minor: UInt32)?
+    {
+        let path = absolutePath(path)
+        guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            throw .plugin(PluginLoadError(path: path, reason: .notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "dlopen failed")))
+        }
+        guard let symbol = dlsym(image, "rh_plugin_entry") else { return nil }
+        let entry = SendableEntry(function: unsafeBitCast(symbol, to: rh_plugin_entry_fn.self))
+        let table = SendableTable(pointer: table)
+        return mainExecutor.sync { () -> (major: UInt32, minor: UInt32)? in
+            guard let descriptor = entry.function(table.pointer) else { return nil }
+            let header = UnsafeRawPointer(descriptor).bindMemory(to: UInt32.self, capacity: 2)
+            return (header[0], header[1])
+        }
+    }
+
     /// Checks the version header of a plugin struct, then copies it once (ABI: "a reader
     /// never reads past the struct_size it was given").
     private static func validated<T>(_ pointer: UnsafePointer<T>, name: String, path: String) throws(PluginLoadError) -> T {
@@ -166,4 +189,14 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 
     public var isDestroyed: Bool { state.withLock { $0.destroyed } }
+}
+
+/// A plugin entry point, called on the main executor.
+private struct SendableEntry: @unchecked Sendable {
+    let function: rh_plugin_entry_fn
+}
+
+/// The host table: immutable and valid for the life of the process.
+private struct SendableTable: @unchecked Sendable {
+    let pointer: UnsafePointer<rh_host_api>
 }

@@ -156,6 +156,16 @@ public struct ReportHandle: Hashable, Sendable {
 
     public func clearAttachments() throws(ReportError) { try change("clear_attachments") { $0.attachments = [] } }
 
+    /// Notes in the internal log that a call's argument was refused or dropped (NULL where a
+    /// value is required, or not UTF-8), under this handler's name.
+    public func noteInvalid(_ operation: String, _ what: String) {
+        _ = access(operation, mutates: false) { state, contributor in
+            state.internalLog.append(InternalLogEntry(
+                level: .warn, handler: contributor.handler, message: "\(operation): \(what) (NULL or not valid UTF-8)"))
+            return .success(())
+        }
+    }
+
     // MARK: Log
 
     /// Notes `message` in the report's internal log under this handler's name (and in the
