@@ -43,6 +43,10 @@ import Testing
         }
     }
 
+    /// The start of a fixture callback that may hang on some input (a hang past the limit is how
+    /// a fuzz check sees a plugin fail).
+    static let hang = "#include <unistd.h>\n#include <string.h>\nstatic void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; "
+
     /// Fixtures that each break one rule, and the checks that must report them.
     static func brokenCase(_ name: String) throws -> (path: String, expected: Set<String>) {
         func plugin(_ name: String, before: String = "NULL", extra: String) throws -> String {
@@ -81,13 +85,51 @@ import Testing
                 """), ["no-handle-use-after-callback"]),
             ("bad-utf8", try plugin("bad-utf8", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->set_summary(r, \"\\xff\\xfe\"); d(); }"),
              ["valid-utf8"]),
+            ("bad-name", try Fixtures.plugin("check-bad-name", source: fixtureHandler(name: "bad\\nname")).path, ["descriptor-sanity"]),
+            // Not reentrant: a second callback while one runs hangs.
+            ("non-reentrant", try plugin("non-reentrant", before: "on_before", extra: """
+                #include <unistd.h>
+                static int busy;
+                static void on_before(void *c, rh_report *r, bool t, rh_completion d) {
+                    (void)c; (void)r; (void)t;
+                    if (__atomic_fetch_add(&busy, 1, __ATOMIC_SEQ_CST) > 0) for (;;) pause();
+                    usleep(300 * 1000);
+                    __atomic_fetch_sub(&busy, 1, __ATOMIC_SEQ_CST);
+                    d();
+                }
+                """), ["concurrent-reports"]),
+            ("needs-summary", try plugin("needs-summary", before: "on_before", extra: "\(Self.hang)if (host->summary(r, 0, 0, 0) == RH_ERR_NOT_FOUND) for (;;) pause(); d(); }"),
+             ["fuzz-empty", "fuzz-seeded"]),
+            ("short-buffer", try plugin("short-buffer", before: "on_before", extra: "\(Self.hang)size_t n = 0; host->summary(r, 0, 0, &n); if (n > 100000) for (;;) pause(); d(); }"),
+             ["fuzz-large-strings"]),
+            ("few-attributes", try plugin("few-attributes", before: "on_before", extra: """
+                #include <unistd.h>
+                static bool count(void *ctx, const char *k, const char *v) { (void)k; (void)v; (*(int *)ctx)++; return true; }
+                static void on_before(void *c, rh_report *r, bool t, rh_completion d) {
+                    (void)c; (void)t; int n = 0; host->each_attribute(r, count, &n); if (n > 1000) for (;;) pause(); d();
+                }
+                """), ["fuzz-many-attributes"]),
+            ("ascii-only", try plugin("ascii-only", before: "on_before", extra: "\(Self.hang)char b[4096] = {0}; size_t n = 0; host->summary(r, b, sizeof b, &n); for (size_t i = 0; b[i]; i++) if ((unsigned char)b[i] >= 0x80) for (;;) pause(); d(); }"),
+             ["fuzz-non-ascii", "fuzz-seeded"]),
+            ("no-at-sign", try plugin("no-at-sign", before: "on_before", extra: "\(Self.hang)char b[4096] = {0}; size_t n = 0; host->summary(r, b, sizeof b, &n); if (strchr(b, '@')) for (;;) pause(); d(); }"),
+             ["fuzz-seeded"]),
+            // Broken after destroy: a plugin that cannot be entered again.
+            ("no-reload", try Fixtures.plugin("check-no-reload", source: fixtureHandler(
+                name: "no-reload", before: "on_before", destroy: "on_destroy",
+                extra: """
+                    #include <unistd.h>
+                    static int destroyed;
+                    static void on_destroy(void *c) { (void)c; destroyed = 1; }
+                    static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; if (destroyed) for (;;) pause(); d(); }
+                    """)).path, ["destroy-then-reload"]),
         ]
         let found = try #require(cases.first { $0.0 == name })
         return (found.1, found.2)
     }
 
     @Test("I-8: each broken rule is reported by exactly the check for it",
-          arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "appends", "late", "stale", "bad-utf8"])
+          arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "appends", "late", "stale", "bad-utf8", "bad-name",
+                      "non-reentrant", "needs-summary", "short-buffer", "few-attributes", "ascii-only", "no-at-sign", "no-reload"])
     func brokenRule(_ name: String) throws {
         let (path, expected) = try Self.brokenCase(name)
         let (status, results) = try check(path)
@@ -117,6 +159,17 @@ import Testing
         let (status, results) = try check(twice, ["--slot", "delegate"])
         #expect(status == 1)
         #expect(failing(results) == ["delegate-decision"], "\(results.values.filter { $0.status.fails })")
+        let overBudget = try Fixtures.plugin(
+            "check-delegate-budget",
+            source: Self.goodDelegate.replacingOccurrences(
+                of: "fields, fields, NULL, decide}",
+                with: "fields, fields, attach, decide}"
+            ).replacingOccurrences(
+                of: "static rh_delegate delegate",
+                with: "static void attach(void *c, rh_report *r) { (void)c; for (int i = 0; i < 4; i++) host->add_attachment(r, \"a\", \"a\", \"x\", 1); }\nstatic rh_delegate delegate")
+        ).path
+        let (_, budgetResults) = try check(overBudget, ["--slot", "delegate"])
+        #expect(failing(budgetResults) == ["delegate-attachments"], "\(budgetResults.values.filter { $0.status.fails })")
         let slow = try Fixtures.plugin(
             "check-delegate-slow",
             source: Self.goodDelegate.replacingOccurrences(of: "static void fields(void *c, rh_report *r) {", with: "#include <unistd.h>\nstatic void fields(void *c, rh_report *r) { usleep(2500 * 1000);"))
