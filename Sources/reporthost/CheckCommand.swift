@@ -38,6 +38,7 @@ enum CheckCommand {
             if arguments.flag("in-process") {
                 let context = CheckContext(pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main)
                 results.append(check.run(context))
+                CheckContext.removeCopies()
             } else {
                 results.append(isolated(check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: timeoutMs))
             }

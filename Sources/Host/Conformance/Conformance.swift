@@ -74,8 +74,17 @@ public struct CheckContext: Sendable {
         } catch {
             throw .io(path: copy, reason: "cannot copy the plugin for a fresh image")
         }
+        Self.copies.withLock { $0.append(copy) }
         let plugin = try host.loadPlugin(at: copy, into: slot)
         return (host, log, plugin)
+    }
+
+    /// The fresh copies made by `host()`, removed by `removeCopies` once the checks ran (the
+    /// images stay mapped: they are never unloaded).
+    private static let copies = Locked<[String]>([])
+
+    public static func removeCopies() {
+        for copy in copies.withLock({ list in defer { list = [] }; return list }) { try? FileManager.default.removeItem(atPath: copy) }
     }
 }
 
