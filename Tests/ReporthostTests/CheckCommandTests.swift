@@ -7,8 +7,10 @@ import Testing
 /// rule, a crashing and a hanging plugin are reported without stopping the run, and the
 /// samples pass.
 @Suite struct CheckCommandTests {
-    func check(_ library: String, _ extra: [String] = []) throws -> (status: Int32, results: [String: CheckResult]) {
-        let result = try ChildProcess.reporthost(["check", library, "--json"] + extra)
+    /// Runs `reporthost check` off the cooperative pool: these runs take seconds, and the
+    /// pool's few threads must stay free for tests of `async` handlers.
+    func check(_ library: String, _ extra: [String] = []) async throws -> (status: Int32, results: [String: CheckResult]) {
+        let result = try await offPool { try ChildProcess.reporthost(["check", library, "--json"] + extra) }
         let json = try JSONValue.parse(result.stdout)
         #expect(json["plugin"]?.stringValue == library)
         let results = (json["results"]?.arrayValue ?? []).compactMap(CheckResult.init(json:))
@@ -25,8 +27,8 @@ import Testing
     }
 
     @Test("I-8: --list prints the catalogue, one check per line, name first")
-    func list() throws {
-        let result = try ChildProcess.reporthost(["check", "--list"])
+    func list() async throws {
+        let result = try await offPool { try ChildProcess.reporthost(["check", "--list"]) }
         #expect(result.status == 0)
         let names = result.stdout.split(separator: "\n").map { String($0.split(separator: " ").first ?? "") }
         #expect(names == Catalogue.checks.map(\.name))
@@ -34,10 +36,10 @@ import Testing
     }
 
     @Test("I-8: the samples pass every applicable check (warnings allowed)")
-    func samplesPass() throws {
+    func samplesPass() async throws {
         for (name, slot) in [("scrub-pii", "handler"), ("wrapper-sim", "wrapper"), ("account-context", "handler"), ("async-example", "handler")] {
             let path = Products.directory.appendingPathComponent("lib\(name).so").path
-            let (status, results) = try check(path, ["--slot", slot])
+            let (status, results) = try await check(path, ["--slot", slot])
             #expect(status == 0, "\(name): \(results.values.filter { $0.status.fails })")
             #expect(results.count == Catalogue.checks.filter { $0.slots.contains(PluginSlot(rawValue: slot)!) }.count)
         }
@@ -130,9 +132,9 @@ import Testing
     @Test("I-8: each broken rule is reported by exactly the check for it",
           arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "appends", "late", "stale", "bad-utf8", "bad-name",
                       "non-reentrant", "needs-summary", "short-buffer", "few-attributes", "ascii-only", "no-at-sign", "no-reload"])
-    func brokenRule(_ name: String) throws {
+    func brokenRule(_ name: String) async throws {
         let (path, expected) = try Self.brokenCase(name)
-        let (status, results) = try check(path)
+        let (status, results) = try await check(path)
         #expect(status == 1, "\(name)")
         #expect(failing(results) == expected, "\(name): \(results.values.filter { $0.status.fails }.map { "\($0.check): \($0.details)" })")
     }
@@ -149,14 +151,14 @@ import Testing
         """
 
     @Test("I-8: delegate checks pass for a well-behaved delegate and catch a second decision")
-    func delegateChecks() throws {
+    func delegateChecks() async throws {
         let good = try Fixtures.plugin("check-delegate-good", source: Self.goodDelegate).path
-        let (goodStatus, goodResults) = try check(good, ["--slot", "delegate"])
+        let (goodStatus, goodResults) = try await check(good, ["--slot", "delegate"])
         #expect(goodStatus == 0, "\(goodResults.values.filter { $0.status.fails })")
         #expect(goodResults["delegate-decision"]?.status == .passed)
         let twice = try Fixtures.plugin(
             "check-delegate-twice", source: Self.goodDelegate.replacingOccurrences(of: "d(&a, 1);", with: "d(&a, 1); d(0, 0);")).path
-        let (status, results) = try check(twice, ["--slot", "delegate"])
+        let (status, results) = try await check(twice, ["--slot", "delegate"])
         #expect(status == 1)
         #expect(failing(results) == ["delegate-decision"], "\(results.values.filter { $0.status.fails })")
         let overBudget = try Fixtures.plugin(
@@ -168,18 +170,18 @@ import Testing
                 of: "static rh_delegate delegate",
                 with: "static void attach(void *c, rh_report *r) { (void)c; for (int i = 0; i < 4; i++) host->add_attachment(r, \"a\", \"a\", \"x\", 1); }\nstatic rh_delegate delegate")
         ).path
-        let (_, budgetResults) = try check(overBudget, ["--slot", "delegate"])
+        let (_, budgetResults) = try await check(overBudget, ["--slot", "delegate"])
         #expect(failing(budgetResults) == ["delegate-attachments"], "\(budgetResults.values.filter { $0.status.fails })")
         let slow = try Fixtures.plugin(
             "check-delegate-slow",
             source: Self.goodDelegate.replacingOccurrences(of: "static void fields(void *c, rh_report *r) {", with: "#include <unistd.h>\nstatic void fields(void *c, rh_report *r) { usleep(2500 * 1000);"))
             .path
-        let (_, slowResults) = try check(slow, ["--slot", "delegate", "--include", "^delegate-fields$"])
+        let (_, slowResults) = try await check(slow, ["--slot", "delegate", "--include", "^delegate-fields$"])
         #expect(slowResults["delegate-fields"]?.status == .failed)
     }
 
     @Test("I-8: version negotiation: a plugin declaring another ABI major fails abi-version")
-    func abiVersion() throws {
+    func abiVersion() async throws {
         let path = try Fixtures.plugin(
             "check-major",
             source: """
@@ -187,7 +189,7 @@ import Testing
                 static rh_handler handler = {2, 0, sizeof(rh_handler), "major", NULL, NULL, NULL, NULL, NULL, NULL};
                 const rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; return &handler; }
                 """).path
-        let (status, results) = try check(path, ["--include", "^(abi-version|loads)$"])
+        let (status, results) = try await check(path, ["--include", "^(abi-version|loads)$"])
         #expect(status == 1)
         #expect(results["abi-version"]?.status == .failed)
         #expect(results["abi-version"]?.details == "plugin ABI 2.0, host 1.0")
@@ -197,17 +199,17 @@ import Testing
     static let cargoAvailable = (try? ChildProcess.run("/usr/bin/env", ["cargo", "--version"]).status) == 0
 
     @Test("I-8: the Rust sample passes every applicable check", .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
-    func rustSample() throws {
-        let build = try ChildProcess.run(
+    func rustSample() async throws {
+        let build = try await offPool { try ChildProcess.run(
             Products.packageRoot.appendingPathComponent("Plugins/rust-example/build.sh").path, [],
-            environment: ["CARGO_TARGET_DIR": makeTemporaryDirectory("rust-check").path])
+            environment: ["CARGO_TARGET_DIR": makeTemporaryDirectory("rust-check").path]) }
         #expect(build.status == 0, "\(build.stderr)")
-        let (status, results) = try check(build.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let (status, results) = try await check(build.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(status == 0, "\(results.values.filter { $0.status.fails })")
     }
 
     @Test("I-8: warnings do not fail: extra exported symbols, a slow entry")
-    func warnings() throws {
+    func warnings() async throws {
         let path = try Fixtures.plugin(
             "check-slow-entry",
             source: """
@@ -217,17 +219,17 @@ import Testing
                 static rh_handler handler = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler), "slow-entry", NULL, NULL, NULL, NULL, NULL, NULL};
                 const rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; usleep(150 * 1000); return &handler; }
                 """).path
-        let (status, results) = try check(path)
+        let (status, results) = try await check(path)
         #expect(status == 0)
         #expect(results["exports-only-entry"]?.status == .warning)
         #expect(results["entry-time"]?.status == .warning)
     }
 
     @Test("I-8: a plugin that refuses to load fails the load check; one that crashes or hangs is reported and the run goes on")
-    func isolation() throws {
+    func isolation() async throws {
         let refuses = try Fixtures.plugin(
             "check-refuses", source: "#include <reporthost/plugin.h>\nconst rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; return 0; }\n").path
-        let (refusedStatus, refused) = try check(refuses, ["--include", "^loads$"])
+        let (refusedStatus, refused) = try await check(refuses, ["--include", "^loads$"])
         #expect(refusedStatus == 1)
         #expect(refused["loads"]?.status == .failed)
         #expect(refused["loads"]?.details.contains("rh_plugin_entry returned NULL") == true)
@@ -235,7 +237,7 @@ import Testing
         let crashes = try plugin(
             "crashes", before: "on_before",
             extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; (void)d; volatile int *p = 0; *p = 1; }")
-        let (crashStatus, crashed) = try check(crashes)
+        let (crashStatus, crashed) = try await check(crashes)
         #expect(crashStatus == 1)
         #expect(crashed["completes-once-running-app"]?.status == .crashed)
         #expect(crashed["completes-once-running-app"]?.details.contains("SIGSEGV") == true)
@@ -245,7 +247,7 @@ import Testing
         let hangs = try Fixtures.plugin(
             "check-hangs",
             source: "#include <reporthost/plugin.h>\n#include <unistd.h>\nconst rh_handler *rh_plugin_entry(const rh_host_api *h) { (void)h; for (;;) pause(); }\n").path
-        let (hangStatus, hung) = try check(hangs, ["--include", "^(loads|exports-only-entry)$", "--timeout-ms", "2000"])
+        let (hangStatus, hung) = try await check(hangs, ["--include", "^(loads|exports-only-entry)$", "--timeout-ms", "2000"])
         #expect(hangStatus == 1)
         #expect(hung["loads"]?.status == .timedOut)
         #expect(hung["exports-only-entry"]?.status == .passed)
