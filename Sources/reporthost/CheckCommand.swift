@@ -33,6 +33,11 @@ enum CheckCommand {
             check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
         }
 
+        // The children's plugin copies live here and go with it, whatever became of them.
+        let copies = FileManager.default.temporaryDirectory.appendingPathComponent("rh-check-run-\(UUID().uuidString)")
+        let isolatedRun = !arguments.flag("in-process")
+        if isolatedRun { try? FileManager.default.createDirectory(at: copies, withIntermediateDirectories: true) }
+        defer { if isolatedRun { try? FileManager.default.removeItem(at: copies) } }
         var results: [CheckResult] = []
         for check in selected {
             if arguments.flag("in-process") {
@@ -40,7 +45,7 @@ enum CheckCommand {
                 results.append(check.run(context))
                 CheckContext.removeCopies()
             } else {
-                results.append(isolated(check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: timeoutMs))
+                results.append(isolated(check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: timeoutMs, copies: copies))
             }
         }
         if arguments.flag("json") {
@@ -53,7 +58,7 @@ enum CheckCommand {
     }
 
     /// Runs one check in a child process: crashed on a signal, timed_out past `timeoutMs`.
-    static func isolated(_ name: String, plugin: String, slot: PluginSlot, seed: UInt64, timeoutMs: Int) -> CheckResult {
+    static func isolated(_ name: String, plugin: String, slot: PluginSlot, seed: UInt64, timeoutMs: Int, copies: URL) -> CheckResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
         process.arguments = [
@@ -62,6 +67,7 @@ enum CheckCommand {
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
+        environment[CheckContext.copiesFolderVariable] = copies.path
         process.environment = environment
         let out = Pipe()
         let err = Pipe()

@@ -68,7 +68,11 @@ public struct CheckContext: Sendable {
         configuration.limits = limits
         let log = MemoryDestination()
         let host = try ReportHost(configuration: configuration, logger: HostLogger(destinations: [log]), mainExecutor: mainExecutor)
-        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("rh-check-\(UUID().uuidString).so").path
+        // Under a parent run, copies go to its folder, which it removes even when this child
+        // crashes or is killed.
+        let folder = ProcessInfo.processInfo.environment[Self.copiesFolderVariable].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory
+        let copy = folder.appendingPathComponent("rh-check-\(UUID().uuidString).so").path
         do {
             try FileManager.default.copyItem(atPath: pluginPath, toPath: copy)
         } catch {
@@ -78,6 +82,9 @@ public struct CheckContext: Sendable {
         let plugin = try host.loadPlugin(at: copy, into: slot)
         return (host, log, plugin)
     }
+
+    /// Set by `reporthost check` for its child processes: where they put their plugin copies.
+    public static let copiesFolderVariable = "REPORTHOST_CHECK_COPIES"
 
     /// The fresh copies made by `host()`, removed by `removeCopies` once the checks ran (the
     /// images stay mapped: they are never unloaded).
