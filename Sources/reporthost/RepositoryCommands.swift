@@ -44,7 +44,8 @@ enum LaunchCommand {
 enum CrashCommand {
     static let options: [String: Bool] = Arguments.common.merging(["signal": true, "attach": true]) { a, _ in a }
 
-    static let signals: [String: Int32] = ["SEGV": SIGSEGV, "BUS": SIGBUS, "ILL": SIGILL, "FPE": SIGFPE, "ABRT": SIGABRT, "TRAP": SIGTRAP]
+    /// "SEGV" → SIGSEGV, from the crash writer's own table.
+    static let signals = Dictionary(uniqueKeysWithValues: CrashFile.signalNames.map { ($0.value, $0.key) })
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
         let name = (arguments.value("signal") ?? "SEGV").uppercased().replacingOccurrences(of: "SIG", with: "")

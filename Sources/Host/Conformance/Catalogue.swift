@@ -79,46 +79,36 @@ public enum Catalogue {
             summary: "on a recovered report each method returns within the recovered limit (1 s here, 3 s by default)",
             slots: handlerSlots
         ) { context in
-            let (host, _, plugin) = try context.host()
-            defer { host.stop() }
-            let document = try host.runChain(host.makeReport(ordinary(.crash)), mode: .recovered)
-            if let problem = problem(in: document, of: plugin.name, matching: ["did not return", "abandoned"]) { return (.failed, problem) }
-            return (.passed, "returned in time")
+            try probe(context, phrases: ["did not return", "abandoned"], passed: "returned in time") { host in
+                [try host.runChain(host.makeReport(ordinary(.crash)), mode: .recovered)]
+            }
         },
         ConformanceCheck(
             name: "terminating-work-before-return",
             summary: "with is_terminating, a method returns in time and changes nothing after returning",
             slots: handlerSlots
         ) { context in
-            let (host, _, plugin) = try context.host()
-            defer { host.stop() }
-            var request = ordinary(.logException)
-            request.isTerminating = true
-            let document = try host.raise(request)
-            if let problem = problem(in: document, of: plugin.name, matching: ["did not return", "through a closed handle"]) {
-                return (.failed, problem)
+            try probe(context, phrases: ["did not return", "through a closed handle"], passed: "all work done before returning") { host in
+                var request = ordinary(.logException)
+                request.isTerminating = true
+                return [try host.raise(request)]
             }
-            return (.passed, "all work done before returning")
         },
         ConformanceCheck(
             name: "no-writes-after-completion", summary: "never uses a report handle after completing its callback",
             slots: handlerSlots
         ) { context in
-            let (host, _, plugin) = try context.host()
-            defer { host.stop() }
-            let document = try host.raise(ordinary(.upload))
-            if let problem = problem(in: document, of: plugin.name, matching: ["through a closed handle"]) { return (.failed, problem) }
-            return (.passed, "no use after completion")
+            try probe(context, phrases: ["through a closed handle"], passed: "no use after completion") { host in
+                [try host.raise(ordinary(.upload))]
+            }
         },
         ConformanceCheck(
             name: "attachment-budget", summary: "adds at most 3 attachments of at most 3 MB, none empty, per callback",
             slots: handlerSlots
         ) { context in
-            let (host, _, plugin) = try context.host()
-            defer { host.stop() }
-            let document = try host.raise(ordinary(.logError))
-            if let problem = problem(in: document, of: plugin.name, matching: ["dropped"]) { return (.failed, problem) }
-            return (.passed, "\(document?.content.attachments.count ?? 0) attachment(s), within the budget")
+            try probe(context, phrases: ["dropped"], passed: "attachments within the budget") { host in
+                [try host.raise(ordinary(.logError))]
+            }
         },
         ConformanceCheck(
             name: "idempotent",
@@ -335,7 +325,7 @@ public enum Catalogue {
     /// (or, with `hostLog`, host-log line) about the plugin that contains one of `phrases`.
     static func probe(
         _ context: CheckContext, phrases: [String], hostLogPhrases: [String] = [], limits: Limits = CheckContext.limits,
-        _ body: (ReportHost) throws -> [ReportDocument?]
+        passed: String? = nil, _ body: (ReportHost) throws -> [ReportDocument?]
     ) throws -> (CheckStatus, String) {
         let (host, log, plugin) = try context.host(limits: limits)
         defer { host.stop() }
@@ -346,7 +336,7 @@ public enum Catalogue {
         if let line = log.lines.first(where: { line in hostLogPhrases.contains { line.contains($0) } }) {
             return (.failed, line)
         }
-        return (.passed, "\(documents.count) report(s), no problem noted")
+        return (.passed, passed ?? "\(documents.count) report(s), no problem noted")
     }
 
     /// The first internal-log message about `plugin` containing one of `phrases`.
