@@ -9,7 +9,7 @@ func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
 }
 
 // Layers, lowest first: PluginAPI (the C ABI headers) → Host (the engine) → reporthost (the CLI).
-// CFFI and CSQLite are thin shims over Debian's libffi and libsqlite3.
+// CFFI, CSQLite and CCrypto are thin shims over Debian's libffi, libsqlite3 and libcrypto.
 let package = Package(
     name: "ReportHost",
     products: [
@@ -32,8 +32,11 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
         .target(name: "CrashCapture"),
-        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CrashCapture"]),
+        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture"]),
         .executableTarget(name: "reporthost", dependencies: ["Host"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(

@@ -5,6 +5,7 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,9 +24,16 @@ enum {
     ATTACH_CAP = 16,
     MODULES_CAP = 64 * 1024,
     FRAMES_CAP = 128,
+    PLUGINS_CAP = 64,
+    NAME_CAP = 128,
+    DIGEST_CAP = 80,
+    ALT_STACK_SIZE = 64 * 1024,
+    /* How long a thread that faults while another writes waits for it (10 ms steps). */
+    WAIT_STEPS = 500,
 };
 
 static const int signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP};
+enum { SIGNAL_COUNT = sizeof signals / sizeof *signals };
 
 /* Prepared at install and registration time; read by the handler only. */
 static char directory[PATH_CAP];
@@ -34,10 +42,51 @@ static char attributes[ATTR_CAP][ATTR_TEXT_CAP];
 static volatile sig_atomic_t attribute_count;
 static char attachments[ATTACH_CAP][PATH_CAP];
 static volatile sig_atomic_t attachment_count;
-static char modules[MODULES_CAP];
-static size_t modules_length;
-static int handling;
-static struct sigaction previous[sizeof signals / sizeof *signals];
+static struct sigaction previous[SIGNAL_COUNT];
+static bool installed;
+
+/* The module map, double-buffered: a refresh writes the buffer the handler is not reading
+   and then publishes it. */
+static char modules[2][MODULES_CAP];
+static size_t modules_length[2];
+static int modules_current;
+static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Plugins, registered before they are opened; entries are never removed. */
+static struct {
+    char path[PATH_CAP];
+    char digest[DIGEST_CAP];
+    char name[NAME_CAP];
+} plugins[PLUGINS_CAP];
+static int plugin_count;
+static pthread_mutex_t plugins_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Which plugin call this thread is in: (plugin << 8) | call, 0 for none. initial-exec, so the
+   handler reads it without calling into the dynamic linker. */
+static __thread uint32_t current_call __attribute__((tls_model("initial-exec")));
+
+/* The writer: the thread writing (0: none), the signal it handles, and its open file. */
+static pid_t writer;
+static int original_signal;
+static volatile int crash_fd = -1;
+static char crash_path[PATH_CAP + 128];
+static char crash_temporary[PATH_CAP + 160];
+static int waiting;
+static void (*writer_hook)(int);
+
+static const char *const call_names[RH_CRASH_CALL_COUNT] = {
+    [RH_CRASH_CALL_NONE] = "",
+    [RH_CRASH_CALL_LOAD] = "dlopen",
+    [RH_CRASH_CALL_ENTRY] = "rh_plugin_entry",
+    [RH_CRASH_CALL_BEFORE] = "on_before_report_created",
+    [RH_CRASH_CALL_AFTER] = "on_after_report_created",
+    [RH_CRASH_CALL_DESTROY] = "destroy",
+    [RH_CRASH_CALL_ADD_FIELDS] = "add_fields_before_report_created",
+    [RH_CRASH_CALL_CHECK_FIELDS] = "check_fields_after_report_created",
+    [RH_CRASH_CALL_ATTACHMENTS] = "attachments_for_report",
+    [RH_CRASH_CALL_ATTACHMENTS_ASYNC] = "attachments_for_report_async",
+    [RH_CRASH_CALL_ASYNC_METHOD] = "async_method",
+};
 
 /* --- async-signal-safe formatting into a fixed buffer -------------------------------- */
 
@@ -62,18 +111,6 @@ static void add_unsigned(struct line *l, uint64_t value, unsigned base) {
     while (n > 0 && l->length < sizeof l->text - 1) l->text[l->length++] = digits[--n];
 }
 
-static void emit(int fd, struct line *l) {
-    add(l, "\n");
-    size_t done = 0;
-    while (done < l->length) {
-        ssize_t n = write(fd, l->text + done, l->length - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        done += (size_t)n;
-    }
-    l->length = 0;
-}
-
 static void write_all(int fd, const char *data, size_t length) {
     size_t done = 0;
     while (done < length) {
@@ -84,15 +121,68 @@ static void write_all(int fd, const char *data, size_t length) {
     }
 }
 
+static void emit(int fd, struct line *l) {
+    add(l, "\n");
+    write_all(fd, l->text, l->length);
+    l->length = 0;
+}
+
+static pid_t current_thread(void) { return (pid_t)syscall(SYS_gettid); }
+
+static void sleep_briefly(void) {
+    struct timespec step = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+    nanosleep(&step, NULL);
+}
+
 /* --- the handler ---------------------------------------------------------------------- */
+
+/* Ends the file where it is: synced and renamed, so the next launch recovers what it holds. */
+static void close_crash_file(void) {
+    int fd = crash_fd;
+    if (fd < 0) return;
+    crash_fd = -1;
+    fsync(fd);
+    close(fd);
+    rename(crash_temporary, crash_path);
+    /* Make the rename durable. */
+    int dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        fsync(dir);
+        close(dir);
+    }
+}
+
+/* Ends the process with `signal_number` now, whatever handler or mask is in place. */
+static void die_with(int signal_number) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal_number, &action, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signal_number);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    syscall(SYS_tgkill, getpid(), current_thread(), signal_number);
+    _exit(128 + signal_number); /* not reached: the default action of these signals ends the process */
+}
+
+static void write_attribution(int fd, struct line *l, uint32_t mark) {
+    int plugin = (int)(mark >> 8);
+    int call = (int)(mark & 0xff);
+    if (plugin < 1 || plugin > plugin_count || call <= 0 || call >= RH_CRASH_CALL_COUNT) return;
+    add(l, "plugin_path "); add(l, plugins[plugin - 1].path); emit(fd, l);
+    add(l, "plugin_digest "); add(l, plugins[plugin - 1].digest); emit(fd, l);
+    if (plugins[plugin - 1].name[0]) { add(l, "plugin_name "); add(l, plugins[plugin - 1].name); emit(fd, l); }
+    add(l, "callback "); add(l, call_names[call]); emit(fd, l);
+}
 
 static void write_crash_file(int signal_number, siginfo_t *info, void *context) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     struct line l = {.length = 0};
-    /* <dir>/<session>-<seconds>-<pid>.crash, written under a temporary name and renamed, so a
-       file the recovery sees is never half-named. */
-    char path[PATH_CAP + 128], temporary[PATH_CAP + 160];
+    /* <dir>/<session>-<seconds>-<pid>-<thread>.crash, written under a temporary name and
+       renamed, so a file the recovery sees is never half-named. */
     add(&l, directory);
     add(&l, "/");
     add(&l, session);
@@ -101,22 +191,25 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     add(&l, "-");
     add_unsigned(&l, (uint64_t)getpid(), 10);
     add(&l, ".crash");
-    memcpy(path, l.text, l.length);
-    path[l.length] = '\0';
-    memcpy(temporary, l.text, l.length);
-    memcpy(temporary + l.length, ".partial", 9);
+    memcpy(crash_path, l.text, l.length);
+    crash_path[l.length] = '\0';
+    memcpy(crash_temporary, l.text, l.length);
+    memcpy(crash_temporary + l.length, ".partial", 9);
     l.length = 0;
 
-    int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = open(crash_temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return;
+    crash_fd = fd;
     add(&l, "reporthost-crash 1"); emit(fd, &l);
     add(&l, "session "); add(&l, session); emit(fd, &l);
     add(&l, "signal "); add_unsigned(&l, (uint64_t)signal_number, 10); emit(fd, &l);
     add(&l, "code "); add_unsigned(&l, (uint64_t)(uint32_t)info->si_code, 10); emit(fd, &l);
     add(&l, "address "); add_unsigned(&l, (uint64_t)(uintptr_t)info->si_addr, 16); emit(fd, &l);
-    add(&l, "thread "); add_unsigned(&l, (uint64_t)syscall(SYS_gettid), 10); emit(fd, &l);
+    add(&l, "thread "); add_unsigned(&l, (uint64_t)current_thread(), 10); emit(fd, &l);
     add(&l, "pid "); add_unsigned(&l, (uint64_t)getpid(), 10); emit(fd, &l);
     add(&l, "time "); add_unsigned(&l, (uint64_t)now.tv_sec, 10); emit(fd, &l);
+    write_attribution(fd, &l, current_call);
+    if (writer_hook) writer_hook(1);
 #if defined(__x86_64__)
     const ucontext_t *uc = context;
     static const struct { const char *name; int index; } registers[] = {
@@ -132,46 +225,90 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
 #else
     (void)context;
 #endif
-    /* backtrace() was called once at install, so it does not load libgcc here. */
+    for (int i = 0; i < attribute_count; i++) {
+        if (attributes[i][0] == '\0') continue; /* removed */
+        add(&l, "attribute "); add(&l, attributes[i]); emit(fd, &l);
+    }
+    for (int i = 0; i < attachment_count; i++) { add(&l, "attachment "); add(&l, attachments[i]); emit(fd, &l); }
+    int map = __atomic_load_n(&modules_current, __ATOMIC_ACQUIRE);
+    write_all(fd, modules[map], modules_length[map]);
+    /* Last, because it is the riskiest step: unwinding a smashed stack may fault, and a fault
+       here ends the file with everything above already in it. backtrace() was called once at
+       install, so it does not load libgcc here. */
     void *frames[FRAMES_CAP];
     int count = backtrace(frames, FRAMES_CAP);
     for (int i = 0; i < count; i++) {
         add(&l, "frame "); add_unsigned(&l, (uint64_t)(uintptr_t)frames[i], 16); emit(fd, &l);
     }
-    for (int i = 0; i < attribute_count; i++) {
-        if (attributes[i][0] == '\0') continue;  /* removed */
-        add(&l, "attribute "); add(&l, attributes[i]); emit(fd, &l);
-    }
-    for (int i = 0; i < attachment_count; i++) { add(&l, "attachment "); add(&l, attachments[i]); emit(fd, &l); }
-    write_all(fd, modules, modules_length);
     add(&l, "end"); emit(fd, &l);
-    fsync(fd);
-    close(fd);
-    rename(temporary, path);
-    /* Make the rename durable. */
-    int dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) { fsync(dir); close(dir); }
+    close_crash_file();
+}
+
+static int signal_index(int signal_number) {
+    for (int i = 0; i < SIGNAL_COUNT; i++) {
+        if (signals[i] == signal_number) return i;
+    }
+    return -1;
 }
 
 static void on_signal(int signal_number, siginfo_t *info, void *context) {
-    /* One writer: a second thread faulting at the same time waits for the first to end the
-       process instead of racing it (or killing it mid-write). */
-    if (__atomic_exchange_n(&handling, 1, __ATOMIC_SEQ_CST) != 0) {
-        for (;;) pause();
+    pid_t self = current_thread();
+    pid_t none = 0;
+    if (!__atomic_compare_exchange_n(&writer, &none, self, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        if (none == self) {
+            /* A fault inside the writer: keep what is written and end with the original signal. */
+            close_crash_file();
+            die_with(original_signal);
+        }
+        /* Another thread is writing: it ends the process. If it never does, end it here. */
+        __atomic_add_fetch(&waiting, 1, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < WAIT_STEPS; i++) sleep_briefly();
+        die_with(signal_number);
     }
+    original_signal = signal_number;
+    /* Every handled signal is blocked here (sa_mask); let the synchronous ones through on
+       this thread, so a fault inside the writer re-enters above instead of killing the
+       process with the new signal. */
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    sigaddset(&faults, SIGILL);
+    sigaddset(&faults, SIGFPE);
+    sigaddset(&faults, SIGTRAP);
+    pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
     write_crash_file(signal_number, info, context);
-    /* Restore the default action and re-raise: the process dies with this signal. */
-    signal(signal_number, SIG_DFL);
-    raise(signal_number);
+    pthread_sigmask(SIG_BLOCK, &faults, NULL);
+
+    /* Chain: put back the handler that was there before ours (an embedding program's, or the
+       default action). A fault re-runs its instruction when this handler returns and reaches
+       that handler with its own context; a signal that was sent is sent again. */
+    int index = signal_index(signal_number);
+    if (index < 0) die_with(signal_number);
+    struct sigaction *before = &previous[index];
+    bool custom = (before->sa_flags & SA_SIGINFO) ? before->sa_sigaction != NULL
+                                                  : before->sa_handler != SIG_DFL && before->sa_handler != SIG_IGN;
+    if (!custom) die_with(signal_number);
+    sigaction(signal_number, before, NULL);
+    if (info->si_code <= 0) {
+        /* Sent (kill, raise, abort): deliver it again once this handler returns. */
+        syscall(SYS_tgkill, getpid(), self, signal_number);
+    }
+    __atomic_store_n(&writer, 0, __ATOMIC_SEQ_CST);
 }
 
 /* --- install time ---------------------------------------------------------------------- */
 
 static char executable[PATH_CAP];
 
-static int add_module(struct dl_phdr_info *info, size_t size, void *unused) {
+struct module_buffer {
+    char *text;
+    size_t length;
+};
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
-    (void)unused;
+    struct module_buffer *buffer = data;
     uintptr_t low = UINTPTR_MAX, high = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         if (info->dlpi_phdr[i].p_type != PT_LOAD) continue;
@@ -183,47 +320,84 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *unused) {
     if (high == 0) return 0;
     /* The main program has no name here: use the executable's path. */
     const char *name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : executable;
-    int n = snprintf(modules + modules_length, MODULES_CAP - modules_length, "module 0x%lx 0x%lx %s\n",
+    int n = snprintf(buffer->text + buffer->length, MODULES_CAP - buffer->length, "module 0x%lx 0x%lx %s\n",
                      (unsigned long)low, (unsigned long)high, name);
-    if (n > 0 && (size_t)n < MODULES_CAP - modules_length) modules_length += (size_t)n;
+    if (n > 0 && (size_t)n < MODULES_CAP - buffer->length) buffer->length += (size_t)n;
     return 0;
 }
+
+void rh_crash_refresh_modules(void) {
+    pthread_mutex_lock(&refresh_lock);
+    int next = 1 - __atomic_load_n(&modules_current, __ATOMIC_ACQUIRE);
+    struct module_buffer buffer = {.text = modules[next], .length = 0};
+    dl_iterate_phdr(add_module, &buffer);
+    modules_length[next] = buffer.length;
+    __atomic_store_n(&modules_current, next, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&refresh_lock);
+}
+
+static pthread_key_t stack_key;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+
+/* Runs when a prepared thread ends: switch its alternate stack off, then free it. */
+static void release_stack(void *memory) {
+    stack_t off = {.ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE};
+    sigaltstack(&off, NULL);
+    free(memory);
+}
+
+static void make_stack_key(void) { pthread_key_create(&stack_key, release_stack); }
 
 bool rh_crash_install(const char *crash_directory, const char *session_id) {
     if (strlen(crash_directory) >= PATH_CAP || strlen(session_id) >= SESSION_CAP) return false;
     strcpy(directory, crash_directory);
     strcpy(session, session_id);
-    modules_length = 0;
+    if (installed) return true;
     ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
     if (length > 0) {
         executable[length] = '\0';
     } else {
         strcpy(executable, "[main]");
     }
-    dl_iterate_phdr(add_module, NULL);
+    rh_crash_refresh_modules();
     void *warm[1];
     backtrace(warm, 1);
-
-    if (!rh_crash_prepare_thread()) return false;
+    pthread_once(&stack_key_once, make_stack_key);
+    installed = true;
+    if (!rh_crash_prepare_thread()) {
+        installed = false;
+        return false;
+    }
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_signal;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
-    for (size_t i = 0; i < sizeof signals / sizeof *signals; i++) {
-        if (sigaction(signals[i], &action, &previous[i]) != 0) return false;
+    for (int i = 0; i < SIGNAL_COUNT; i++) sigaddset(&action.sa_mask, signals[i]);
+    for (int i = 0; i < SIGNAL_COUNT; i++) {
+        if (sigaction(signals[i], &action, &previous[i]) != 0) {
+            installed = false;
+            return false;
+        }
     }
     return true;
 }
 
+bool rh_crash_is_installed(void) { return installed; }
+
 bool rh_crash_prepare_thread(void) {
-    enum { STACK_SIZE = 64 * 1024 };
+    if (!installed) return true;
     stack_t current;
-    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return true;  /* has one */
-    void *memory = malloc(STACK_SIZE);
+    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return true; /* has one */
+    void *memory = malloc(ALT_STACK_SIZE);
     if (!memory) return false;
-    stack_t stack = {.ss_sp = memory, .ss_size = STACK_SIZE, .ss_flags = 0};
-    return sigaltstack(&stack, NULL) == 0;
+    stack_t stack = {.ss_sp = memory, .ss_size = ALT_STACK_SIZE, .ss_flags = 0};
+    if (sigaltstack(&stack, NULL) != 0) {
+        free(memory);
+        return false;
+    }
+    pthread_setspecific(stack_key, memory);
+    return true;
 }
 
 void rh_crash_remove_attribute(const char *key) {
@@ -254,6 +428,52 @@ bool rh_crash_add_attachment(const char *path) {
     return true;
 }
 
+int rh_crash_register_plugin(const char *path, const char *digest) {
+    if (strlen(path) >= PATH_CAP || strlen(digest) >= DIGEST_CAP || strchr(path, '\n') || strchr(digest, '\n')) return 0;
+    pthread_mutex_lock(&plugins_lock);
+    int id = 0;
+    for (int i = 0; i < plugin_count && id == 0; i++) {
+        if (strcmp(plugins[i].path, path) == 0 && strcmp(plugins[i].digest, digest) == 0) id = i + 1;
+    }
+    if (id == 0 && plugin_count < PLUGINS_CAP) {
+        strcpy(plugins[plugin_count].path, path);
+        strcpy(plugins[plugin_count].digest, digest);
+        plugins[plugin_count].name[0] = '\0';
+        /* Published after the entry is complete: the handler reads up to plugin_count. */
+        __atomic_store_n(&plugin_count, plugin_count + 1, __ATOMIC_RELEASE);
+        id = plugin_count;
+    }
+    pthread_mutex_unlock(&plugins_lock);
+    return id;
+}
+
+void rh_crash_name_plugin(int plugin, const char *name) {
+    if (plugin < 1 || plugin > plugin_count || strchr(name, '\n')) return;
+    pthread_mutex_lock(&plugins_lock);
+    snprintf(plugins[plugin - 1].name, NAME_CAP, "%s", name);
+    pthread_mutex_unlock(&plugins_lock);
+}
+
+uint32_t rh_crash_enter_plugin(int plugin, rh_crash_call call) {
+    uint32_t previous_mark = current_call;
+    if (plugin > 0 && plugin <= PLUGINS_CAP) current_call = ((uint32_t)plugin << 8) | ((uint32_t)call & 0xff);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return previous_mark;
+}
+
+void rh_crash_leave_plugin(uint32_t previous_mark) {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    current_call = previous_mark;
+}
+
+const char *rh_crash_call_name(rh_crash_call call) {
+    return call > RH_CRASH_CALL_NONE && call < RH_CRASH_CALL_COUNT ? call_names[call] : "";
+}
+
+void rh_crash_set_writer_hook(void (*hook)(int stage)) { writer_hook = hook; }
+
+int rh_crash_waiting_threads(void) { return __atomic_load_n(&waiting, __ATOMIC_SEQ_CST); }
+
 void rh_crash_now(int signal_number) {
     switch (signal_number) {
     case SIGSEGV: {
@@ -274,5 +494,5 @@ void rh_crash_now(int signal_number) {
     case SIGABRT: abort();
     default: break;
     }
-    raise(signal_number);  /* SIGBUS, and any signal the cases above did not produce */
+    raise(signal_number); /* SIGBUS, and any signal the cases above did not produce */
 }

@@ -26,6 +26,8 @@ public final class ReportHost: Sendable {
     private let slots = Locked(Slots())
     /// Set once a `destroy` could not start: later ones do not wait for the main thread again.
     private let mainThreadBlocked = Locked(false)
+    /// Configured plugins left out because they crashed the host: every report notes them.
+    private let quarantine = Locked<[QuarantineEntry]>([])
 
     private struct Slots {
         var handlers: [HandlerSlot: Handler] = [:]
@@ -50,6 +52,7 @@ public final class ReportHost: Sendable {
         decisions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .decision)
         // Fail at start, not in the middle of a report, where closures cannot be made.
         let probe = try completions.acquire(for: CallbackCompletion(onFirst: {}, onIgnored: { _ in }))
+        completions.methodReturned(probe.slot)
         completions.release(probe.slot)
         logger.debug("host \(hostID) created")
     }
@@ -131,11 +134,16 @@ public final class ReportHost: Sendable {
         }
     }
 
-    /// Loads the plugins the configuration names.
-    public func loadConfiguredPlugins() throws(HostError) {
-        for slot in PluginSlot.allCases {
-            if let path = configuration.plugins[slot] { try loadPlugin(at: path, into: slot) }
-        }
+
+    /// Records that the configured plugins of `entries` were not loaded (quarantined): every
+    /// report raised from now on says so in its internal log.
+    public func setQuarantined(_ entries: [QuarantineEntry]) { quarantine.withLock { $0 = entries } }
+
+    public var quarantined: [QuarantineEntry] { quarantine.withLock { $0 } }
+
+    /// Notes each quarantined plugin on `report`, naming it and why.
+    func noteQuarantine(on report: LiveReport) {
+        for entry in quarantined { report.note(.warn, handler: entry.name, entry.reason) }
     }
 
     // MARK: Reports
@@ -193,6 +201,7 @@ public final class ReportHost: Sendable {
         for attachment in request.attachments {
             _ = report.addAttachment(name: attachment.name, filename: attachment.filename, data: attachment.data, by: .extended)
         }
+        noteQuarantine(on: report)
     }
 
     // MARK: Stopping

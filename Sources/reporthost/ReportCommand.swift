@@ -19,7 +19,6 @@ enum ReportCommand {
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
         defer { host.stop() }
         let signals = InterruptHandler(host: host)
-        try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }
         signals.session = session

@@ -15,7 +15,6 @@ enum LaunchCommand {
         defer { host.stop() }
         let stopped = WaitableState(false)
         let signals = InterruptHandler(host: host) { stopped.update { $0 = true } }
-        try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         defer { session.end() }
         let deliverer = session.deliverer()
@@ -55,7 +54,6 @@ enum CrashCommand {
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
         let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
-        try host.loadConfiguredPlugins()
         let session = try HostSession.launch(host: host)
         // Files the crash report should carry: copied by the next launch (SPEC D-1, D-3).
         for path in arguments.values("attach") { CrashCapture.addAttachment(path: PluginLoader.absolutePath(path)) }

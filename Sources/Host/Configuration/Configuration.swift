@@ -12,6 +12,9 @@ public struct Limits: Sendable, Equatable {
     public init() {}
 
     public var effectiveCompletionWindowMs: Int { completionWindowMs ?? reportBudgetMs }
+
+    /// The largest time limit a configuration may set: one day.
+    public static let maxMilliseconds = 86_400_000
 }
 
 /// Where reports are submitted (SPEC D-9).
@@ -143,21 +146,21 @@ extension Configuration {
                 "callbackTimeoutMs", "recoveredReturnMs", "reportBudgetMs", "attachmentsDecisionMs", "completionWindowMs",
             ])
             let l = "limits."
-            if let v = limits["callbackTimeoutMs"] { config.limits.callbackTimeoutMs = try reader.int(v, at: l + "callbackTimeoutMs", min: 1) }
-            if let v = limits["recoveredReturnMs"] { config.limits.recoveredReturnMs = try reader.int(v, at: l + "recoveredReturnMs", min: 1) }
-            if let v = limits["reportBudgetMs"] { config.limits.reportBudgetMs = try reader.int(v, at: l + "reportBudgetMs", min: 1) }
+            if let v = limits["callbackTimeoutMs"] { config.limits.callbackTimeoutMs = try reader.int(v, at: l + "callbackTimeoutMs", min: 1, max: Limits.maxMilliseconds) }
+            if let v = limits["recoveredReturnMs"] { config.limits.recoveredReturnMs = try reader.int(v, at: l + "recoveredReturnMs", min: 1, max: Limits.maxMilliseconds) }
+            if let v = limits["reportBudgetMs"] { config.limits.reportBudgetMs = try reader.int(v, at: l + "reportBudgetMs", min: 1, max: Limits.maxMilliseconds) }
             if let v = limits["attachmentsDecisionMs"] {
-                config.limits.attachmentsDecisionMs = try reader.int(v, at: l + "attachmentsDecisionMs", min: 1)
+                config.limits.attachmentsDecisionMs = try reader.int(v, at: l + "attachmentsDecisionMs", min: 1, max: Limits.maxMilliseconds)
             }
             if let v = limits["completionWindowMs"], !v.isNull {
-                config.limits.completionWindowMs = try reader.int(v, at: l + "completionWindowMs", min: 0)
+                config.limits.completionWindowMs = try reader.int(v, at: l + "completionWindowMs", min: 1, max: Limits.maxMilliseconds)
             }
         }
         if let value = root["submission"] {
             let submission = try reader.object(value, at: "submission")
             try reader.allow(submission, at: "submission", keys: ["url", "timeoutMs", "allowInsecure"])
             config.submission.url = try reader.optionalString(submission["url"], at: "submission.url")
-            if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1) }
+            if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1, max: Limits.maxMilliseconds) }
             if let v = submission["allowInsecure"] { config.submission.allowInsecure = try reader.bool(v, at: "submission.allowInsecure") }
         }
         if let value = root["retry"] {
@@ -166,9 +169,9 @@ extension Configuration {
             if let v = retry["behaviour"] {
                 config.retry.behaviour = try reader.choice(v, at: "retry.behaviour", RetryPolicy.Behaviour.init(rawValue:), ["interval", "none"])
             }
-            if let v = retry["intervalSeconds"] { config.retry.intervalSeconds = try reader.int(v, at: "retry.intervalSeconds", min: 0) }
+            if let v = retry["intervalSeconds"] { config.retry.intervalSeconds = try reader.int(v, at: "retry.intervalSeconds", min: 0, max: 2_592_000) }
             if let v = retry["limit"] {
-                config.retry.limit = try reader.int(v, at: "retry.limit", min: 0)
+                config.retry.limit = try reader.int(v, at: "retry.limit", min: 0, max: 1_000)
                 if config.retry.limit == 0 {
                     throw .configuration("config \(origin): key 'retry.limit': 0 is not allowed; use retry.behaviour \"none\" to disable retries")
                 }
@@ -177,13 +180,13 @@ extension Configuration {
                 config.retry.order = try reader.choice(v, at: "retry.order", RetryPolicy.Order.init(rawValue:), ["queue", "stack"])
             }
         }
-        if let v = root["reportsPerMin"] { config.reportsPerMin = try reader.int(v, at: "reportsPerMin", min: 0) }
+        if let v = root["reportsPerMin"] { config.reportsPerMin = try reader.int(v, at: "reportsPerMin", min: 0, max: 1_000_000) }
         if let value = root["storage"] {
             let storage = try reader.object(value, at: "storage")
             try reader.allow(storage, at: "storage", keys: ["maxRecordCount", "maxDatabaseSizeMB"])
-            if let v = storage["maxRecordCount"] { config.storage.maxRecordCount = try reader.int(v, at: "storage.maxRecordCount", min: 0) }
+            if let v = storage["maxRecordCount"] { config.storage.maxRecordCount = try reader.int(v, at: "storage.maxRecordCount", min: 0, max: 1_000_000_000) }
             if let v = storage["maxDatabaseSizeMB"] {
-                config.storage.maxDatabaseSizeMB = try reader.int(v, at: "storage.maxDatabaseSizeMB", min: 0)
+                config.storage.maxDatabaseSizeMB = try reader.int(v, at: "storage.maxDatabaseSizeMB", min: 0, max: 1_048_576)
             }
         }
         if let value = root["logging"] {
@@ -249,9 +252,12 @@ private struct ConfigReader {
         return bool
     }
 
-    func int(_ value: JSONValue, at key: String, min: Int) throws(HostError) -> Int {
+    /// An integer from `min` to `max`: the ranges keep deadline and size arithmetic far from
+    /// overflow (a limit of a day in milliseconds, say), so no value can trap the host later.
+    func int(_ value: JSONValue, at key: String, min: Int, max: Int) throws(HostError) -> Int {
         guard let int = value.intValue else { throw wrongType(value, at: key, expected: "an integer") }
         guard int >= min else { throw .configuration("config \(origin): key '\(key)': \(int) is below the minimum \(min)") }
+        guard int <= max else { throw .configuration("config \(origin): key '\(key)': \(int) is above the maximum \(max)") }
         return int
     }
 

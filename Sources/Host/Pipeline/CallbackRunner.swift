@@ -65,16 +65,30 @@ struct CallbackRunner {
                 observer(.changed(call: label, before: before, after: after))
             }
         }
+        let notCalled = Locked(false)
         let result = invoker.perform(
             label, on: mode == .recovered ? .own : .main, limitMs: limitMs, budgetDeadline: budgetDeadline,
             tracker: tracker
-        ) {
+        ) { [closures] in
             // An async method's body runs after `invoke` returns: hold its changes from the start.
             if mode == .recovered && handler.isAsync(step) { report.holdChanges(of: handle) }
-            handler.invoke(
+            let called = handler.invoke(
                 step, handle: handle, isTerminating: mode == .terminating, completion: closure?.code,
                 swiftCompletion: completion.swiftClosure)
+            // The closure's window starts now that the method has returned (never while it runs).
+            if let closure { closures.methodReturned(closure.slot) }
+            if !called {
+                notCalled.withLock { $0 = true }
+                tracker.markCompleted()
+            }
             if mode == .recovered { report.holdChanges(of: handle) }
+        }
+        if let closure, tracker.neverStarted { closures.methodReturned(closure.slot) }
+        if notCalled.withLock({ $0 }) {
+            report.note(.warn, handler: name, "\(label) not called: the plugin was replaced and destroyed before the call")
+            release(Pending(closureSlot: closure?.slot, completion: completion))
+            report.close(handle)
+            return nil
         }
 
         switch result {

@@ -1,4 +1,5 @@
 import Foundation
+import CrashCapture
 import PluginAPI
 
 /// An attachment a delegate offers in its asynchronous decision.
@@ -94,21 +95,21 @@ public enum Delegate: Sendable {
 
     func addFields(_ handle: ReportHandle) {
         switch self {
-        case .plugin(let p): p.call { p.delegate?.add_fields_before_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
+        case .plugin(let p): _ = p.call(RH_CRASH_CALL_ADD_FIELDS) { p.delegate?.add_fields_before_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
         case .swift(let box): box.delegate?.addFields(handle)
         }
     }
 
     func checkFields(_ handle: ReportHandle) {
         switch self {
-        case .plugin(let p): p.call { p.delegate?.check_fields_after_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
+        case .plugin(let p): _ = p.call(RH_CRASH_CALL_CHECK_FIELDS) { p.delegate?.check_fields_after_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
         case .swift(let box): box.delegate?.checkFields(handle)
         }
     }
 
     func attachments(_ handle: ReportHandle) {
         switch self {
-        case .plugin(let p): p.call { p.delegate?.attachments_for_report?(p.handler.context, HostAPITable.pointer(handle)) }
+        case .plugin(let p): _ = p.call(RH_CRASH_CALL_ATTACHMENTS) { p.delegate?.attachments_for_report?(p.handler.context, HostAPITable.pointer(handle)) }
         case .swift(let box): box.delegate?.attachments(handle)
         }
     }
@@ -117,7 +118,7 @@ public enum Delegate: Sendable {
         _ handle: ReportHandle, decision: rh_attachments_decision?, swiftDecision: @escaping @Sendable ([OfferedAttachment]?) -> Void
     ) {
         switch self {
-        case .plugin(let p): p.call { p.delegate?.attachments_for_report_async?(p.handler.context, HostAPITable.pointer(handle), decision) }
+        case .plugin(let p): _ = p.call(RH_CRASH_CALL_ATTACHMENTS_ASYNC) { p.delegate?.attachments_for_report_async?(p.handler.context, HostAPITable.pointer(handle), decision) }
         case .swift(let box): box.delegate?.attachments(handle, decide: swiftDecision)
         }
     }

@@ -92,9 +92,12 @@ struct DelegateRunner {
         // decision, say) in this report's internal log.
         let result = invoker.perform(
             label, on: .main, limitMs: limits.attachmentsDecisionMs, budgetDeadline: budgetDeadline, tracker: tracker
-        ) {
+        ) { [decisions] in
             delegate.attachmentsAsync(handle, decision: closure?.code) { items in completion.fire { accept(items) } }
+            // The closure's window starts now that the method has returned (never while it runs).
+            if let closure { decisions.methodReturned(closure.slot) }
         }
+        if let closure, tracker.neverStarted { decisions.methodReturned(closure.slot) }
         if let closure { decisions.release(closure.slot) } else { completion.close() }
         report.close(handle)
         if case .timedOut(_, completed: true) = result { return }  // decided in time; the method is merely slow

@@ -1,3 +1,4 @@
+import CrashCapture
 import PluginAPI
 
 /// Which callback of a handler runs.
@@ -64,25 +65,33 @@ public enum Handler: Sendable {
     }
 
     /// Calls the step's callback on the current thread. `completion` is the libffi
-    /// closure for plugins; Swift handlers get `swiftCompletion`.
+    /// closure for plugins; Swift handlers get `swiftCompletion`. False when the callback
+    /// was not called: the plugin was destroyed (replaced) after the chain read its slot.
     func invoke(
         _ step: HandlerStep, handle: ReportHandle, isTerminating: Bool, completion: rh_completion?,
         swiftCompletion: @escaping @Sendable () -> Void
-    ) {
+    ) -> Bool {
         switch self {
         case .plugin(let plugin):
             let callback = step == .before ? plugin.handler.on_before_report_created : plugin.handler.on_after_report_created
-            plugin.call { callback?(plugin.handler.context, HostAPITable.pointer(handle), isTerminating, completion) }
+            let member = step == .before ? RH_CRASH_CALL_BEFORE : RH_CRASH_CALL_AFTER
+            return plugin.call(member) {
+                callback?(plugin.handler.context, HostAPITable.pointer(handle), isTerminating, completion)
+            } != nil
         case .swift(let handler):
             switch step == .before ? handler.before : handler.after {
             case .completion(let body): body(handle, isTerminating, swiftCompletion)
             case .async(let body):
                 Task {
+                    // A pool thread: give it an alternate stack, so a stack overflow in the
+                    // method is still captured.
+                    CrashCapture.prepareThread()
                     await body(handle, isTerminating)
                     swiftCompletion()
                 }
             case nil: break
             }
+            return true
         }
     }
 

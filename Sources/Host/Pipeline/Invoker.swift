@@ -1,3 +1,4 @@
+import CrashCapture
 import Foundation
 
 /// What the pipeline is waiting for, for tests and tools that must act at the right moment
@@ -81,6 +82,8 @@ final class CallTracker: Sendable {
     func markReturned() { state.update(wakingIf: isDone) { $0.returned = true } }
     func markStopped() { state.update { $0.stopped = true } }
     var isCompleted: Bool { state.read { $0.completed } }
+    /// The host gave up before the call started: its method never runs.
+    var neverStarted: Bool { state.read { $0.phase == .skipped } }
 }
 
 /// The calls in flight on one host, so that stopping or interrupting the host ends their
@@ -150,7 +153,12 @@ struct Invoker {
         observer?(.awaitingStart(call: label, deadline: startDeadline))
         switch thread {
         case .main: mainExecutor.execute(job)
-        case .own: Thread.detachNewThread(job)
+        case .own:
+            Thread.detachNewThread {
+                // Plugin code runs here: a stack overflow must still reach the crash writer.
+                CrashCapture.prepareThread()
+                job()
+            }
         }
         // One wait: until the start deadline while queued, then until the call's own limit
         // (or the budget) once it has started.

@@ -7,8 +7,10 @@ import PluginAPI
 /// A closure carries no argument, so each is prepared once with its slot number as user
 /// data, and the slot says which callback it currently serves. A closure is never freed;
 /// it is reused only after its validity window (`limits.completionWindowMs`) has passed
-/// since its callback ended, so calls inside the window are ignored and logged, and the
-/// number of live closures stays bounded by (callbacks per window) + 1.
+/// since its callback ended *and* the method it was given to returned: a method the host
+/// abandoned keeps its closure for as long as it runs, so a completion it calls late is
+/// ignored and logged, never taken for another callback's. The number of live closures
+/// stays bounded by (callbacks per window) + (methods still running) + 1.
 ///
 /// # Thread safety
 /// Behind one `Locked`; the trampoline looks the slot up under it and fires the binding
@@ -25,6 +27,10 @@ public final class ClosurePool: Sendable {
     private struct Slot {
         let code: SendableRawPointer
         var binding: CallbackCompletion?
+        /// The host stopped waiting for its callback (`release`).
+        var released = false
+        /// The method it was given to has returned, or never ran (`methodReturned`).
+        var returned = false
     }
 
     private struct Cooling {
@@ -84,6 +90,8 @@ public final class ClosurePool: Sendable {
                     state.coolingHead = 0
                 }
                 state.slots[slot].binding = binding
+                state.slots[slot].released = false
+                state.slots[slot].returned = false
                 return .success((slot, state.slots[slot].code.pointer))
             }
             // Allocated under the lock: the slot number is baked into the closure.
@@ -95,15 +103,33 @@ public final class ClosurePool: Sendable {
         }.get()
     }
 
-    /// The callback behind `slot` has ended: later calls are late, and the closure may
-    /// serve another callback once the window has passed.
+    /// The callback behind `slot` has ended: later calls are late. The closure may serve
+    /// another callback once its method has returned and the window has passed since.
     public func release(_ slot: Int) {
-        let reusableAt = clock.now().advanced(byMilliseconds: windowMilliseconds)
         let binding = state.withLock { state -> CallbackCompletion? in
-            state.cooling.append(Cooling(slot: slot, reusableAt: reusableAt))
+            guard slot >= 0 && slot < state.slots.count else { return nil }
+            if !state.slots[slot].released {
+                state.slots[slot].released = true
+                coolIfDone(slot, &state)
+            }
             return state.slots[slot].binding
         }
         binding?.close()
+    }
+
+    /// The method the closure of `slot` was given to has returned (or will never run).
+    public func methodReturned(_ slot: Int) {
+        state.withLock { state in
+            guard slot >= 0 && slot < state.slots.count, !state.slots[slot].returned else { return }
+            state.slots[slot].returned = true
+            coolIfDone(slot, &state)
+        }
+    }
+
+    /// Starts the window of a slot whose callback has ended and whose method has returned.
+    private func coolIfDone(_ slot: Int, _ state: inout State) {
+        guard state.slots[slot].released && state.slots[slot].returned else { return }
+        state.cooling.append(Cooling(slot: slot, reusableAt: clock.now().advanced(byMilliseconds: windowMilliseconds)))
     }
 
     /// Closures ever allocated by this pool (they are never freed).

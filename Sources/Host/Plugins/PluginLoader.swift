@@ -1,3 +1,4 @@
+import CrashCapture
 import Foundation
 import PluginAPI
 
@@ -74,12 +75,20 @@ public enum PluginLoader {
 
         guard FileManager.default.fileExists(atPath: path) else { throw fail(.missingFile) }
         guard Glibc.access(path, R_OK) == 0 else { throw fail(.unreadable) }
-        guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+        // Registered with the crash writer before it is opened: a crash in its constructors
+        // or its entry names it too.
+        let identity = PluginIdentity(path: path)
+        let crashID = CrashCapture.registerPlugin(path: identity.realPath, digest: identity.digest)
+        let opened = CrashCapture.inPlugin(crashID, RH_CRASH_CALL_LOAD) { dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) }
+        guard let image = opened else {
             throw fail(.notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "unknown dlopen error"))
         }
+        CrashCapture.refreshModules()
         guard let symbol = dlsym(image, "rh_plugin_entry") else { throw fail(.noEntry) }
         let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
-        guard let descriptor = entry(table) else { throw fail(.entryReturnedNull) }
+        guard let descriptor = CrashCapture.inPlugin(crashID, RH_CRASH_CALL_ENTRY, { entry(table) }) else {
+            throw fail(.entryReturnedNull)
+        }
 
         let handler = try validated(descriptor, name: "rh_handler", path: path)
         guard let namePointer = handler.name, let name = String(validatingCString: namePointer), !name.isEmpty else {
@@ -92,7 +101,10 @@ public enum PluginLoader {
             guard let pointer = handler.delegate else { throw fail(.missingDelegate) }
             delegate = try validated(pointer, name: "rh_delegate", path: path)
         }
-        return LoadedPlugin(path: path, slot: slot, name: name, version: version, handler: handler, delegate: delegate)
+        CrashCapture.namePlugin(crashID, name)
+        return LoadedPlugin(
+            path: path, slot: slot, name: name, version: version, handler: handler, delegate: delegate, identity: identity,
+            crashID: crashID)
     }
 
     /// The host's ABI version.
@@ -140,36 +152,69 @@ public enum PluginLoader {
     }
 }
 
+/// What identifies a plugin file for the quarantine: its real path (symbolic links
+/// resolved) and the sha256 of its contents, so a rebuilt plugin is a different plugin.
+public struct PluginIdentity: Sendable, Hashable {
+    public var realPath: String
+    /// Empty when the file could not be read.
+    public var digest: String
+
+    public init(path: String) {
+        let absolute = PluginLoader.absolutePath(path)
+        realPath = Glibc.realpath(absolute, nil).map { resolved in
+            defer { free(resolved) }
+            return String(cString: resolved)
+        } ?? absolute
+        digest = SHA256.hex(ofFileAt: realPath) ?? ""
+    }
+}
+
 /// A plugin loaded into one slot: a copy of its descriptor, taken once at load.
 ///
 /// # Thread safety
 /// `@unchecked Sendable`: the copied structs are never written after load, and the only
-/// mutable state (`destroyed`) is behind a `Locked`. The plugin's own pointers are the
-/// plugin's to keep valid until `destroy` (ABI).
+/// mutable state (`destroyed`, calls in flight) is behind a `Locked`. The plugin's own
+/// pointers are the plugin's to keep valid until `destroy` (ABI).
 public final class LoadedPlugin: @unchecked Sendable {
     public let path: String
     public let slot: PluginSlot
     public let name: String
     public let version: String?
+    public let identity: PluginIdentity
     let handler: rh_handler
     let delegate: rh_delegate?
+    /// The crash writer's id for this plugin (0: not registered).
+    let crashID: Int32
     private let state = Locked((destroyed: false, inFlight: 0))
 
-    init(path: String, slot: PluginSlot, name: String, version: String?, handler: rh_handler, delegate: rh_delegate?) {
+    init(
+        path: String, slot: PluginSlot, name: String, version: String?, handler: rh_handler, delegate: rh_delegate?,
+        identity: PluginIdentity, crashID: Int32
+    ) {
         self.path = path
         self.slot = slot
         self.name = name
         self.version = version
         self.handler = handler
         self.delegate = delegate
+        self.identity = identity
+        self.crashID = crashID
     }
 
-    /// Runs one call into the plugin, counted, so `destroy` never runs while a call of it
-    /// is still running (an abandoned recovered method, say).
-    func call<T>(_ body: () -> T) -> T {
-        state.withLock { $0.inFlight += 1 }
+    /// Runs one call into the plugin (`member`), counted, so `destroy` never runs while a
+    /// call of it is still running (an abandoned recovered method, say), and marked, so a
+    /// crash inside it names the plugin and the member. nil, without calling, once the
+    /// plugin is destroyed: a chain that read the slot before the plugin was replaced must
+    /// not call into it.
+    func call<T>(_ member: rh_crash_call, _ body: () -> T) -> T? {
+        let admitted = state.withLock { state -> Bool in
+            guard !state.destroyed else { return false }
+            state.inFlight += 1
+            return true
+        }
+        guard admitted else { return nil }
         defer { state.withLock { $0.inFlight -= 1 } }
-        return body()
+        return CrashCapture.inPlugin(crashID, member, body)
     }
 
     /// Calls the plugin's `destroy` once; later calls do nothing. Returns false, without
@@ -184,7 +229,9 @@ public final class LoadedPlugin: @unchecked Sendable {
             return true
         }
         guard let outcome else { return true }
-        if outcome, let destroy = handler.destroy { destroy(handler.context) }
+        if outcome, let destroy = handler.destroy {
+            CrashCapture.inPlugin(crashID, RH_CRASH_CALL_DESTROY) { destroy(handler.context) }
+        }
         return outcome
     }
 

@@ -17,17 +17,41 @@ public struct CrashFile: Sendable {
     public var modules: [(start: UInt64, end: UInt64, path: String)] = []
     public var attributes: [String: String] = [:]
     public var attachmentPaths: [String] = []
+    /// The plugin whose call the crashed thread was in, if any (SPEC I: crashed_in_plugin).
+    public var plugin: PluginCall?
     public var complete = false
+
+    /// A plugin call named by the writer: the plugin's real path, the sha256 of its file,
+    /// its name (absent when it crashed before its entry returned) and the ABI member.
+    public struct PluginCall: Sendable, Equatable {
+        public var path: String
+        public var digest: String
+        public var name: String?
+        public var callback: String
+
+        /// The name reports use: the plugin's own, or its file name before it had one.
+        public var displayName: String { name ?? URL(fileURLWithPath: path).lastPathComponent }
+    }
 
     public static let signalNames: [Int32: String] = [
         SIGSEGV: "SEGV", SIGBUS: "BUS", SIGILL: "ILL", SIGFPE: "FPE", SIGABRT: "ABRT", SIGTRAP: "TRAP",
     ]
 
+    /// The largest crash file read (the writer's own output stays far below).
+    public static let maxBytes = 4 << 20
+
     /// Parses the file at `path`; nil when it is not a crash file at all.
     public init?(path: String, modifiedAt fallbackTime: Date) {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard case .success(let data) = BoundedFile.read(path, limit: Self.maxBytes) else { return nil }
+        self.init(path: path, data: data, modifiedAt: fallbackTime)
+    }
+
+    /// Parses crash-file text; nil when it does not start with the crash-file header. Any
+    /// other line may be missing, repeated, garbled or out of range: what cannot be read is
+    /// left at its default.
+    public init?(path: String, data: Data, modifiedAt fallbackTime: Date) {
         let text = String(decoding: data, as: UTF8.self)
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
+        let lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
         guard lines.first == "reporthost-crash 1" else { return nil }
         self.path = path
         signal = 0
@@ -35,6 +59,7 @@ public struct CrashFile: Sendable {
         address = "0x0"
         thread = 0
         time = fallbackTime
+        var pluginFields: [String: String] = [:]
         for line in lines.dropFirst() {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
             guard let key = parts.first else { continue }
@@ -45,7 +70,7 @@ public struct CrashFile: Sendable {
             case "code": code = Int64(value) ?? 0
             case "address": address = value
             case "thread": thread = Int64(value) ?? 0
-            case "time": time = Int64(value).map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? fallbackTime
+            case "time": time = Self.plausibleTime(value) ?? fallbackTime
             case "register":
                 let pair = value.split(separator: " ").map(String.init)
                 if pair.count == 2 { registers.append((pair[0], pair[1])) }
@@ -60,10 +85,59 @@ public struct CrashFile: Sendable {
                     attributes[String(value[..<equals])] = String(value[value.index(after: equals)...])
                 }
             case "attachment": attachmentPaths.append(value)
+            case "plugin_path", "plugin_digest", "plugin_name", "callback": pluginFields[key] = value
             case "end": complete = true
             default: break
             }
         }
+        if let path = pluginFields["plugin_path"], let digest = pluginFields["plugin_digest"],
+            let callback = pluginFields["callback"], !path.isEmpty, !callback.isEmpty
+        {
+            plugin = PluginCall(path: path, digest: digest, name: pluginFields["plugin_name"], callback: callback)
+        }
+    }
+
+    /// A `time` line as a date, when it is a plausible crash time: after 2000 and no later
+    /// than a day from now (a clock set far ahead, or a garbled file, must not make a
+    /// record whose dates cannot be stored).
+    static func plausibleTime(_ text: String) -> Date? {
+        guard let seconds = Int64(text) else { return nil }
+        let latest = Int64(Date().timeIntervalSince1970) + 86_400
+        guard seconds >= 946_684_800, seconds <= latest else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    /// The instruction pointer at the fault, when the file has it.
+    public var programCounter: UInt64? {
+        registers.first { $0.0 == "rip" || $0.0 == "pc" }.flatMap { Self.hex($0.1) }
+    }
+
+    /// The module (from the file's module map) holding `address`.
+    public func module(containing address: UInt64) -> String? {
+        modules.first { $0.start <= address && address < $0.end }?.path
+    }
+
+    /// The module that holds the faulting instruction.
+    public var faultModule: String? { programCounter.flatMap(module(containing:)) }
+
+    /// Whether the plugin named by `plugin` is the one at fault, not the host code it called
+    /// back into: walking the stack from the faulting instruction outwards, the first frame
+    /// inside either the plugin's file or `hostModules` decides (system libraries it passes,
+    /// such as libc's `strlen` called with a bad pointer, decide nothing). Without a usable
+    /// stack the plugin is blamed: its call was running.
+    public func blamesPlugin(hostModules: Set<String>) -> Bool {
+        guard let plugin else { return false }
+        var stack = frames
+        if let pc = programCounter {
+            // Frames before the faulting instruction's own are the signal handler's.
+            if let index = stack.firstIndex(of: pc) { stack.removeFirst(index) } else { stack.insert(pc, at: 0) }
+        }
+        for address in stack {
+            guard let module = module(containing: address) else { continue }
+            if module == plugin.path { return true }
+            if hostModules.contains(module) { return false }
+        }
+        return true
     }
 
     static func hex(_ text: String) -> UInt64? {
@@ -86,6 +160,7 @@ public struct CrashFile: Sendable {
             ("signal", .int(signal)), ("signal_name", .string(signalName)), ("code", .int(code)),
             ("address", .string(address)), ("thread", .int(thread)), ("time", .int(Int64(time.timeIntervalSince1970))),
             ("complete", .bool(complete)),
+            ("fault_module", .optional(faultModule)),
             ("registers", .object(registers.map { ($0.0, .string($0.1)) })),
             ("threads", .object([(String(thread), .object([("name", .string("crashed")), ("stack", .array(stack))]))])),
             ("main_thread", .string(String(thread))),
@@ -96,7 +171,9 @@ public struct CrashFile: Sendable {
     }
 }
 
-/// Installs the signal-safe writer for this process (SPEC D-1).
+/// The signal-safe writer of this process (SPEC D-1) and what it needs to know: host-wide
+/// attributes, attachment paths, and which plugin call each thread is in (issue: a plugin
+/// that crashes the host is named and quarantined).
 public enum CrashCapture {
     /// Installs the handlers writing into `crashes`, naming `session`; registers the host-wide
     /// attributes. Returns false if the handlers could not be installed.
@@ -106,18 +183,38 @@ public enum CrashCapture {
         return rh_crash_install(crashes.path, session)
     }
 
+    /// Whether the handlers are installed in this process.
+    public static var isInstalled: Bool { rh_crash_is_installed() }
+
     /// Sets (nil: removes) a host-wide attribute recorded in crash files.
     public static func setAttribute(_ key: String, _ value: String?) {
         if let value { _ = rh_crash_set_attribute(key, value) } else { rh_crash_remove_attribute(key) }
     }
 
-    /// Gives the calling thread an alternate signal stack, so a stack overflow there is
-    /// still captured.
+    /// Gives the calling thread an alternate signal stack (freed when the thread ends), so a
+    /// stack overflow there is still captured. Does nothing before `install`.
     @discardableResult
     public static func prepareThread() -> Bool { rh_crash_prepare_thread() }
 
     /// Registers an attachment path recorded in crash files.
     public static func addAttachment(path: String) { _ = rh_crash_add_attachment(path) }
+
+    /// Re-reads the module map after a library was loaded.
+    public static func refreshModules() { rh_crash_refresh_modules() }
+
+    /// Registers a plugin file before it is opened; 0 when the writer's table is full.
+    static func registerPlugin(path: String, digest: String) -> Int32 { rh_crash_register_plugin(path, digest) }
+
+    /// Names a registered plugin once its entry returned.
+    static func namePlugin(_ id: Int32, _ name: String) { rh_crash_name_plugin(id, name) }
+
+    /// Runs `body` marked as `call` of plugin `id` on this thread, so a crash inside it names
+    /// the plugin and the member.
+    static func inPlugin<T>(_ id: Int32, _ call: rh_crash_call, _ body: () throws -> T) rethrows -> T {
+        let previous = rh_crash_enter_plugin(id, call)
+        defer { rh_crash_leave_plugin(previous) }
+        return try body()
+    }
 
     /// Crashes on purpose with `signal` (`reporthost crash`).
     public static func crash(_ signal: Int32) -> Never {

@@ -21,8 +21,11 @@ public final class HostSession: Sendable {
         self.recovered = recovered
     }
 
-    /// Launches `host` over the repository its configuration names. Set the handlers
-    /// first: recovered reports run through the chain here (SPEC H-2).
+    /// Launches `host` over the repository its configuration names: lock, session mark,
+    /// crash capture, then what earlier launches left (crash files first, so a plugin that
+    /// crashed the host is quarantined before it is opened), then the configured plugins
+    /// (quarantined ones left out), then the chains of recovered reports. Plugins set on
+    /// the host before this call are kept: recovered reports run through them (SPEC H-2).
     public static func launch(host: ReportHost, installCrashCapture: Bool = true) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: PluginLoader.absolutePath(host.configuration.repository))
         do {
@@ -45,13 +48,33 @@ public final class HostSession: Sendable {
             _ = host.mainExecutor.sync { CrashCapture.prepareThread() }
         }
         let recovery = Recovery(host: host, repository: repository)
-        let recovered = try recovery.run(currentSession: sessionID)
+        try recovery.collect(currentSession: sessionID)
+        try loadConfiguredPlugins(host: host, repository: repository)
+        let recovered = try recovery.finish(currentSession: sessionID)
         try storage { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
         try Deliverer(repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger)
             .settleInterrupted()
         _ = try host.launch()
         return HostSession(host: host, repository: repository, lock: lock, sessionID: sessionID, recovered: recovered)
+    }
+
+    /// Loads the plugins the configuration names, except a file that crashed the host before
+    /// (its quarantine entry names its real path and digest): that slot runs empty, with one
+    /// warning per launch and a note on every report.
+    private static func loadConfiguredPlugins(host: ReportHost, repository: Repository) throws(HostError) {
+        var skipped: [QuarantineEntry] = []
+        for slot in PluginSlot.allCases {
+            guard let path = host.configuration.plugins[slot] else { continue }
+            let identity = PluginIdentity(path: path)
+            if let entry = try storage({ () throws(StorageError) in try repository.quarantineEntry(for: identity) }) {
+                host.logger.warn("\(slot.rawValue) slot left empty: \(entry.reason)")
+                skipped.append(entry)
+                continue
+            }
+            try host.loadPlugin(at: path, into: slot)
+        }
+        host.setQuarantined(skipped)
     }
 
     /// Raises a running-app report and stores it: journaled before its first callback

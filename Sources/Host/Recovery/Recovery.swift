@@ -9,13 +9,20 @@ struct Recovery {
 
     private var log: HostLogger { host.logger }
 
-    func run(currentSession: String) throws(HostError) -> [ReportDocument] {
+    /// What needs no plugin: interrupted purges, crash files (and the quarantine they name),
+    /// abnormal exits. Runs before the plugins are loaded, so a plugin that crashed the last
+    /// launch is known before it is opened.
+    func collect(currentSession: String) throws(HostError) {
         try HostSession.storage { () throws(StorageError) in
             try resumePurges()
             try saveCrashFiles()
             try recordAbnormalExits(currentSession: currentSession)
         }
-        return try finishChains()
+    }
+
+    /// Runs or settles every chain that has not finished, with the handlers loaded now.
+    func finish(currentSession: String) throws(HostError) -> [ReportDocument] {
+        try finishChains(currentSession: currentSession)
     }
 
     /// D-2: a save whose purge was interrupted: purge now.
@@ -41,11 +48,46 @@ struct Recovery {
                 log.warn("crash file \(path) is not a ReportHost crash file; kept as \(aside)")
                 continue
             }
+            let culprit = try quarantineCulprit(of: crash)
             let rowID = try repository.insert(
-                document(for: crash), state: .pendingPurge, crash: crash.payload, crashFile: path, session: crash.session)
+                document(for: crash, culprit: culprit), state: .pendingPurge, crash: crash.payload, crashFile: path,
+                session: crash.session)
             log.debug("crash file \(path) saved as record \(rowID)")
+            try skipChainsTheCrashInterrupted(crash, record: rowID)
             FaultPoint.afterSave.hit()
             try purge(path, record: rowID)
+        }
+    }
+
+    /// Quarantines the plugin a crash happened in, when the plugin (not host code it called
+    /// back into) was at fault; returns the entry.
+    private func quarantineCulprit(of crash: CrashFile) throws(StorageError) -> QuarantineEntry? {
+        guard let plugin = crash.plugin, !plugin.digest.isEmpty else { return nil }
+        // The program that crashed is the first module of its map; its code is the host's.
+        var hostModules = Set(crash.modules.prefix(1).map(\.path))
+        hostModules.formUnion(crash.modules.map(\.path).filter { $0.hasSuffix("/libreporthost.so") })
+        guard crash.blamesPlugin(hostModules: hostModules) else {
+            log.warn("the host crashed (SIG\(crash.signalName)) in its own code during \(plugin.displayName).\(plugin.callback); the plugin is not quarantined")
+            return nil
+        }
+        let entry = QuarantineEntry(
+            path: plugin.path, name: plugin.displayName, digest: plugin.digest, signal: crash.signalName,
+            callback: plugin.callback, at: crash.time)
+        try repository.quarantine(entry)
+        log.warn("plugin \(plugin.displayName) (\(plugin.path)) crashed the host with SIG\(crash.signalName) in \(plugin.callback): quarantined")
+        return entry
+    }
+
+    /// A crash of a session that was recovering ended that launch while it ran the chain over
+    /// recovered reports: neither that crash nor the report whose chain crashed goes through
+    /// the chain again (whatever the cause: a crash loop otherwise).
+    private func skipChainsTheCrashInterrupted(_ crash: CrashFile, record rowID: Int64) throws(StorageError) {
+        guard let session = crash.session, let state = try repository.sessionState(session), state.phase == .recovering else {
+            return
+        }
+        try repository.skipChain(rowID, reason: "the crash happened while the host was recovering earlier reports")
+        if let interrupted = state.chainRecord {
+            try repository.skipChain(interrupted, reason: "the handler chain over this report crashed the host (SIG\(crash.signalName))")
         }
     }
 
@@ -60,9 +102,10 @@ struct Recovery {
         FaultPoint.afterPurge.hit()
     }
 
-    /// The report a crash file becomes: its attributes, and copies of the attachments it
-    /// names (a missing or unreadable one is omitted with a diagnostic, D-3).
-    private func document(for crash: CrashFile) -> ReportDocument {
+    /// The report a crash file becomes: its attributes, the plugin call it happened in, and
+    /// copies of the attachments it names (a missing, unreadable, oversized or non-regular
+    /// one is omitted with a diagnostic, D-3).
+    private func document(for crash: CrashFile, culprit: QuarantineEntry?) -> ReportDocument {
         var content = ReportContent()
         content.summary = "\(crash.signalName) (signal \(crash.signal), code \(crash.code)) at \(crash.address)"
         content.attributes = crash.attributes
@@ -70,13 +113,27 @@ struct Recovery {
         if !crash.complete {
             notes.append(InternalLogEntry(level: .warn, handler: "host", message: "the crash file was not complete; recovered what it held"))
         }
+        if let plugin = crash.plugin {
+            content.attributes["reporthost.crashed_in_plugin"] = plugin.displayName
+            content.attributes["reporthost.crashed_in_callback"] = plugin.callback
+            let module = crash.faultModule.map { "; the faulting instruction is in \($0)" } ?? ""
+            let outcome = culprit != nil
+                ? "the plugin is quarantined: it is not loaded again until it is rebuilt or the quarantine is cleared"
+                : "the fault was in the host's own code: the plugin is not quarantined"
+            notes.append(InternalLogEntry(
+                level: .error, handler: plugin.displayName,
+                message: "the host crashed with SIG\(crash.signalName) inside \(plugin.displayName).\(plugin.callback)\(module); \(outcome)"))
+        }
+        if let module = crash.faultModule { content.attributes["reporthost.crashed_in_module"] = module }
         for path in crash.attachmentPaths {
-            if let data = FileManager.default.contents(atPath: path), !data.isEmpty, data.count <= ReportContent.attachmentMaxBytes {
+            switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes) {
+            case .success(let data) where !data.isEmpty:
                 let name = URL(fileURLWithPath: path).lastPathComponent
                 content.attachments.append(Attachment(name: name, filename: name, data: data, source: .recovered))
-            } else {
-                notes.append(InternalLogEntry(
-                    level: .warn, handler: "host", message: "attachment \(path) is missing, empty, unreadable or over 3 MB: omitted"))
+            case .success:
+                notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) is empty: omitted"))
+            case .failure(let failure):
+                notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) omitted: \(failure)"))
             }
         }
         return ReportDocument(
@@ -115,12 +172,12 @@ struct Recovery {
     /// Runs or settles every chain that has not finished: native reports get the chain in
     /// recovered mode under a new id (H-13); a running-app report goes as journaled, without
     /// its callbacks' changes; a dialog report the user had not sent is dropped.
-    private func finishChains() throws(HostError) -> [ReportDocument] {
+    private func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
         var documents: [ReportDocument] = []
         let pending = try HostSession.storage { () throws(StorageError) in try repository.records(in: [.pendingChain]) }
         for record in pending {
             if record.trigger.isRecovered {
-                documents.append(try rerunChain(record))
+                documents.append(try rerunChain(record, session: currentSession))
             } else if record.dialogPending {
                 try HostSession.storage { () throws(StorageError) in try repository.delete(record.rowID) }
                 log.info("dialog report \(record.reportID) was never sent by its user: dropped")
@@ -140,11 +197,14 @@ struct Recovery {
     /// A chain that ended the host this many times is not run again: the report goes without it.
     static let maxChainRuns = 3
 
-    private func rerunChain(_ record: ReportRecord) throws(HostError) -> ReportDocument {
+    private func rerunChain(_ record: ReportRecord, session: String) throws(HostError) -> ReportDocument {
         let newID = UUID().uuidString.lowercased()
-        let (attachments, runs) = try HostSession.storage { () throws(StorageError) -> ([Attachment], Int) in
+        let (attachments, runs, skipReason) = try HostSession.storage { () throws(StorageError) -> ([Attachment], Int, String?) in
             try repository.rekey(record.rowID, to: newID)
-            return (try repository.attachments(of: record.rowID), try repository.countChainRun(record.rowID))
+            let skip = try repository.skipChainReason(record.rowID)
+            // A crash from here on names this record as the one whose chain crashed.
+            if skip == nil { try repository.setChainRecord(record.rowID, session: session) }
+            return (try repository.attachments(of: record.rowID), try repository.countChainRun(record.rowID), skip)
         }
         let report = LiveReport(
             trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger)
@@ -155,8 +215,12 @@ struct Recovery {
             content.attachments = attachments
         }
         for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
+        host.noteQuarantine(on: report)
         let document: ReportDocument
-        if runs > Self.maxChainRuns {
+        if let skipReason {
+            report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
+            document = report.bundle()
+        } else if runs > Self.maxChainRuns {
             // Every earlier launch died in this chain (a plugin that crashes on this report):
             // without this, the report would keep every later launch from delivering anything.
             report.note(.warn, handler: "host", "the handler chain ended the host \(runs - 1) times; the report is sent without it")
@@ -165,7 +229,10 @@ struct Recovery {
             FaultPoint.duringHandlers.hit()
             document = try host.runChain(report, mode: .recovered) ?? report.snapshot
         }
-        try HostSession.storage { () throws(StorageError) in try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt) }
+        try HostSession.storage { () throws(StorageError) in
+            try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt)
+            try repository.setChainRecord(nil, session: session)
+        }
         log.info("recovered \(document.trigger.name) report \(document.id)")
         return document
     }

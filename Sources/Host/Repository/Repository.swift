@@ -51,7 +51,7 @@ public final class Repository: Sendable {
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
-    static let schemaVersion = 3
+    static let schemaVersion = 4
 
     public var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -149,6 +149,26 @@ public final class Repository: Sendable {
                     ALTER TABLE reports ADD COLUMN chain_runs INTEGER NOT NULL DEFAULT 0;
                     ALTER TABLE sessions ADD COLUMN phase TEXT NOT NULL DEFAULT 'running';
                     PRAGMA user_version = 3;
+                    """)
+            }
+        }
+        if version < 4 {
+            // Plugins that crashed the host (kept across launches), the record a recovering
+            // session was running the chain over, and records to store without the chain.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE quarantine(
+                        path TEXT NOT NULL,
+                        digest TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        signal TEXT NOT NULL,
+                        callback TEXT NOT NULL,
+                        at INTEGER NOT NULL,
+                        crashes INTEGER NOT NULL DEFAULT 1,
+                        PRIMARY KEY(path, digest));
+                    ALTER TABLE sessions ADD COLUMN chain_record INTEGER;
+                    ALTER TABLE reports ADD COLUMN skip_chain TEXT;
+                    PRAGMA user_version = 4;
                     """)
             }
         }

@@ -1,0 +1,112 @@
+import Foundation
+
+/// A plugin that crashed the host inside one of its calls: not loaded again while its file
+/// is unchanged (keyed by real path and sha256), until `reporthost quarantine --clear`.
+public struct QuarantineEntry: Sendable, Equatable {
+    public var path: String
+    public var name: String
+    public var digest: String
+    /// The signal's short name ("SEGV").
+    public var signal: String
+    /// The ABI member that was running ("on_before_report_created").
+    public var callback: String
+    /// The latest crash.
+    public var at: Date
+    public var crashes: Int
+
+    public init(path: String, name: String, digest: String, signal: String, callback: String, at: Date, crashes: Int = 1) {
+        self.path = path
+        self.name = name
+        self.digest = digest
+        self.signal = signal
+        self.callback = callback
+        self.at = at
+        self.crashes = crashes
+    }
+
+    /// The `status --json` form (SPEC I: `quarantine`).
+    public var json: JSONValue {
+        .object([
+            ("path", .string(path)), ("name", .string(name)), ("digest", .string(digest)), ("signal", .string(signal)),
+            ("callback", .string(callback)), ("at", .string(ReportDocument.timestamp(at))), ("crashes", .int(crashes)),
+        ])
+    }
+
+    /// Why the plugin is not loaded, for logs and internal-log entries.
+    public var reason: String {
+        "\(name) (\(path)) is quarantined: it crashed the host with SIG\(signal) in \(callback) at \(ReportDocument.timestamp(at))"
+            + (crashes > 1 ? " (\(crashes) crashes)" : "")
+            + "; not loaded until it is rebuilt or `reporthost quarantine --clear` lifts it"
+    }
+}
+
+extension Repository {
+    /// Adds a crash to the quarantine of the plugin file `(path, digest)`.
+    public func quarantine(_ entry: QuarantineEntry) throws(StorageError) {
+        try database.query(
+            """
+            INSERT INTO quarantine(path, digest, name, signal, callback, at, crashes) VALUES(?, ?, ?, ?, ?, ?, 1)
+            ON CONFLICT(path, digest) DO UPDATE SET
+                name = excluded.name, signal = excluded.signal, callback = excluded.callback,
+                at = MAX(at, excluded.at), crashes = crashes + 1
+            """,
+            [.text(entry.path), .text(entry.digest), .text(entry.name), .text(entry.signal), .text(entry.callback),
+             .integer(Self.milliseconds(entry.at))])
+    }
+
+    /// Every quarantined plugin file, oldest crash first.
+    public func quarantined() throws(StorageError) -> [QuarantineEntry] {
+        try database.query("SELECT path, digest, name, signal, callback, at, crashes FROM quarantine ORDER BY at, path").map { row in
+            QuarantineEntry(
+                path: row[0].string ?? "", name: row[2].string ?? "", digest: row[1].string ?? "", signal: row[3].string ?? "",
+                callback: row[4].string ?? "", at: Self.date(row[5].int ?? 0), crashes: Int(clamping: row[6].int ?? 1))
+        }
+    }
+
+    /// The quarantine entry of this exact plugin file, if any.
+    public func quarantineEntry(for identity: PluginIdentity) throws(StorageError) -> QuarantineEntry? {
+        try quarantined().first { $0.path == identity.realPath && $0.digest == identity.digest }
+    }
+
+    /// Lifts the quarantine of `path` (every digest of it), or of every plugin when nil;
+    /// returns how many entries were removed.
+    @discardableResult
+    public func clearQuarantine(path: String?) throws(StorageError) -> Int {
+        try database.transaction { () throws(StorageError) -> Int in
+            if let path {
+                try database.query("DELETE FROM quarantine WHERE path = ?", [.text(path)])
+            } else {
+                try database.query("DELETE FROM quarantine")
+            }
+            return Int(clamping: try database.query("SELECT changes()").first?.first?.int ?? 0)
+        }
+    }
+
+    // MARK: Chains a crash interrupted
+
+    /// Records which record this session is running the chain over (nil: none), so a crash
+    /// of the session names the record whose chain crashed.
+    public func setChainRecord(_ rowID: Int64?, session: String) throws(StorageError) {
+        try database.query(
+            "UPDATE sessions SET chain_record = ? WHERE id = ?", [rowID.map(SQLValue.integer) ?? .null, .text(session)])
+    }
+
+    /// What a session was doing, if its mark is still there: its phase and the record whose
+    /// chain it was running.
+    public func sessionState(_ id: String) throws(StorageError) -> (phase: SessionPhase, chainRecord: Int64?)? {
+        guard let row = try database.query("SELECT phase, chain_record FROM sessions WHERE id = ?", [.text(id)]).first else {
+            return nil
+        }
+        return (row[0].string.flatMap(SessionPhase.init(rawValue:)) ?? .running, row[1].int)
+    }
+
+    /// Marks a record to be stored without the handler chain, with the reason.
+    public func skipChain(_ rowID: Int64, reason: String) throws(StorageError) {
+        try database.query("UPDATE reports SET skip_chain = ? WHERE rowid = ?", [.text(reason), .integer(rowID)])
+    }
+
+    /// Why a record must be stored without the chain, if it must.
+    public func skipChainReason(_ rowID: Int64) throws(StorageError) -> String? {
+        try database.query("SELECT skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
+    }
+}
