@@ -41,6 +41,10 @@ enum CheckCommand {
         var results: [CheckResult] = []
         for check in selected {
             if arguments.flag("in-process") {
+                // Run for a parent `check`: a crash leaves a crash file naming the plugin call.
+                if let crashes = ProcessInfo.processInfo.environment[crashesFolderVariable] {
+                    CrashCapture.install(crashes: URL(fileURLWithPath: crashes), session: "check", attributes: [:])
+                }
                 let context = CheckContext(pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main)
                 results.append(check.run(context))
                 CheckContext.removeCopies()
@@ -68,6 +72,9 @@ enum CheckCommand {
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
         environment[CheckContext.copiesFolderVariable] = copies.path
+        let crashes = copies.appendingPathComponent("crashes-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
+        environment[crashesFolderVariable] = crashes.path
         process.environment = environment
         let out = Pipe()
         let err = Pipe()
@@ -103,7 +110,9 @@ enum CheckCommand {
         if process.terminationReason == .uncaughtSignal {
             let signal = process.terminationStatus
             let signalName = CrashFile.signalNames[signal].map { "SIG\($0)" } ?? "signal \(signal)"
-            return CheckResult(check: name, status: .crashed, details: "the plugin crashed the check process with \(signalName)", durationMs: elapsed)
+            return CheckResult(
+                check: name, status: .crashed,
+                details: "the plugin crashed the check process with \(signalName)\(attribution(in: crashes))", durationMs: elapsed)
         }
         // The readers end when the pipes close: at the child's exit, unless a process the
         // plugin started still holds them (bounded).
@@ -115,6 +124,21 @@ enum CheckCommand {
         }
         let stderrTail = String(decoding: errors.suffix(400), as: UTF8.self)
         return CheckResult(check: name, status: .failed, details: "no result (exit \(process.terminationStatus)): \(stderrTail)", durationMs: elapsed)
+    }
+
+    /// The folder a check child writes its crash file into (set by the parent).
+    static let crashesFolderVariable = "REPORTHOST_CHECK_CRASHES"
+
+    /// " in <plugin>.<callback>" from the crash file a child left in `folder`, if it names one.
+    static func attribution(in folder: URL) -> String {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names where name.hasSuffix(".crash") || name.hasSuffix(".crash.partial") {
+            let path = folder.appendingPathComponent(name).path
+            if let plugin = CrashFile(path: path, modifiedAt: Date())?.plugin {
+                return " in \(plugin.displayName).\(plugin.callback)"
+            }
+        }
+        return ""
     }
 
     static func humanReport(plugin: String, slot: PluginSlot, seed: UInt64, results: [CheckResult]) -> String {

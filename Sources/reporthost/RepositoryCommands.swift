@@ -78,7 +78,13 @@ enum StatusCommand {
         } catch {
             throw .io(path: error.path, reason: error.message)
         }
-        let status = StatusReport(records: records, databaseBytes: repository?.databaseBytes ?? 0)
+        let quarantine: [QuarantineEntry]
+        do {
+            quarantine = try repository?.quarantined() ?? []
+        } catch {
+            throw .io(path: error.path, reason: error.message)
+        }
+        let status = StatusReport(records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine)
         output.write(arguments.flag("json") ? status.json.serialized(pretty: true) + "\n" : status.text(folder: folder.path))
         return 0
     }
@@ -88,6 +94,7 @@ enum StatusCommand {
 struct StatusReport {
     let records: [ReportRecord]
     let databaseBytes: Int
+    let quarantine: [QuarantineEntry]
 
     var json: JSONValue {
         var byState: [(String, JSONValue)] = []
@@ -112,6 +119,7 @@ struct StatusReport {
             ("totals", .object([("records", .int(records.count)), ("by_state", .object(byState))])),
             ("database_bytes", .int(databaseBytes)),
             ("crash_points", .array(FaultPoint.allCases.map { .string($0.rawValue) })),
+            ("quarantine", .array(quarantine.map(\.json))),
         ])
     }
 
@@ -121,6 +129,52 @@ struct StatusReport {
             lines.append(
                 "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
         }
+        lines += QuarantineCommand.lines(quarantine)
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// `reporthost quarantine [--clear [PATH]]`: the plugins that crashed the host and are not
+/// loaded while their file is unchanged; `--clear` lifts one plugin's entries (PATH) or all.
+enum QuarantineCommand {
+    static let options: [String: Bool] = ["config": true, "repository": true, "clear": false, "json": false, "log-level": true]
+
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+        let configuration = try arguments.configuration()
+        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(configuration.repository))
+        guard arguments.positionals.count <= (arguments.flag("clear") ? 1 : 0) else {
+            throw .usage("'quarantine' takes at most one PATH, after --clear")
+        }
+        do throws(StorageError) {
+            if arguments.flag("clear") {
+                // Nothing to clear where there is no repository: create nothing.
+                guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(Repository.databaseName).path) else {
+                    output.write("no plugin is quarantined\n")
+                    return 0
+                }
+                let repository = try Repository.open(folder: folder)
+                let path = arguments.positionals.first.map { PluginIdentity(path: $0).realPath }
+                let cleared = try repository.clearQuarantine(path: path)
+                output.write("cleared \(cleared) quarantine entr\(cleared == 1 ? "y" : "ies")\(path.map { " for \($0)" } ?? "")\n")
+                return 0
+            }
+            let entries = try Repository.openForReading(folder: folder)?.quarantined() ?? []
+            if arguments.flag("json") {
+                output.write(JSONValue.array(entries.map(\.json)).serialized(pretty: true) + "\n")
+            } else {
+                output.write((entries.isEmpty ? ["no plugin is quarantined"] : lines(entries)).joined(separator: "\n") + "\n")
+            }
+            return 0
+        } catch {
+            throw .io(path: error.path, reason: error.message)
+        }
+    }
+
+    /// One line per entry, for `quarantine` and `status`.
+    static func lines(_ entries: [QuarantineEntry]) -> [String] {
+        guard !entries.isEmpty else { return [] }
+        return ["quarantined plugins (not loaded; `reporthost quarantine --clear PATH` lifts one):"] + entries.map { entry in
+            "  \(entry.name)  \(entry.path)  SIG\(entry.signal) in \(entry.callback)  at \(ReportDocument.timestamp(entry.at))  crashes \(entry.crashes)  sha256 \(entry.digest.prefix(12))…"
+        }
     }
 }

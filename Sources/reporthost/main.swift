@@ -18,6 +18,7 @@ let usage = """
       receive [--port N] [--dir DIR] [--respond CODES]   a local submission endpoint
       check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N] [--in-process]
       check --list             the conformance checks, one per line
+      quarantine [--clear [PATH]] [--json]   plugins that crashed the host (not loaded again)
       demo                     a bug, an error and an exception report through the sample plugins
 
     common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
@@ -33,6 +34,7 @@ let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, Docu
     "crash": (CrashCommand.options, CrashCommand.run),
     "receive": (ReceiveCommand.options, ReceiveCommand.run),
     "check": (CheckCommand.options, CheckCommand.run),
+    "quarantine": (QuarantineCommand.options, QuarantineCommand.run),
 ]
 
 let words = Array(CommandLine.arguments.dropFirst())
