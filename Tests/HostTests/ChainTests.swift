@@ -165,3 +165,44 @@ import Testing
         #expect(!document.internalLog.contains { $0.message.contains("did not") })
     }
 }
+
+/// A plugin is never called after its `destroy` (ABI: "destroy runs after no callback of it
+/// runs"), even when a chain read the slot before the plugin was replaced.
+@Suite struct DestroyedPluginTests {
+    @Test("H-1: a handler replaced between the before and after steps is not called after its destroy")
+    func replacedBetweenSteps() throws {
+        let source = fixtureHandler(
+            name: "replaced", before: "on_before", after: "on_after", destroy: "on_destroy",
+            extra: """
+                static int destroyed;
+                static void on_destroy(void *c) { (void)c; destroyed = 1; }
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t;
+                    host->set_attribute(r, "before.ran", "yes");
+                    done();
+                }
+                static void on_after(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t;
+                    host->set_attribute(r, destroyed ? "after.after_destroy" : "after.ran", "yes");
+                    done();
+                }
+                """)
+        let library = try Fixtures.freshCopy(of: Fixtures.plugin("replaced", source: source))
+        let host = try TestHost.make()
+        try host.loadPlugin(at: library.path, into: .handler)
+        // The wrapper's after-callback runs between the two steps of the handler: it removes
+        // the handler, whose destroy then runs (no call of it is in flight).
+        host.setHandler(
+            SwiftHandler(name: "remover", after: .completion { [host] _, _, done in
+                host.setHandler(nil, for: .handler)
+                done()
+            }), for: .wrapper)
+        let document = try host.raiseDocument(ReportRequest(trigger: .crash))
+        #expect(document.content.attributes["before.ran"] == "yes")
+        #expect(document.content.attributes["after.after_destroy"] == nil)
+        #expect(document.content.attributes["after.ran"] == nil)
+        #expect(document.internalLog.contains {
+            $0.handler == "replaced" && $0.message.contains("not called: the plugin was replaced and destroyed")
+        })
+    }
+}

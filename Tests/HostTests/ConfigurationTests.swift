@@ -88,6 +88,16 @@ import Testing
             (#"{"logging": [{"type": "file"}]}"#, "'logging[0].path'"),
             (#"{"logging": [{"type": "console", "level": "loud"}]}"#, "'logging[0].level'"),
             (#"[]"#, "(top level)"),
+            // A window of 0 would hand a closure to the next callback while the last one may
+            // still call it.
+            (#"{"limits": {"completionWindowMs": 0}}"#, "'limits.completionWindowMs': 0 is below the minimum 1"),
+            // Ranges keep deadline and size arithmetic from overflowing.
+            (#"{"limits": {"callbackTimeoutMs": 1000000000000000}}"#, "'limits.callbackTimeoutMs': 1000000000000000 is above the maximum 86400000"),
+            (#"{"limits": {"reportBudgetMs": 86400001}}"#, "'limits.reportBudgetMs': 86400001 is above the maximum 86400000"),
+            (#"{"submission": {"timeoutMs": 100000000000}}"#, "'submission.timeoutMs'"),
+            (#"{"retry": {"intervalSeconds": 9000000000000}}"#, "'retry.intervalSeconds'"),
+            (#"{"storage": {"maxDatabaseSizeMB": 9000000000000000}}"#, "'storage.maxDatabaseSizeMB'"),
+            (#"{"reportsPerMin": 1e300}"#, "'reportsPerMin'"),
         ]
         for (text, named) in cases {
             let message = error(text)

@@ -29,6 +29,13 @@ public struct CrashFile: Sendable {
         public var name: String?
         public var callback: String
 
+        public init(path: String, digest: String, name: String?, callback: String) {
+            self.path = path
+            self.digest = digest
+            self.name = name
+            self.callback = callback
+        }
+
         /// The name reports use: the plugin's own, or its file name before it had one.
         public var displayName: String { name ?? URL(fileURLWithPath: path).lastPathComponent }
     }

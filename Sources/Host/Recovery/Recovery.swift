@@ -132,6 +132,8 @@ struct Recovery {
                 content.attachments.append(Attachment(name: name, filename: name, data: data, source: .recovered))
             case .success:
                 notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) is empty: omitted"))
+            case .failure(.system(_, ENOENT)):
+                notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) is missing: omitted"))
             case .failure(let failure):
                 notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) omitted: \(failure)"))
             }
