@@ -1,0 +1,84 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// Reading crash files, which come from a dying process: whatever their lines hold, the
+/// reader never traps and keeps what it can (SPEC D-1), and it blames a plugin only for its
+/// own faults.
+@Suite struct CrashFileTests {
+    /// A crash file whose stack runs through `frames` (the signal handler's frames first).
+    static func file(pc: String, frames: [String], plugin: Bool = true) -> CrashFile? {
+        var lines = [
+            "reporthost-crash 1", "session s", "signal 11", "code 1", "address 0x0", "thread 7", "time 1800000000",
+            "register rip \(pc)",
+            "module 0x1000 0x2000 /usr/bin/host-program",
+            "module 0x3000 0x4000 /lib/libc.so.6",
+            "module 0x5000 0x6000 /plugins/p.so",
+        ]
+        if plugin { lines += ["plugin_path /plugins/p.so", "plugin_digest abc", "plugin_name p", "callback on_before_report_created"] }
+        lines += frames.map { "frame \($0)" } + ["end"]
+        return CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date())
+    }
+
+    let host: Set<String> = ["/usr/bin/host-program"]
+
+    @Test("I: the plugin is blamed for a fault in its own code, and for bad arguments it passed to libc")
+    func blamesThePlugin() throws {
+        // Fault in the plugin; the handler's own frames (host program) come first in the list.
+        #expect(try #require(Self.file(pc: "0x5010", frames: ["0x1500", "0x3100", "0x5010", "0x1200"])).blamesPlugin(hostModules: host))
+        // Fault in libc (strlen(NULL)) called from the plugin.
+        #expect(try #require(Self.file(pc: "0x3010", frames: ["0x1500", "0x3010", "0x5020", "0x1200"])).blamesPlugin(hostModules: host))
+        // No usable stack: its call was running, so it is blamed.
+        #expect(try #require(Self.file(pc: "0x9999", frames: [])).blamesPlugin(hostModules: host))
+    }
+
+    @Test("I: a fault in host code a plugin called back into, or outside any plugin call, blames no plugin")
+    func blamesTheHost() throws {
+        // The host function the plugin called faults (in the host program, or in libc under it).
+        #expect(try !#require(Self.file(pc: "0x1010", frames: ["0x1500", "0x1010", "0x5020"])).blamesPlugin(hostModules: host))
+        #expect(try !#require(Self.file(pc: "0x3010", frames: ["0x1500", "0x3010", "0x1020", "0x5020"])).blamesPlugin(hostModules: host))
+        // Not in a plugin call at all.
+        #expect(try !#require(Self.file(pc: "0x5010", frames: ["0x5010"], plugin: false)).blamesPlugin(hostModules: host))
+    }
+
+    @Test("D-1: CR-LF lines, repeated, garbled, binary and out-of-range lines are read or left at their defaults, never trap")
+    func hostileLines() throws {
+        let text = "reporthost-crash 1\r\nsignal 11\r\nsignal 99999999999999999999\r\ncode -\r\nthread 18446744073709551616\r\n"
+            + "time 99999999999999999999\r\nframe zz\r\nframe 0x10\r\nmodule 0x1 oops\r\nattribute noequals\r\n\u{0}\u{1}\u{FFFF}\r\nend\r\n"
+        var data = Data(text.utf8)
+        data.append(contentsOf: [0xff, 0xfe, 0x0a, 0x80])
+        let fallback = Date(timeIntervalSince1970: 1_800_000_000)
+        let crash = try #require(CrashFile(path: "/x.crash", data: data, modifiedAt: fallback))
+        #expect(crash.signal == 0)  // the last signal line is out of range
+        #expect(crash.thread == 0)
+        #expect(crash.time == fallback)
+        #expect(crash.frames == [0x10])
+        #expect(crash.modules.isEmpty)
+        #expect(crash.complete)
+        #expect(crash.payload.serialized().contains("\"signal\":0"))
+    }
+
+    @Test("D-1: a crash time far in the future or before 2000 is replaced by the file's time")
+    func implausibleTimes() throws {
+        let fallback = Date(timeIntervalSince1970: 1_800_000_000)
+        for line in ["time 32503680000", "time 9223372036854775807", "time 1", "time -5"] {
+            let crash = try #require(CrashFile(path: "/x", data: Data("reporthost-crash 1\n\(line)\n".utf8), modifiedAt: fallback))
+            #expect(crash.time == fallback, "\(line)")
+        }
+        let now = Int(Date().timeIntervalSince1970)
+        let crash = try #require(CrashFile(path: "/x", data: Data("reporthost-crash 1\ntime \(now)\n".utf8), modifiedAt: fallback))
+        #expect(Int(crash.time.timeIntervalSince1970) == now)
+    }
+
+    @Test("D-1: a file that is not a crash file is not read as one; a FIFO or a device is never opened for reading whole")
+    func notCrashFiles() throws {
+        #expect(CrashFile(path: "/x", data: Data("hello\n".utf8), modifiedAt: Date()) == nil)
+        #expect(CrashFile(path: "/dev/zero", modifiedAt: Date()) == nil)
+        let fifo = makeTemporaryDirectory("fifo").appendingPathComponent("f.crash").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(CrashFile(path: fifo, modifiedAt: Date()) == nil)  // returns at once: no writer ever comes
+        #expect(BoundedFile.read(fifo, limit: 10) == .failure(.notRegular))
+        #expect(BoundedFile.read("/dev/zero", limit: 10) == .failure(.notRegular))
+    }
+}
