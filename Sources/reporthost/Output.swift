@@ -1,4 +1,5 @@
 import Foundation
+import Host
 
 /// Standard output, reserved for documents (SPEC I-4).
 ///
@@ -6,6 +7,9 @@ import Foundation
 /// so nothing a plugin prints (printf, Swift print) can reach stdout.
 struct DocumentOutput: Sendable {
     let fileDescriptor: Int32
+    /// Set once a document could not be written whole (a closed pipe, a full disk): the
+    /// command then exits 1 (SPEC I-4), never 0 with a truncated document.
+    private let failure = Locked<SystemError?>(nil)
 
     static func claimStandardOutput() -> DocumentOutput {
         // Close-on-exec: a process a plugin spawns must not hold the document pipe open.
@@ -15,21 +19,21 @@ struct DocumentOutput: Sendable {
     }
 
     func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes { Foundation.write(fileDescriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written <= 0 {
-                if written < 0 && errno == EINTR { continue }
-                return
-            }
-            offset += written
+        if case .failure(let error) = SystemCalls.live.writeAll(fileDescriptor, text) {
+            failure.withLock { $0 = $0 ?? error }
         }
-        bytes.removeAll()
     }
+
+    /// Why a document was lost, if one was.
+    var lostDocument: SystemError? { failure.withLock { $0 } }
+}
+
+/// Writes to standard error; a closed or full stderr drops the text (never a trap).
+func writeStandardError(_ text: String) {
+    _ = SystemCalls.live.writeAll(STDERR_FILENO, text)
 }
 
 /// Writes the one-line error of SPEC I-4.
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data("reporthost: error: \(message)\n".utf8))
+    writeStandardError("reporthost: error: \(message)\n")
 }

@@ -28,7 +28,7 @@ enum ReceiveCommand {
                 }
             output.write("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) -> \(answer)\n")
         }
-        FileHandle.standardError.write(Data("reporthost: receiving on \(receiver.url) into \(folder.path)\n".utf8))
+        writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
         let stop = DispatchSemaphore(value: 0)
         let sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)

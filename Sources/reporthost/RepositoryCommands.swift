@@ -24,7 +24,8 @@ enum LaunchCommand {
             let clock = SystemClock()
             let wake = try deliverer.nextWake()
             if let wake { logger.debug("watch: next pass at \(ReportDocument.timestamp(wake))") }
-            let deadline = wake.map { clock.now().advanced(byMilliseconds: max(0, Int($0.timeIntervalSinceNow * 1000)) + 1) }
+            // At most a day ahead: a wake time from the database is outside input.
+            let deadline = wake.map { clock.now().advanced(byMilliseconds: Int(min(max($0.timeIntervalSinceNow * 1000, 0), 86_400_000)) + 1) }
             let stop = stopped.wait(until: deadline, clock: clock, for: { $0 }, then: { value, _ in value })
             if stop { break }
             summary = try deliverer.deliver(retries: true)
@@ -79,12 +80,16 @@ enum StatusCommand {
             throw .io(path: error.path, reason: error.message)
         }
         let quarantine: [QuarantineEntry]
+        let unreadable: [(rowID: Int64, reason: String)]
         do {
             quarantine = try repository?.quarantined() ?? []
+            unreadable = try repository?.unreadableRecords() ?? []
         } catch {
             throw .io(path: error.path, reason: error.message)
         }
-        let status = StatusReport(records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine)
+        for row in unreadable { writeStandardError("reporthost: warn: \(row.reason); it is skipped and kept as it is\n") }
+        let status = StatusReport(
+            records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine, unreadable: unreadable)
         output.write(arguments.flag("json") ? status.json.serialized(pretty: true) + "\n" : status.text(folder: folder.path))
         return 0
     }
@@ -95,6 +100,8 @@ struct StatusReport {
     let records: [ReportRecord]
     let databaseBytes: Int
     let quarantine: [QuarantineEntry]
+    /// Rows that could not be read: skipped by every command, kept as they are (D-13).
+    let unreadable: [(rowID: Int64, reason: String)]
 
     var json: JSONValue {
         var byState: [(String, JSONValue)] = []
@@ -120,6 +127,7 @@ struct StatusReport {
             ("database_bytes", .int(databaseBytes)),
             ("crash_points", .array(FaultPoint.allCases.map { .string($0.rawValue) })),
             ("quarantine", .array(quarantine.map(\.json))),
+            ("unreadable_records", .array(unreadable.map { .object([("row", .int($0.rowID)), ("reason", .string($0.reason))]) })),
         ])
     }
 
@@ -129,6 +137,7 @@ struct StatusReport {
             lines.append(
                 "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
         }
+        lines += unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" }
         lines += QuarantineCommand.lines(quarantine)
         return lines.joined(separator: "\n") + "\n"
     }

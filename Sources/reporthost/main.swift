@@ -43,7 +43,7 @@ if words == ["--help"] || words == ["-h"] || words == ["help"] {
     exit(0)
 }
 if words.isEmpty {
-    FileHandle.standardError.write(Data(usage.utf8))
+    writeStandardError(usage)
     printError("missing command (try: reporthost --help)")
     exit(2)
 }
@@ -60,6 +60,10 @@ Thread.detachNewThread {
     } catch {
         printError(error.description)
         status = error.exitStatus
+    }
+    if status == 0, let lost = output.lostDocument {
+        printError("the document could not be written to standard output (\(lost))")
+        exit(1)
     }
     exit(status)
 }

@@ -167,11 +167,12 @@ import Testing
         #expect(log.contains { $0["message"]?.stringValue?.contains("'file3.txt' dropped") == true })
     }
 
-    @Test("I-4: a closed stdout does not kill the host (SIGPIPE is ignored)")
+    @Test("I-4: a closed stdout does not kill the host (SIGPIPE is ignored): the report is stored, the lost document is exit 1")
     func closedPipe() throws {
         let process = Process()
+        let directory = makeTemporaryDirectory("cwd")
         process.executableURL = Products.reporthost
-        process.currentDirectoryURL = makeTemporaryDirectory("cwd")
+        process.currentDirectoryURL = directory
         process.arguments = ["report", "bug", "--print"]
         process.environment = ["SWIFT_BACKTRACE": "enable=no"]
         let pipe = Pipe()
@@ -181,6 +182,8 @@ import Testing
         try process.run()
         process.waitUntilExit()
         #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
+        #expect(process.terminationStatus == 1)
+        let stored = try Repository.openForReading(folder: directory.appendingPathComponent(".reporthost"))?.records() ?? []
+        #expect(stored.count == 1)
     }
 }

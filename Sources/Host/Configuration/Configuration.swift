@@ -79,14 +79,7 @@ public struct Configuration: Sendable, Equatable {
             let level = overrideLevel ?? destination.level
             switch destination.kind {
             case .console: destinations.append(ConsoleDestination(level: level))
-            case .file(let path):
-                do {
-                    destinations.append(try FileDestination(path: path, level: level))
-                } catch let error as HostError {
-                    throw error
-                } catch {
-                    throw .io(path: path, reason: "cannot open log file")
-                }
+            case .file(let path): destinations.append(try FileDestination(path: path, level: level))
             }
         }
         return HostLogger(destinations: destinations)

@@ -90,28 +90,37 @@ struct MultipartBody {
     let boundary = "reporthost-" + UUID().uuidString
     var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 
-    /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file.
-    func write(json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL) throws(StorageError) {
-        guard FileManager.default.createFile(atPath: url.path, contents: nil), let out = FileHandle(forWritingAtPath: url.path) else {
-            throw StorageError(path: url.path, message: "cannot create the request body")
+    /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file, each
+    /// streamed from its copy (at most 3 MB, a regular file). Any failed write (a full disk)
+    /// or unreadable copy is an error: no request is built, the record stays as it is.
+    func write(
+        json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL, system: SystemCalls = .live
+    ) throws(StorageError) {
+        let fd: Int32
+        switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
         }
-        defer { try? out.close() }
-        func part(_ name: String, filename: String, type: String) -> Data {
-            Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n".utf8)
-        }
-        out.write(part("upload_file", filename: "upload_file.json", type: "application/json"))
-        out.write(Data(json.serialized().utf8))
-        out.write(Data("\r\n".utf8))
-        for attachment in attachments {
-            out.write(part("attachment_\(Self.sanitize(attachment.name))", filename: Self.sanitize(attachment.filename), type: "application/octet-stream"))
-            guard let input = FileHandle(forReadingAtPath: attachment.file.path) else {
-                throw StorageError(path: attachment.file.path, message: "attachment copy is missing")
+        defer { close(fd) }
+        func put(_ text: String) throws(StorageError) {
+            if case .failure(let error) = system.writeAll(fd, text) {
+                throw StorageError(path: url.path, message: "cannot write the request body (\(error))")
             }
-            while let chunk = try? input.read(upToCount: 1 << 16), !chunk.isEmpty { out.write(chunk) }
-            try? input.close()
-            out.write(Data("\r\n".utf8))
         }
-        out.write(Data("--\(boundary)--\r\n".utf8))
+        func part(_ name: String, filename: String, type: String) -> String {
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n"
+        }
+        try put(part("upload_file", filename: "upload_file.json", type: "application/json"))
+        try put(json.serialized())
+        try put("\r\n")
+        for attachment in attachments {
+            try put(part("attachment_\(Self.sanitize(attachment.name))", filename: Self.sanitize(attachment.filename), type: "application/octet-stream"))
+            if case .failure(let failure) = system.stream(attachment.file.path, to: fd, limit: ReportContent.attachmentMaxBytes) {
+                throw StorageError(path: attachment.file.path, message: "cannot stream the attachment copy (\(failure))")
+            }
+            try put("\r\n")
+        }
+        try put("--\(boundary)--\r\n")
     }
 
     /// Quotes and line breaks cannot appear inside a header value.

@@ -104,10 +104,15 @@ public struct Deliverer: Sendable {
         var document = record.document
         document.content.attachments = try repository.attachments(of: record.rowID)
         let files = try repository.attachmentFiles(of: record.rowID)
-        let present = files.filter { FileManager.default.isReadableFile(atPath: $0.file.path) }
+        // A copy counts as present when it is a regular file within the attachment limit.
+        let present = files.filter { copy in
+            guard case .success(let file) = SystemCalls.live.openRegular(copy.file.path) else { return false }
+            close(file.fd)
+            return file.size <= Int64(ReportContent.attachmentMaxBytes)
+        }
         for missing in files where !present.contains(where: { $0.file == missing.file }) {
             document.internalLog.append(InternalLogEntry(
-                level: .warn, handler: "host", message: "attachment copy \(missing.name) is missing or unreadable: omitted"))
+                level: .warn, handler: "host", message: "attachment copy \(missing.name) is missing, unreadable, not a regular file or over 3 MB: omitted"))
         }
         let multipart = MultipartBody()
         try multipart.write(json: BacktraceReport.json(document, crash: record.crash), attachments: present, to: body)

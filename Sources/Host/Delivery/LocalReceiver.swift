@@ -6,6 +6,11 @@ import Foundation
 /// script of responses for fault tests: HTTP codes, `reset` (close with a TCP reset) or
 /// `stall` (never answer); the last entry repeats.
 ///
+/// Hardened against its clients: a malformed request is answered 400 and its connection
+/// closed (the receiver goes on), heads, chunk lines and bodies are bounded, silent
+/// connections time out, at most `limits.maxConnections` are served at once, and a
+/// submission that could not be stored is answered 500, never 200.
+///
 /// # Thread safety
 /// One thread accepts; one thread serves each connection; shared state is behind `Locked`.
 public final class LocalReceiver: Sendable {
@@ -27,7 +32,24 @@ public final class LocalReceiver: Sendable {
     public let port: UInt16
     public let folder: URL
     private let listener: Int32
-    private let state: Locked<(script: [Response], received: [Received], stopped: Bool)>
+    private let state: Locked<(script: [Response], received: [Received], stopped: Bool, connections: Int)>
+    /// Limits that keep one client from stopping or exhausting the receiver.
+    public let limits: Limits
+
+    /// What one client may use: each request is read within these bounds, or answered with
+    /// an error and its connection closed.
+    public struct Limits: Sendable {
+        /// Connections served at once; more are answered 503 and closed.
+        public var maxConnections = 64
+        /// A request head (request line and headers).
+        public var maxHeadBytes = 64 * 1024
+        /// A request body, with or without chunked encoding.
+        public var maxBodyBytes = 64 << 20
+        /// How long a connection may stay silent (between bytes) before it is closed.
+        public var idleTimeoutMs = 30_000
+
+        public init() {}
+    }
     private let onReceive: @Sendable (Received) -> Void
     private let keepInMemory: Bool
 
@@ -48,7 +70,7 @@ public final class LocalReceiver: Sendable {
     /// - Parameter keepInMemory: keep every submission in `received` (tests); the command
     ///   line keeps only the files, so a long run does not grow.
     public init(
-        port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true,
+        port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true, limits: Limits = Limits(),
         onReceive: @escaping @Sendable (Received) -> Void = { _ in }
     ) throws(HostError) {
         try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -73,7 +95,8 @@ public final class LocalReceiver: Sendable {
         self.port = UInt16(bigEndian: actual.sin_port)
         self.folder = folder
         self.listener = fd
-        self.state = Locked((script.isEmpty ? [.status(200)] : script, [], false))
+        self.state = Locked((script.isEmpty ? [.status(200)] : script, [], false, 0))
+        self.limits = limits
         self.onReceive = onReceive
         self.keepInMemory = keepInMemory
         Thread.detachNewThread { [self] in acceptLoop() }
@@ -102,9 +125,25 @@ public final class LocalReceiver: Sendable {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 return
             }
-            Thread.detachNewThread { [self] in serve(client) }
+            let admitted = state.withLock { state -> Bool in
+                guard state.connections < limits.maxConnections else { return false }
+                state.connections += 1
+                return true
+            }
+            guard admitted else {
+                SocketReader(fd: client, limits: limits).answer(503, "too many connections", extra: "Retry-After: 1\r\n")
+                close(client)
+                continue
+            }
+            Thread.detachNewThread { [self] in
+                serve(client)
+                state.withLock { $0.connections -= 1 }
+            }
         }
     }
+
+    /// Connections being served now.
+    public var openConnections: Int { state.withLock { $0.connections } }
 
     private func nextResponse() -> Response {
         state.withLock { state in
@@ -115,28 +154,49 @@ public final class LocalReceiver: Sendable {
     // MARK: HTTP
 
     private func serve(_ client: Int32) {
-        var reader = SocketReader(fd: client)
+        var reader = SocketReader(fd: client, limits: limits)
         defer { close(client) }
-        while let head = reader.readHead() {
+        var timeout = timeval(tv_sec: limits.idleTimeoutMs / 1000, tv_usec: Int((limits.idleTimeoutMs % 1000) * 1000))
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        while true {
+            let head: String
+            switch reader.readHead() {
+            case .success(let text): head = text
+            case .failure(.closed): return
+            case .failure(let error):
+                reader.answer(error.status, error.message)
+                return
+            }
             let lines = head.components(separatedBy: "\r\n")
             let requestLine = lines.first?.split(separator: " ") ?? []
+            guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
+                reader.answer(400, "malformed request line")
+                return
+            }
             var headers: [String: String] = [:]
             for line in lines.dropFirst() {
-                guard let colon = line.firstIndex(of: ":") else { continue }
+                guard let colon = line.firstIndex(of: ":") else {
+                    reader.answer(400, "malformed header line")
+                    return
+                }
                 headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             }
             if headers["expect"]?.lowercased() == "100-continue" { reader.write("HTTP/1.1 100 Continue\r\n\r\n") }
-            let body: Data
+            let body: Result<Data, SocketReader.Failure>
             if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-                guard let chunked = reader.readChunked() else { return }
-                body = chunked
+                body = reader.readChunked()
+            } else if let text = headers["content-length"] ?? Optional("0"), let length = UInt(text), length <= UInt(limits.maxBodyBytes) {
+                body = reader.read(count: Int(length))
             } else {
-                guard let length = Int(headers["content-length"] ?? "0"), length >= 0, length <= 64 << 20,
-                    let data = reader.read(count: length)
-                else { return }
-                body = data
+                reader.answer(headers["content-length"].flatMap { UInt($0) } == nil ? 400 : 413, "bad Content-Length")
+                return
             }
-            let target = requestLine.count > 1 ? String(requestLine[1]) : "/"
+            guard case .success(let data) = body else {
+                if case .failure(let error) = body, error != .closed { reader.answer(error.status, error.message) }
+                return
+            }
+            let target = String(requestLine[1])
             let response = nextResponse()
             switch response {
             case .reset:
@@ -144,26 +204,42 @@ public final class LocalReceiver: Sendable {
                 setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
                 return
             case .stall:
-                // Hold the connection without answering until the client gives up.
-                while reader.readHead() != nil {}
+                // Hold the connection without answering until the client gives up (or the
+                // idle timeout closes it).
+                while case .success = reader.readHead() {}
                 return
             case .status(let code):
-                let stored = store(body: body, contentType: headers["content-type"] ?? "", target: target, answer: response)
-                let message = stored == nil && (200..<300).contains(code) ? "bad submission" : "ok"
-                let status = stored == nil && (200..<300).contains(code) ? 400 : code
-                let text = "{\"response\":\"\(message)\",\"_rxid\":\"\(stored?.uuid ?? "")\"}"
-                var extra = ""
-                if status == 429 || status == 503 { extra = "Retry-After: 1\r\n" }
-                reader.write("HTTP/1.1 \(status) \(status < 300 ? "OK" : "Error")\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(text.utf8.count)\r\n\r\n\(text)")
+                let status: Int
+                let message: String
+                var uuid = ""
+                switch store(body: data, contentType: headers["content-type"] ?? "", target: target, answer: response) {
+                case .success(let stored):
+                    (status, message, uuid) = (code, "ok", stored.uuid)
+                case .failure(.badSubmission):
+                    (status, message) = (code < 300 ? 400 : code, "bad submission")
+                case .failure(.storage(let reason)):
+                    // Never 200 for what was not kept: the client must send it again.
+                    (status, message) = (500, "cannot store the submission: \(reason)")
+                }
+                let extra = status == 429 || status == 503 ? "Retry-After: 1\r\n" : ""
+                reader.answer(status, message, rxid: uuid, extra: extra)
                 if headers["connection"]?.lowercased() == "close" { return }
             }
         }
     }
 
+    /// Why a submission was not stored.
+    private enum StoreFailure: Error {
+        /// Not a Backtrace submission (no multipart body, no JSON report with a uuid).
+        case badSubmission
+        /// The files could not be written (a full disk, a read-only folder).
+        case storage(String)
+    }
+
     /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`.
-    private func store(body: Data, contentType: String, target: String, answer: Response) -> Received? {
+    private func store(body: Data, contentType: String, target: String, answer: Response) -> Result<Received, StoreFailure> {
         guard let boundary = contentType.components(separatedBy: "boundary=").last, contentType.contains("multipart/form-data") else {
-            return nil
+            return .failure(.badSubmission)
         }
         var report: JSONValue?
         var attachments: [String: Data] = [:]
@@ -174,27 +250,67 @@ public final class LocalReceiver: Sendable {
                 attachments[String(part.name.dropFirst("attachment_".count))] = part.data
             }
         }
-        guard let report, let uuid = report["uuid"]?.stringValue, UUID(uuidString: uuid) != nil else { return nil }
+        guard let report, let uuid = report["uuid"]?.stringValue, UUID(uuidString: uuid) != nil else { return .failure(.badSubmission) }
         let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
         let received = Received(uuid: uuid, report: report, attachments: attachments, query: query, answer: answer)
-        try? Data(report.serialized(pretty: true).utf8).write(to: folder.appendingPathComponent("\(uuid).json"))
-        if !attachments.isEmpty {
-            let attachmentFolder = folder.appendingPathComponent(uuid)
-            try? FileManager.default.createDirectory(at: attachmentFolder, withIntermediateDirectories: true)
-            for (name, data) in attachments {
-                try? data.write(to: attachmentFolder.appendingPathComponent(name.replacingOccurrences(of: "/", with: "_")))
+        do throws(StorageError) {
+            if !attachments.isEmpty {
+                let attachmentFolder = folder.appendingPathComponent(uuid)
+                try? FileManager.default.createDirectory(at: attachmentFolder, withIntermediateDirectories: true)
+                for (name, data) in attachments {
+                    let safe = name.replacingOccurrences(of: "/", with: "_")
+                    try DurableFile.write(data, to: attachmentFolder.appendingPathComponent(safe.isEmpty ? "_" : safe))
+                }
             }
+            // The report last: its file says the submission is whole.
+            try DurableFile.write(Data(report.serialized(pretty: true).utf8), to: folder.appendingPathComponent("\(uuid).json"))
+        } catch {
+            return .failure(.storage(error.message))
         }
         if keepInMemory { state.withLock { $0.received.append(received) } }
         onReceive(received)
-        return received
+        return .success(received)
     }
 }
 
-/// Reads an HTTP request off a socket.
+/// Reads an HTTP request off a socket, within the receiver's limits.
 private struct SocketReader {
     let fd: Int32
+    let limits: LocalReceiver.Limits
     var buffer = Data()
+    /// Where the next search for a separator starts (no byte is scanned twice).
+    private var scanned = 0
+
+    init(fd: Int32, limits: LocalReceiver.Limits) {
+        self.fd = fd
+        self.limits = limits
+    }
+
+    /// Why a request could not be read.
+    enum Failure: Error, Equatable {
+        /// The client closed the connection, reset it, or stayed silent past the idle timeout.
+        case closed
+        case headTooLarge
+        case bodyTooLarge
+        case malformed(String)
+
+        var status: Int {
+            switch self {
+            case .closed, .malformed: 400
+            case .headTooLarge: 431
+            case .bodyTooLarge: 413
+            }
+        }
+
+        var message: String {
+            switch self {
+            case .closed: "closed"
+            case .headTooLarge: "request head over the limit"
+            case .bodyTooLarge: "request body over the limit"
+            case .malformed(let what): what
+            }
+        }
+    }
 
     mutating func fill() -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65_536)
@@ -204,56 +320,77 @@ private struct SocketReader {
         return true
     }
 
-    mutating func readHead() -> String? {
-        let separator = Data("\r\n\r\n".utf8)
+    /// Takes bytes up to `separator` (consumed, not returned), reading at most `limit`.
+    private mutating func take(upTo separator: Data, limit: Int, tooLarge: Failure) -> Result<Data, Failure> {
         while true {
-            if let range = buffer.range(of: separator) {
-                let head = String(decoding: buffer[buffer.startIndex..<range.lowerBound], as: UTF8.self)
+            let from = buffer.startIndex + max(0, scanned - (separator.count - 1))
+            if let range = buffer.range(of: separator, in: from..<buffer.endIndex) {
+                let taken = Data(buffer[buffer.startIndex..<range.lowerBound])
                 buffer.removeSubrange(buffer.startIndex..<range.upperBound)
-                return head
+                scanned = 0
+                return taken.count <= limit ? .success(taken) : .failure(tooLarge)
             }
-            guard fill() else { return nil }
+            scanned = buffer.count
+            guard buffer.count <= limit else { return .failure(tooLarge) }
+            guard fill() else { return .failure(.closed) }
         }
     }
 
-    mutating func read(count: Int) -> Data? {
-        while buffer.count < count { guard fill() else { return nil } }
-        let data = buffer.prefix(count)
-        buffer.removeFirst(count)
-        return Data(data)
+    mutating func readHead() -> Result<String, Failure> {
+        take(upTo: Data("\r\n\r\n".utf8), limit: limits.maxHeadBytes, tooLarge: .headTooLarge)
+            .map { String(decoding: $0, as: UTF8.self) }
     }
 
-    mutating func readChunked() -> Data? {
+    mutating func read(count: Int) -> Result<Data, Failure> {
+        while buffer.count < count { guard fill() else { return .failure(.closed) } }
+        let data = Data(buffer.prefix(count))
+        buffer.removeFirst(count)
+        return .success(data)
+    }
+
+    mutating func readChunked() -> Result<Data, Failure> {
         var body = Data()
         while true {
-            guard let line = readLine(), let size = Int(line.split(separator: ";").first ?? "", radix: 16) else { return nil }
-            if size == 0 {
-                _ = readLine()
-                return body
+            let line: String
+            switch take(upTo: Data("\r\n".utf8), limit: 1024, tooLarge: .malformed("chunk size line too long")) {
+            case .success(let data): line = String(decoding: data, as: UTF8.self)
+            case .failure(let failure): return .failure(failure)
             }
-            guard let chunk = read(count: size) else { return nil }
-            body.append(chunk)
-            _ = readLine()
+            // Hex digits only: no sign, no overflow past the body limit.
+            let digits = line.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            guard !digits.isEmpty, digits.count <= 16, digits.allSatisfy(\.isHexDigit), let size = UInt(digits, radix: 16) else {
+                return .failure(.malformed("bad chunk size '\(line.prefix(32))'"))
+            }
+            if size == 0 {
+                _ = take(upTo: Data("\r\n".utf8), limit: limits.maxHeadBytes, tooLarge: .headTooLarge)
+                return .success(body)
+            }
+            guard size <= UInt(limits.maxBodyBytes - body.count) else { return .failure(.bodyTooLarge) }
+            switch read(count: Int(size)) {
+            case .success(let chunk): body.append(chunk)
+            case .failure(let failure): return .failure(failure)
+            }
+            if case .failure(let failure) = take(upTo: Data("\r\n".utf8), limit: 0, tooLarge: .malformed("chunk not followed by CRLF")) {
+                return .failure(failure)
+            }
         }
     }
 
-    mutating func readLine() -> String? {
-        let separator = Data("\r\n".utf8)
-        while true {
-            if let range = buffer.range(of: separator) {
-                let line = String(decoding: buffer[buffer.startIndex..<range.lowerBound], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex..<range.upperBound)
-                return line
-            }
-            guard fill() else { return nil }
-        }
+    /// A complete JSON answer.
+    func answer(_ status: Int, _ message: String, rxid: String = "", extra: String = "") {
+        let escaped = message.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        let text = "{\"response\":\"\(escaped)\",\"_rxid\":\"\(rxid)\"}"
+        write("HTTP/1.1 \(status) \(status < 300 ? "OK" : "Error")\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(text.utf8.count)\r\n\r\n\(text)")
     }
 
     func write(_ text: String) {
         var bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes.withUnsafeMutableBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes.withUnsafeMutableBytes { buffer -> Int in
+                guard let base = buffer.baseAddress else { return 0 }
+                return send(fd, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+            }
             guard sent > 0 else { return }
             offset += sent
         }

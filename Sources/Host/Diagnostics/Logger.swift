@@ -27,42 +27,54 @@ public protocol LogDestination: Sendable {
     func write(_ line: String)
 }
 
-/// Standard error, one line per entry.
+/// Standard error, one line per entry. A line that cannot be written (a closed pipe, a full
+/// disk) is dropped: logging never ends the host.
 public struct ConsoleDestination: LogDestination {
     public let level: LogLevel
-    public init(level: LogLevel) { self.level = level }
+    private let system: SystemCalls
+
+    public init(level: LogLevel, system: SystemCalls = .live) {
+        self.level = level
+        self.system = system
+    }
 
     public func write(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        _ = system.writeAll(STDERR_FILENO, line + "\n")
     }
 }
 
-/// Appends to a file, created if missing.
+/// Appends to a regular file, created if missing (never a FIFO or a device, never through a
+/// symbolic link). A line that cannot be written is dropped.
 ///
 /// # Thread safety
-/// Writes are serialised by the `Locked` handle.
+/// Writes are serialised by the `Locked` descriptor (`O_APPEND` keeps lines whole).
 public final class FileDestination: LogDestination {
     public let level: LogLevel
-    private let handle: Locked<FileHandle>
+    private let descriptor: Locked<Int32>
+    private let system: SystemCalls
 
-    /// Throws when the file cannot be opened for appending.
-    public init(path: String, level: LogLevel) throws {
-        if !FileManager.default.fileExists(atPath: path) {
-            guard FileManager.default.createFile(atPath: path, contents: nil) else {
-                throw HostError.io(path: path, reason: "cannot create log file")
-            }
+    /// Throws when the file cannot be opened for appending or is not a regular file.
+    public init(path: String, level: LogLevel, system: SystemCalls = .live) throws(HostError) {
+        let fd: Int32
+        switch system.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o644) {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw .io(path: path, reason: "cannot open the log file (\(error))")
         }
-        guard let handle = FileHandle(forWritingAtPath: path) else {
-            throw HostError.io(path: path, reason: "cannot open log file for writing")
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw .io(path: path, reason: "the log file is not a regular file")
         }
-        handle.seekToEndOfFile()
         self.level = level
-        self.handle = Locked(handle)
+        self.system = system
+        descriptor = Locked(fd)
     }
 
     public func write(_ line: String) {
-        handle.withLock { $0.write(Data((line + "\n").utf8)) }
+        descriptor.withLock { _ = system.writeAll($0, line + "\n") }
     }
+
+    deinit { descriptor.withLock { _ = close($0) } }
 }
 
 /// Collects lines in memory; for tests and for callers that show logs themselves.

@@ -7,6 +7,8 @@ public struct OfferedAttachment: Sendable, Equatable {
     public var name: String
     public var filename: String
     public var data: Data
+    /// The size a plugin offered when it was over the limit and its bytes were not copied.
+    public var declaredSize: UInt?
 
     public init(name: String, filename: String, data: Data) {
         self.name = name
@@ -126,17 +128,29 @@ public enum Delegate: Sendable {
     var needsClosure: Bool { if case .plugin = self { true } else { false } }
 }
 
+/// The most items of one decision the host reads (three can be kept, R-7; the rest are
+/// noted as dropped, so reading thousands would only fill the internal log).
+let maxOfferedAttachments = 16
+
 /// Copies the items of an `rh_attachments_decision` call (during the call, as the ABI says).
-/// Items with a NULL or non-UTF-8 name are skipped.
+/// Items with a NULL or non-UTF-8 name are skipped; an item whose size is over the limit is
+/// passed on without its bytes (dropped and noted, never copied); at most
+/// `maxOfferedAttachments` items are read.
 func offeredAttachments(_ arguments: CallbackCompletion.Arguments?) -> [OfferedAttachment]? {
     guard let arguments,
         let items = arguments[0]?.load(as: UnsafePointer<rh_attachment>?.self),
         let count = arguments[1]?.load(as: Int.self), count > 0
     else { return nil }
-    return (0..<count).compactMap { index in
+    return (0..<min(count, maxOfferedAttachments)).compactMap { index in
         let item = items[index]
         guard let name = HostAPITable.string(item.name) else { return nil }
         let filename = HostAPITable.string(item.filename) ?? name
+        let size = UInt(bitPattern: item.size)
+        guard size <= UInt(ReportContent.attachmentMaxBytes) else {
+            var offered = OfferedAttachment(name: name, filename: filename, data: Data())
+            offered.declaredSize = size
+            return offered
+        }
         let data = item.data.map { Data(bytes: $0, count: item.size) } ?? Data()
         return OfferedAttachment(name: name, filename: filename, data: data)
     }

@@ -75,7 +75,11 @@ struct DelegateRunner {
         let tracker = CallTracker(finish: .completedAndReturned)
         let accept: @Sendable ([OfferedAttachment]?) -> Void = { items in
             for item in items ?? [] {
-                _ = report.add(attachment: item.name, filename: item.filename, data: item.data, through: handle)
+                if let declared = item.declaredSize {
+                    _ = report.add(attachment: item.name, filename: item.filename, size: declared, through: handle) { Data() }
+                } else {
+                    _ = report.add(attachment: item.name, filename: item.filename, data: item.data, through: handle)
+                }
             }
             report.close(handle)  // the asynchronous form's handle closes at the decision
             tracker.markCompleted()

@@ -10,7 +10,7 @@ public struct TerminalDialog: DialogPresenter {
 
     public init(
         read: @escaping @Sendable () -> String? = { readLine(strippingNewline: true) },
-        write: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }
+        write: @escaping @Sendable (String) -> Void = { _ = SystemCalls.live.writeAll(STDERR_FILENO, $0) }
     ) {
         self.read = read
         self.write = write

@@ -246,9 +246,10 @@ enum HostAPITable {
             guard let name = HostAPITable.string(name), filename == nil || HostAPITable.string(filename) != nil,
                 data != nil || size == 0
             else { return RH_ERR_INVALID }
-            let bytes = data.map { Data(bytes: $0, count: size) } ?? Data()
             return HostAPITable.status { () throws(ReportError) in
-                try h.addAttachment(name: name, filename: HostAPITable.string(filename) ?? name, data: bytes)
+                try h.addAttachment(name: name, filename: HostAPITable.string(filename) ?? name, size: UInt(bitPattern: size)) {
+                    data.map { Data(bytes: $0, count: size) } ?? Data()
+                }
             }
         }
         t.pointee.attachment_data = { r, name, buf, cap, len in
@@ -258,8 +259,14 @@ enum HostAPITable {
             do throws(ReportError) {
                 let data = try h.attachmentData(name)
                 len?.pointee = data.count
-                if let buf { data.withUnsafeBytes { _ = memcpy(buf, $0.baseAddress!, min(cap, data.count)) } }
-                return cap < data.count ? RH_ERR_TRUNCATED : RH_OK
+                // A capacity past Int.max (a size_t the plugin meant as "large") is large.
+                let capacity = cap < 0 ? Int.max : cap
+                if let buf {
+                    data.withUnsafeBytes { bytes in
+                        if let base = bytes.baseAddress { memcpy(buf, base, min(capacity, bytes.count)) }
+                    }
+                }
+                return capacity < data.count ? RH_ERR_TRUNCATED : RH_OK
             } catch {
                 return error.rawValue
             }

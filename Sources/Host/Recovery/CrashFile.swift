@@ -46,6 +46,14 @@ public struct CrashFile: Sendable {
 
     /// The largest crash file read (the writer's own output stays far below).
     public static let maxBytes = 4 << 20
+    /// What is read of each list at most: the writer's own limits, with room to spare. A
+    /// crafted file cannot make recovery copy thousands of files or search for minutes.
+    public static let maxFrames = 512
+    public static let maxModules = 4096
+    public static let maxAttachments = 16
+
+    /// `attachment` lines past `maxAttachments`, not read.
+    public var ignoredAttachments = 0
 
     /// Parses the file at `path`; nil when it is not a crash file at all.
     public init?(path: String, modifiedAt fallbackTime: Date) {
@@ -56,7 +64,9 @@ public struct CrashFile: Sendable {
     /// Parses crash-file text; nil when it does not start with the crash-file header. Any
     /// other line may be missing, repeated, garbled or out of range: what cannot be read is
     /// left at its default.
-    public init?(path: String, data: Data, modifiedAt fallbackTime: Date) {
+    public init?(path: String, data: Data, modifiedAt fileTime: Date) {
+        // The file's own time stands in for a missing `time` line: only when plausible too.
+        let fallbackTime = Self.plausibleTime(String(Int64(exactly: fileTime.timeIntervalSince1970.rounded(.down)) ?? -1)) ?? Date()
         let text = String(decoding: data, as: UTF8.self)
         let lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
         guard lines.first == "reporthost-crash 1" else { return nil }
@@ -81,17 +91,18 @@ public struct CrashFile: Sendable {
             case "register":
                 let pair = value.split(separator: " ").map(String.init)
                 if pair.count == 2 { registers.append((pair[0], pair[1])) }
-            case "frame": if let address = Self.hex(value) { frames.append(address) }
+            case "frame": if frames.count < Self.maxFrames, let address = Self.hex(value) { frames.append(address) }
             case "module":
                 let fields = value.split(separator: " ", maxSplits: 2).map(String.init)
-                if fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
+                if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
                     modules.append((start, end, fields[2]))
                 }
             case "attribute":
                 if let equals = value.firstIndex(of: "=") {
                     attributes[String(value[..<equals])] = String(value[value.index(after: equals)...])
                 }
-            case "attachment": attachmentPaths.append(value)
+            case "attachment":
+                if attachmentPaths.count < Self.maxAttachments { attachmentPaths.append(value) } else { ignoredAttachments += 1 }
             case "plugin_path", "plugin_digest", "plugin_name", "callback": pluginFields[key] = value
             case "end": complete = true
             default: break

@@ -125,6 +125,11 @@ struct Recovery {
                 message: "the host crashed with SIG\(crash.signalName) inside \(plugin.displayName).\(plugin.callback)\(module); \(outcome)"))
         }
         if let module = crash.faultModule { content.attributes["reporthost.crashed_in_module"] = module }
+        if crash.ignoredAttachments > 0 {
+            notes.append(InternalLogEntry(
+                level: .warn, handler: "host",
+                message: "\(crash.ignoredAttachments) attachment line(s) past the first \(CrashFile.maxAttachments) ignored"))
+        }
         for path in crash.attachmentPaths {
             switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes) {
             case .success(let data) where !data.isEmpty:

@@ -161,15 +161,18 @@ public final class LiveReport: Sendable {
         state.withLock { Self.addAttachment(&$0, name: name, filename: filename, data: data, by: contributor, through: nil) }
     }
 
+    /// Adds an attachment, or drops and notes it. `declaredSize`: the size a plugin claimed,
+    /// when its bytes were not copied because that size (or the spent budget) refuses it.
     fileprivate static func addAttachment(
-        _ state: inout State, name: String, filename: String, data: Data, by contributor: Contributor,
+        _ state: inout State, name: String, filename: String, data: Data, declaredSize: UInt? = nil, by contributor: Contributor,
         through handle: ReportHandle?
     ) -> Result<Void, ReportError> {
         let used = state.attachmentsAdded[contributor.budgetKey, default: 0]
+        let size = declaredSize ?? UInt(data.count)
         let reason: String? =
-            if data.isEmpty { "has no data" }
-            else if data.count > ReportContent.attachmentMaxBytes {
-                "is \(data.count) bytes, over the \(ReportContent.attachmentMaxBytes)-byte limit"
+            if size == 0 { "has no data" }
+            else if size > UInt(ReportContent.attachmentMaxBytes) {
+                "is \(size) bytes, over the \(ReportContent.attachmentMaxBytes)-byte limit"
             } else if used >= ReportContent.attachmentsPerSource {
                 "is past the \(ReportContent.attachmentsPerSource) attachments allowed to \(contributor.source.rawValue)"
             } else { nil }
@@ -252,6 +255,24 @@ public final class LiveReport: Sendable {
     ) -> Result<Void, ReportError> {
         access(handle, "add_attachment") { state, contributor in
             Self.addAttachment(&state, name: name, filename: filename, data: data, by: contributor, through: handle)
+        }
+    }
+
+    /// Adds an attachment whose bytes live in a plugin's memory: its claimed `size` and the
+    /// handle's budget are checked before `copy` reads a byte, so a plugin cannot make the host
+    /// copy gigabytes (or read past its buffer) only to drop them.
+    func add(
+        attachment name: String, filename: String, size: UInt, through handle: ReportHandle, copy: () -> Data
+    ) -> Result<Void, ReportError> {
+        let budgetLeft = access(handle, "add_attachment", noteIfClosed: false, mutates: false) { state, contributor in
+            .success(state.attachmentsAdded[contributor.budgetKey, default: 0] < ReportContent.attachmentsPerSource)
+        }
+        let admissible = size > 0 && size <= UInt(ReportContent.attachmentMaxBytes) && ((try? budgetLeft.get()) ?? true)
+        let data = admissible ? copy() : Data()
+        return access(handle, "add_attachment") { state, contributor in
+            Self.addAttachment(
+                &state, name: name, filename: filename, data: data, declaredSize: admissible ? nil : size, by: contributor,
+                through: handle)
         }
     }
 }

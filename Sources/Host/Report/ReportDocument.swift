@@ -77,7 +77,9 @@ extension ReportDocument {
         content.summary = json["summary"]?.stringValue
         content.description = json["description"]?.stringValue
         content.email = json["email"]?.stringValue
-        content.severity = Int32(json["severity"]?.intValue ?? 0)
+        // A stored severity outside 1-5 reads as none, never as a trap.
+        content.severity = json["severity"]?.intValue.flatMap { Int32(exactly: $0) }
+            .flatMap { ReportContent.severityRange.contains($0) ? $0 : nil } ?? 0
         for (key, value) in json["attributes"]?.objectValue ?? [] {
             if let value = value.stringValue { content.attributes[key] = value }
         }

@@ -140,6 +140,13 @@ public struct ReportHandle: Hashable, Sendable {
         try report.add(attachment: name, filename: filename, data: data, through: self).get()
     }
 
+    /// Appends an attachment of `size` bytes that `copy` reads, only once the size and the
+    /// budget admit it (plugins: a claimed size is outside input).
+    public func addAttachment(name: String, filename: String, size: UInt, copy: () -> Data) throws(ReportError) {
+        guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
+        try report.add(attachment: name, filename: filename, size: size, through: self, copy: copy).get()
+    }
+
     /// The bytes of the first attachment called `name`.
     public func attachmentData(_ name: String) throws(ReportError) -> Data {
         try read("attachment_data") { content in content.attachments.first { $0.name == name }?.data }

@@ -102,9 +102,12 @@ final class Database: @unchecked Sendable {
                 rows.append((0..<sqlite3_column_count(statement)).map { column in
                     switch sqlite3_column_type(statement, column) {
                     case SQLITE_INTEGER: .integer(sqlite3_column_int64(statement, column))
-                    case SQLITE_TEXT: .text(String(cString: sqlite3_column_text(statement, column)))
+                    // NULL pointers: a zero-length BLOB, or out of memory.
+                    case SQLITE_TEXT: .text(sqlite3_column_text(statement, column).map { String(cString: $0) } ?? "")
                     case SQLITE_BLOB:
-                        .blob(Data(bytes: sqlite3_column_blob(statement, column), count: Int(sqlite3_column_bytes(statement, column))))
+                        .blob(sqlite3_column_blob(statement, column).map {
+                            Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, column)))
+                        } ?? Data())
                     default: .null
                     }
                 })

@@ -242,12 +242,28 @@ public final class Repository: Sendable {
         try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
     }
 
-    /// Records in `states` (all when empty), oldest first.
+    /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
+    /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
     public func records(in states: [RecordState] = []) throws(StorageError) -> [ReportRecord] {
+        try rows(in: states).compactMap { row in try? record(from: row) }
+    }
+
+    /// The rows `records` skips, with why (`status` reports them; nothing is deleted, D-13).
+    public func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
+        try rows(in: []).compactMap { row -> (rowID: Int64, reason: String)? in
+            do throws(StorageError) {
+                _ = try record(from: row)
+                return nil
+            } catch {
+                return (row[0].int ?? 0, error.message)
+            }
+        }
+    }
+
+    private func rows(in states: [RecordState]) throws(StorageError) -> [[SQLValue]] {
         let filter = states.isEmpty ? "" : "WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", ")))"
-        let rows = try database.query(
+        return try database.query(
             "SELECT \(Self.columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
-        return try rows.map { (row) throws(StorageError) -> ReportRecord in try record(from: row) }
     }
 
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
@@ -257,7 +273,7 @@ public final class Repository: Sendable {
         }
         return ReportRecord(
             rowID: rowID, document: document, state: row[2].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
-            attempts: Int(row[3].int ?? 0), nextAttemptAt: row[4].int.map(Self.date),
+            attempts: Int(clamping: min(max(row[3].int ?? 0, 0), 1_000_000)), nextAttemptAt: row[4].int.map(Self.date),
             crash: row[5].string.flatMap { try? JSONValue.parse($0) }, crashFile: row[6].string, session: row[7].string,
             dialogPending: row[8].int == 1, outcome: row[9].string, bytes: Int(row[10].int ?? 0))
     }
@@ -326,7 +342,9 @@ public final class Repository: Sendable {
     public func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Bool {
         try database.transaction { () throws(StorageError) -> Bool in
             let nowMs = Self.milliseconds(now)
-            try database.query("DELETE FROM admissions WHERE at <= ?", [.integer(nowMs - 60_000)])
+            // Rows dated in the future (a clock stepped back, a damaged row) expire too.
+            try database.query(
+                "DELETE FROM admissions WHERE at <= ? OR at > ?", [.integer(nowMs &- 60_000), .integer(nowMs &+ 60_000)])
             if perMinute > 0 {
                 let used = try database.query("SELECT COUNT(*) FROM admissions").first?.first?.int ?? 0
                 if used >= perMinute { return false }
@@ -343,9 +361,11 @@ public final class Repository: Sendable {
     public func nextAdmission(perMinute: Int, now: Date) throws(StorageError) -> Date? {
         guard perMinute > 0 else { return nil }
         let nowMs = Self.milliseconds(now)
-        let times = try database.query("SELECT at FROM admissions WHERE at > ? ORDER BY at", [.integer(nowMs - 60_000)]).compactMap { $0[0].int }
+        let times = try database.query(
+            "SELECT at FROM admissions WHERE at > ? AND at <= ? ORDER BY at", [.integer(nowMs &- 60_000), .integer(nowMs &+ 60_000)]
+        ).compactMap { $0[0].int }
         guard times.count >= perMinute else { return nil }
-        return Self.date(times[times.count - perMinute] + 60_000)
+        return Self.date(times[times.count - perMinute] &+ 60_000)
     }
 
     /// Records the outcome of an attempt: a state, its outcome text and the next attempt time.
@@ -464,7 +484,12 @@ public final class Repository: Sendable {
         document.json.serialized().utf8.count + document.content.attachments.reduce(0) { $0 + $1.data.count }
     }
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    /// Milliseconds since 1970, saturating: no date, however far off, traps.
+    static func milliseconds(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard !value.isNaN else { return 0 }
+        return Int64(exactly: value) ?? (value > 0 ? Int64.max : Int64.min)
+    }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }
 

@@ -9,8 +9,11 @@ public struct HostInstant: Comparable, Hashable, Sendable {
 
     public static func < (a: HostInstant, b: HostInstant) -> Bool { a.nanoseconds < b.nanoseconds }
 
+    /// Saturates at the end of time: no limit, however large, wraps a deadline into the past.
     public func advanced(byMilliseconds ms: Int) -> HostInstant {
-        HostInstant(nanoseconds: nanoseconds &+ UInt64(max(ms, 0)) &* 1_000_000)
+        let (delta, overflowed) = UInt64(max(ms, 0)).multipliedReportingOverflow(by: 1_000_000)
+        let (sum, wrapped) = nanoseconds.addingReportingOverflow(delta)
+        return HostInstant(nanoseconds: overflowed || wrapped ? UInt64.max : sum)
     }
 
     /// Milliseconds from `earlier` to `self`, 0 when `earlier` is later.
@@ -44,7 +47,9 @@ public struct SystemClock: HostClock {
     public func wait(on condition: NSCondition, until deadline: HostInstant) {
         let now = now()
         guard deadline > now else { return }
-        let seconds = Double(deadline.nanoseconds - now.nanoseconds) / 1e9
+        // At most a day per wait (callers re-check and wait again): Foundation traps on a
+        // date past the year 2262.
+        let seconds = min(Double(deadline.nanoseconds - now.nanoseconds) / 1e9, 86_400)
         _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
     }
 }

@@ -1,0 +1,181 @@
+import Foundation
+
+/// An errno from a failed system call, with the call's name.
+public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var call: SystemCall
+    public var errno: Int32
+
+    public init(_ call: SystemCall, _ errno: Int32) {
+        self.call = call
+        self.errno = errno
+    }
+
+    public var description: String { "\(call.rawValue) failed (\(String(cString: strerror(errno))))" }
+}
+
+/// The calls that go through the seam (and that a test can make fail).
+public enum SystemCall: String, Sendable, CaseIterable {
+    case open, read, write, fsync, rename
+}
+
+/// The faults a test injects: the `n`th call (1-based, counted per call) of a kind fails
+/// with an errno, or every call from the `n`th on. Handed in as a value, never read from
+/// the environment in the middle of the engine.
+///
+/// # Thread safety
+/// Counters behind a `Locked`.
+public final class FaultPlan: Sendable {
+    public struct Fault: Sendable {
+        public var call: SystemCall
+        /// The first call (1-based) that fails.
+        public var from: Int
+        /// How many calls fail from there (nil: all later ones).
+        public var count: Int?
+        public var errno: Int32
+
+        public init(_ call: SystemCall, from: Int = 1, count: Int? = nil, errno: Int32) {
+            self.call = call
+            self.from = from
+            self.count = count
+            self.errno = errno
+        }
+    }
+
+    private let faults: [Fault]
+    private let counts = Locked<[SystemCall: Int]>([:])
+
+    public init(_ faults: [Fault]) { self.faults = faults }
+
+    /// Counts one call of `call`; the errno it must fail with, if any.
+    func failure(of call: SystemCall) -> Int32? {
+        let number = counts.withLock { counts -> Int in
+            counts[call, default: 0] += 1
+            return counts[call, default: 0]
+        }
+        return faults.first { fault in
+            fault.call == call && number >= fault.from && fault.count.map { number < fault.from + $0 } ?? true
+        }?.errno
+    }
+
+    /// How many calls of `call` went through the seam.
+    public func calls(of call: SystemCall) -> Int { counts.withLock { $0[call, default: 0] } }
+}
+
+/// The one seam for file and descriptor system calls (swift-system's model): every write
+/// loops until done and reports a typed errno (never a trap, unlike `FileHandle.write`),
+/// reads are bounded, and a `FaultPlan` makes chosen calls fail.
+public struct SystemCalls: Sendable {
+    public let faults: FaultPlan?
+
+    public init(faults: FaultPlan? = nil) { self.faults = faults }
+
+    /// The real calls, without faults.
+    public static let live = SystemCalls()
+
+    private func injected(_ call: SystemCall) -> SystemError? {
+        faults?.failure(of: call).map { SystemError(call, $0) }
+    }
+
+    public func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SystemError> {
+        if let fault = injected(.open) { return .failure(fault) }
+        let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+        return fd >= 0 ? .success(fd) : .failure(SystemError(.open, errno))
+    }
+
+    /// Writes every byte of `bytes`, retrying short writes and EINTR.
+    public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Void, SystemError> {
+        guard let base = bytes.baseAddress else { return .success(()) }
+        var offset = 0
+        while offset < bytes.count {
+            if let fault = injected(.write) { return .failure(fault) }
+            let written = Glibc.write(fd, base + offset, bytes.count - offset)
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return .failure(SystemError(.write, written == 0 ? EIO : errno)) }
+            offset += written
+        }
+        return .success(())
+    }
+
+    public func writeAll(_ fd: Int32, _ data: Data) -> Result<Void, SystemError> {
+        data.withUnsafeBytes { writeAll(fd, $0) }
+    }
+
+    public func writeAll(_ fd: Int32, _ text: String) -> Result<Void, SystemError> {
+        var text = text
+        return text.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Reads at most `capacity` bytes into `buffer`; 0 at the end of the file.
+    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, SystemError> {
+        guard let base = buffer.baseAddress else { return .success(0) }
+        while true {
+            if let fault = injected(.read) { return .failure(fault) }
+            let count = Glibc.read(fd, base, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            return count >= 0 ? .success(count) : .failure(SystemError(.read, errno))
+        }
+    }
+
+    public func fsync(_ fd: Int32) -> Result<Void, SystemError> {
+        if let fault = injected(.fsync) { return .failure(fault) }
+        return Glibc.fsync(fd) == 0 ? .success(()) : .failure(SystemError(.fsync, errno))
+    }
+
+    public func rename(_ from: String, _ to: String) -> Result<Void, SystemError> {
+        if let fault = injected(.rename) { return .failure(fault) }
+        return Glibc.rename(from, to) == 0 ? .success(()) : .failure(SystemError(.rename, errno))
+    }
+
+    /// Makes a folder's entries durable (after a create, rename or unlink in it).
+    @discardableResult
+    public func syncDirectory(_ path: String) -> Result<Void, SystemError> {
+        open(path, O_RDONLY | O_DIRECTORY).flatMap { fd in
+            defer { close(fd) }
+            return fsync(fd)
+        }
+    }
+
+    /// Opens a regular file named from outside for reading: never through a symbolic link
+    /// at the last component, never blocking on a FIFO or a device. Returns the descriptor
+    /// and the file's size.
+    public func openRegular(_ path: String) -> Result<(fd: Int32, size: Int64), BoundedFile.Failure> {
+        switch open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
+        case .failure(let error): return .failure(.system(call: error.call.rawValue, errno: error.errno))
+        case .success(let fd):
+            var info = stat()
+            guard fstat(fd, &info) == 0 else {
+                let number = errno
+                close(fd)
+                return .failure(.system(call: "fstat", errno: number))
+            }
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                close(fd)
+                return .failure(.notRegular)
+            }
+            return .success((fd, Int64(info.st_size)))
+        }
+    }
+
+    /// Copies at most `limit` bytes of the regular file at `path` to `output`, in 64 KB
+    /// chunks (memory bounded by the buffer, not the file). Fails past the limit.
+    public func stream(_ path: String, to output: Int32, limit: Int) -> Result<Int, BoundedFile.Failure> {
+        openRegular(path).flatMap { file in
+            defer { close(file.fd) }
+            guard file.size <= Int64(limit) else { return .failure(.tooLarge(size: file.size, limit: limit)) }
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            var total = 0
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(file.fd, into: $0) }
+                switch count {
+                case .failure(let error): return .failure(.system(call: error.call.rawValue, errno: error.errno))
+                case .success(0): return .success(total)
+                case .success(let count):
+                    total += count
+                    guard total <= limit else { return .failure(.tooLarge(size: Int64(total), limit: limit)) }
+                    let written = buffer.withUnsafeBytes { writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                    if case .failure(let error) = written { return .failure(.system(call: error.call.rawValue, errno: error.errno)) }
+                }
+            }
+        }
+    }
+}
