@@ -1,0 +1,187 @@
+import Foundation
+import Glibc
+import Host
+import HostTestSupport
+import Testing
+
+/// Input from outside the process never crashes, hangs or bricks the host (SPEC D-1, D-9,
+/// D-13, I-4): crash files left by a dying process, a hostile server, a closed or full
+/// stderr, damaged rows. Each case here ended the host before it was fixed.
+@Suite struct HostileInputTests {
+    let folder = makeTemporaryDirectory("hostile")
+    var repository: String { folder.appendingPathComponent("repo").path }
+    var crashes: URL { folder.appendingPathComponent("repo/crashes") }
+
+    /// Runs `reporthost`, killed after `limitSeconds` (a hang fails the test, never the suite).
+    @discardableResult
+    func run(_ arguments: [String], limitSeconds: Int = 60) throws -> ChildProcess.Result {
+        try ChildProcess.run(
+            "/usr/bin/timeout", ["-s", "KILL", String(limitSeconds), Products.reporthost.path] + arguments + ["--repository", repository],
+            directory: folder)
+    }
+
+    func status() throws -> JSONValue {
+        let result = try run(["status", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        return try JSONValue.parse(result.stdout)
+    }
+
+    func config(_ url: String, timeoutMs: Int = 3_000) throws -> String {
+        let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
+        try #"{"submission": {"url": "\#(url)", "timeoutMs": \#(timeoutMs)}, "retry": {"intervalSeconds": 0}}"#
+            .write(to: file, atomically: true, encoding: .utf8)
+        return file.path
+    }
+
+    /// A repository with its folders, and a crash file holding `lines`.
+    func crashFile(_ lines: [String]) throws {
+        #expect(try run(["launch"]).status == 0)
+        let text = (["reporthost-crash 1", "session 00000000-0000-0000-0000-000000000000", "signal 11"] + lines + ["end"])
+            .joined(separator: "\n") + "\n"
+        try text.write(to: crashes.appendingPathComponent("hostile-\(UUID().uuidString).crash"), atomically: true, encoding: .utf8)
+    }
+
+    @Test("D-1, D-13: a crash file with a far-future time never bricks the repository; the report gets a plausible time")
+    func farFutureTime() throws {
+        try crashFile(["time 99999999999", "time 9300000000000000"])
+        let launched = try run(["launch"])
+        #expect(launched.status == 0, "\(launched.stderr)")
+        for _ in 0..<2 {
+            #expect(try run(["report", "error"]).status == 0)
+            #expect(try run(["launch"]).status == 0)
+        }
+        let records = try status()["records"]?.arrayValue ?? []
+        #expect(records.count == 3)
+        let crash = try #require(records.first { $0["trigger"] == .string("crash") })
+        let created = try #require(crash["created_at"]?.stringValue.flatMap(ReportDocument.parseTimestamp))
+        #expect(abs(created.timeIntervalSinceNow) < 86_400 * 2)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: crashes.path).isEmpty)
+    }
+
+    @Test("D-13: one damaged row is skipped and reported by status; every other record is still handled")
+    func damagedRow() throws {
+        #expect(try run(["report", "bug", "--summary", "first"]).status == 0)
+        let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
+        let damage = try ChildProcess.run("/usr/bin/env", [
+            "python3", "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE reports SET document='{not json'\"); c.commit()",
+            database,
+        ])
+        #expect(damage.status == 0, "\(damage.stderr)")
+        let report = try run(["report", "error", "--summary", "second"])
+        #expect(report.status == 0, "\(report.stderr)")
+        #expect(try run(["launch"]).status == 0)
+        let document = try status()
+        #expect(document["records"]?.arrayValue?.count == 1)
+        #expect(document["unreadable_records"]?.arrayValue?.count == 1)
+        let text = try run(["status"])
+        #expect(text.status == 0 && text.stdout.contains("unreadable, skipped"))
+    }
+
+    @Test("D-1, D-3: an attachment line naming a FIFO or a device is omitted at once, never read whole or waited on")
+    func attachmentIsAFifoOrADevice() throws {
+        let fifo = folder.appendingPathComponent("pipe").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        try crashFile(["time 1700000000", "attachment \(fifo)", "attachment /dev/zero", "attachment /dev/urandom"])
+        let launched = try run(["launch"], limitSeconds: 30)
+        #expect(launched.status == 0, "\(launched.stderr)")
+        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+        let record = try #require(try database.records().first)
+        #expect(record.document.internalLog.filter { $0.message.contains("not a regular file") }.count == 3)
+    }
+
+    @Test("D-1: a crash file naming thousands of attachments copies the first 16 and notes the rest")
+    func manyAttachmentLines() throws {
+        let file = folder.appendingPathComponent("small.log")
+        try Data("x".utf8).write(to: file)
+        try crashFile(["time 1700000000"] + Array(repeating: "attachment \(file.path)", count: 5_000))
+        #expect(try run(["launch"]).status == 0)
+        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+        let record = try #require(try database.records().first)
+        #expect(try database.attachmentFiles(of: record.rowID).count == 16)
+        #expect(record.document.internalLog.contains { $0.message.contains("4984 attachment line(s)") })
+    }
+
+    @Test("D-9: a 503 with a huge or infinite Retry-After is retained for retry within 30 days, never a trap")
+    func hugeRetryAfter() throws {
+        for value in ["99999999999999999", "inf", "1e308", "Fri, 31 Dec 9999 23:59:59 GMT"] {
+            let server = try RawHTTPServer(.respond("HTTP/1.1 503 Unavailable\r\nRetry-After: \(value)\r\nContent-Length: 0\r\n\r\n"))
+            defer { server.stop() }
+            let result = try run(["report", "error", "--config", try config(server.url)])
+            #expect(result.status == 0 && result.signal == nil, "\(value): \(result.stderr)")
+            let records = try status()["records"]?.arrayValue ?? []
+            let record = try #require(records.last)
+            #expect(record["state"] == .string("retry"), "\(value)")
+            let next = try #require(record["next_attempt_at"]?.stringValue.flatMap(ReportDocument.parseTimestamp), "\(value)")
+            #expect(next.timeIntervalSinceNow <= 30 * 86_400 + 60, "\(value)")
+            #expect(try run(["launch", "--config", try config(server.url)]).status == 0)
+        }
+    }
+
+    @Test("D-9: a server trickling its answer a byte at a time cannot hold the host: the whole request has a deadline")
+    func tricklingServer() throws {
+        let server = try RawHTTPServer(.trickle("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + String(repeating: "x", count: 100_000), intervalMs: 200))
+        defer { server.stop() }
+        let clock = SystemClock()
+        let start = clock.now()
+        let result = try run(["report", "error", "--config", try config(server.url, timeoutMs: 1_000)], limitSeconds: 60)
+        #expect(result.status == 0 && result.signal == nil, "\(result.stderr)")
+        #expect(clock.now().milliseconds(since: start) < 30_000)
+        let record = try #require(try status()["records"]?.arrayValue?.last)
+        // The status line arrived before the deadline: the answer counts; the body was never read.
+        #expect(record["state"] == .string("terminal") || record["outcome"]?.stringValue?.contains("timed out") == true, "\(record)")
+    }
+
+    @Test("D-9: a server that never stops sending its body cannot grow the host: the body is never read")
+    func endlessBody() throws {
+        let server = try RawHTTPServer(.endlessBody(head: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"))
+        defer { server.stop() }
+        let result = try run(["report", "error", "--config", try config(server.url)], limitSeconds: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try status()["records"]?.arrayValue?.last?["state"] == .string("terminal"))
+    }
+
+    @Test("I-4: a full or closed stderr never kills the host: the report is stored, errors keep their exit status")
+    func fullOrClosedStderr() throws {
+        for target in ["/dev/full", "closed pipe"] {
+            let process = Process()
+            process.executableURL = Products.reporthost
+            process.currentDirectoryURL = folder
+            process.arguments = ["report", "error", "--log-level", "debug", "--repository", repository]
+            process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+            if target == "/dev/full" {
+                process.standardError = FileHandle(forWritingAtPath: "/dev/full")
+            } else {
+                let pipe = Pipe()
+                try pipe.fileHandleForReading.close()  // every write to stderr fails with EPIPE
+                process.standardError = pipe.fileHandleForWriting
+            }
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            #expect(process.terminationReason == .exit, "\(target)")
+            #expect(process.terminationStatus == 0, "\(target)")
+        }
+        #expect(try status()["records"]?.arrayValue?.count == 2)
+        // A usage error still exits 2 when its message cannot be written.
+        let usage = Process()
+        usage.executableURL = Products.reporthost
+        usage.arguments = ["report", "nonsense"]
+        usage.environment = ["SWIFT_BACKTRACE": "enable=no"]
+        usage.standardError = FileHandle(forWritingAtPath: "/dev/full")
+        try usage.run()
+        usage.waitUntilExit()
+        #expect(usage.terminationReason == .exit && usage.terminationStatus == 2)
+    }
+
+    @Test("D-14: a log file that is a FIFO is refused at start with a clear error, never waited on")
+    func logFileIsAFifo() throws {
+        let fifo = folder.appendingPathComponent("log.fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let file = folder.appendingPathComponent("log.json")
+        try #"{"logging": [{"type": "file", "path": "\#(fifo)"}]}"#.write(to: file, atomically: true, encoding: .utf8)
+        let result = try run(["report", "error", "--config", file.path], limitSeconds: 30)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("reporthost: error:") && result.stderr.contains("log.fifo"))
+    }
+}
