@@ -81,6 +81,12 @@ POINT_COMMANDS = {"after-journal": ["report"], "during-handlers": ["report", "la
                   "during-submit": ["report", "launch"], "after-accept": ["report", "launch"]}
 
 
+def clock():
+    """Wall-clock time with milliseconds, to line steps up with file times in the repository."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
 def say(text=""):
     print(text, flush=True)
 
@@ -437,8 +443,8 @@ def record_run(ledger, step, arguments, crash_point, run, expected, log, kill_af
         how = f"kill after {kill_after * 1000:.0f} ms" + ("" if run.killed else ", ended first")
     else:
         how = "finish"
-    log.write(f"step {step}: {' '.join(arguments)} [{how}] rc {run.rc} {run.seconds * 1000:.0f} ms {outcome}\n")
-    if outcome != "ok" or run.rc not in (0, -signal.SIGKILL):
+    log.write(f"{clock()} step {step}: {' '.join(arguments)} [{how}] rc {run.rc} {run.seconds * 1000:.0f} ms {outcome}\n")
+    if run.rc != 0 and run.stderr.strip():
         log.write("  " + run.stderr.strip().replace("\n", "\n  ") + "\n")
     log.flush()
 
@@ -468,7 +474,7 @@ def drain(host, receiver, ledger, repository, log):
     receiver.set_mode("good")
     for attempt in range(1, DRAIN_LAUNCHES + 1):
         run = host.run(["launch"])
-        log.write(f"drain {attempt}: launch rc {run.rc} {run.seconds * 1000:.0f} ms\n  {run.stderr.strip()}\n")
+        log.write(f"{clock()} drain {attempt}: launch rc {run.rc} {run.seconds * 1000:.0f} ms\n  {run.stderr.strip()}\n")
         if run.hung:
             ledger.hangs.append(("drain", ["launch"], None))
         elif run.rc != 0:

@@ -10,8 +10,8 @@ public final class RawHTTPServer: Sendable {
     public enum Behaviour: Sendable {
         /// Sends `text` at once, then closes.
         case respond(String)
-        /// Sends `text` one byte every `intervalMs`, then closes.
-        case trickle(String, intervalMs: Int)
+        /// Sends `head` at once, then `body` one byte every `intervalMs`, then closes.
+        case trickle(head: String, body: String, intervalMs: Int)
         /// Sends `head`, then body bytes as fast as the client takes them, until it goes.
         case endlessBody(head: String)
     }
@@ -63,8 +63,9 @@ public final class RawHTTPServer: Sendable {
         state.withLock { $0.requests += 1 }
         switch behaviour {
         case .respond(let text): _ = send(client, Array(text.utf8))
-        case .trickle(let text, let intervalMs):
-            for byte in text.utf8 {
+        case .trickle(let head, let body, let intervalMs):
+            guard send(client, Array(head.utf8)) else { return }
+            for byte in body.utf8 {
                 guard send(client, [byte]), !state.withLock({ $0.stopped }) else { return }
                 usleep(UInt32(intervalMs * 1000))
             }
