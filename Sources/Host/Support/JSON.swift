@@ -188,6 +188,9 @@ extension JSONValue {
             case UInt8(ascii: "{"):
                 index += 1
                 var pairs: [(String, JSONValue)] = []
+                // Where each key sits in `pairs`: a repeated key replaces in place, not by a
+                // scan per key (quadratic on a document with many keys).
+                var positions: [String: Int] = [:]
                 skipSpace()
                 if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
                 while true {
@@ -199,7 +202,12 @@ extension JSONValue {
                     index += 1
                     skipSpace()
                     let item = try value(depth: depth + 1)
-                    pairs.removeAll { $0.0 == key }
+                    if let position = positions[key] {
+                        // The last value wins, in the position of the last occurrence.
+                        pairs.remove(at: position)
+                        for (other, index) in positions where index > position { positions[other] = index - 1 }
+                    }
+                    positions[key] = pairs.count
                     pairs.append((key, item))
                     skipSpace()
                     guard index < bytes.count else { throw fail("unterminated object") }
@@ -211,15 +219,35 @@ extension JSONValue {
             }
         }
 
+        /// RFC 8259's number: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, finite.
         mutating func number() throws(JSONParseError) -> JSONValue {
             let start = index
-            let allowed = Set("+-0123456789.eE".utf8)
-            while index < bytes.count, allowed.contains(bytes[index]) { index += 1 }
-            guard index > start, let text = String(bytes: bytes[start..<index], encoding: .utf8),
-                text.first != "+", let d = Double(text), d.isFinite
-            else {
+            func digits() -> Int {
+                let from = index
+                while index < bytes.count, (0x30...0x39).contains(bytes[index]) { index += 1 }
+                return index - from
+            }
+            func invalid() -> JSONParseError {
+                let error = fail("expected a value")
                 index = start
-                throw fail("expected a value")
+                return error
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let leadingZero = index < bytes.count && bytes[index] == UInt8(ascii: "0")
+            let integer = digits()
+            guard integer > 0, !(leadingZero && integer > 1) else { throw invalid() }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                index += 1
+                guard digits() > 0 else { throw invalid() }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard digits() > 0 else { throw invalid() }
+            }
+            // Infinities are refused on purpose (Python's reader turns 1e400 into inf).
+            guard let text = String(bytes: bytes[start..<index], encoding: .ascii), let d = Double(text), d.isFinite else {
+                throw invalid()
             }
             return .number(d)
         }
@@ -269,7 +297,7 @@ extension JSONValue {
         }
 
         mutating func hex4() throws(JSONParseError) -> UInt32 {
-            guard index + 4 <= bytes.count,
+            guard index + 4 <= bytes.count, bytes[index..<index + 4].allSatisfy({ Character(Unicode.Scalar($0)).isHexDigit }),
                 let text = String(bytes: bytes[index..<index + 4], encoding: .ascii),
                 let code = UInt32(text, radix: 16)
             else { throw fail("bad \\u escape") }
