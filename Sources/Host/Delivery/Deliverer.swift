@@ -11,16 +11,19 @@ public struct Deliverer: Sendable {
     public let transport: any SubmissionTransport
     public let logger: HostLogger
     let now: @Sendable () -> Date
+    /// Writes the request bodies (tests inject a full disk here).
+    let system: SystemCalls
 
     public init(
         repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, system: SystemCalls = .live
     ) {
         self.repository = repository
         self.configuration = configuration
         self.transport = transport
         self.logger = logger
         self.now = now
+        self.system = system
     }
 
     /// What a pass did.
@@ -106,7 +109,7 @@ public struct Deliverer: Sendable {
         let files = try repository.attachmentFiles(of: record.rowID)
         // A copy counts as present when it is a regular file within the attachment limit.
         let present = files.filter { copy in
-            guard case .success(let file) = SystemCalls.live.openRegular(copy.file.path) else { return false }
+            guard case .success(let file) = system.openRegular(copy.file.path) else { return false }
             close(file.fd)
             return file.size <= Int64(ReportContent.attachmentMaxBytes)
         }
@@ -115,7 +118,7 @@ public struct Deliverer: Sendable {
                 level: .warn, handler: "host", message: "attachment copy \(missing.name) is missing, unreadable, not a regular file or over 3 MB: omitted"))
         }
         let multipart = MultipartBody()
-        try multipart.write(json: BacktraceReport.json(document, crash: record.crash), attachments: present, to: body)
+        try multipart.write(json: BacktraceReport.json(document, crash: record.crash), attachments: present, to: body, system: system)
         return multipart.contentType
     }
 

@@ -48,6 +48,8 @@ public final class Repository: Sendable {
     let database: Database
     /// Maintenance targets checked after each save (SPEC D-12).
     public let limits: StorageLimits
+    /// Writes attachment copies (tests inject ENOSPC or EIO here).
+    let system: SystemCalls
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
@@ -57,16 +59,17 @@ public final class Repository: Sendable {
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
     public var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
 
-    private init(folder: URL, database: Database, limits: StorageLimits = StorageLimits()) {
+    private init(folder: URL, database: Database, limits: StorageLimits = StorageLimits(), system: SystemCalls = .live) {
         self.folder = folder
         self.database = database
         self.limits = limits
+        self.system = system
     }
 
     /// Opens the repository in `folder`, creating the folder, its sub-folders and the
     /// database when missing, and migrating the schema.
     public static func open(
-        folder: URL, limits: StorageLimits = StorageLimits(), faults: StorageFaults = .fromEnvironment
+        folder: URL, limits: StorageLimits = StorageLimits(), faults: StorageFaults = .fromEnvironment, system: SystemCalls = .live
     ) throws(StorageError) -> Repository {
         for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
             do {
@@ -76,7 +79,7 @@ public final class Repository: Sendable {
             }
         }
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
-        let repository = Repository(folder: folder, database: database, limits: limits)
+        let repository = Repository(folder: folder, database: database, limits: limits, system: system)
         try repository.migrate()
         return repository
     }
@@ -318,7 +321,7 @@ public final class Repository: Sendable {
         }
         for (position, attachment) in attachments.enumerated() {
             let name = UUID().uuidString.lowercased()
-            try DurableFile.write(attachment.data, to: folder.appendingPathComponent(name))
+            try DurableFile.write(attachment.data, to: folder.appendingPathComponent(name), system: system)
             try database.query(
                 "INSERT INTO attachments(record, position, name, filename, source, size, file) VALUES(?, ?, ?, ?, ?, ?, ?)",
                 [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
@@ -493,28 +496,22 @@ public final class Repository: Sendable {
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }
 
-/// Writes that survive a power cut: data and then the folder entry fsync'd.
+/// Writes that survive a power cut: data and then the folder entry fsync'd, through the
+/// system-call seam (a full disk is an error, never a trap).
 enum DurableFile {
-    static func write(_ data: Data, to url: URL) throws(StorageError) {
-        let fd = Glibc.open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StorageError(path: url.path, message: "cannot create (\(String(cString: strerror(errno))))") }
-        defer { close(fd) }
-        var offset = 0
-        while offset < data.count {
-            let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, data.count - offset) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { throw StorageError(path: url.path, message: "cannot write (\(String(cString: strerror(errno))))") }
-            offset += written
+    static func write(_ data: Data, to url: URL, system: SystemCalls = .live) throws(StorageError) {
+        let fd: Int32
+        switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw StorageError(path: url.path, message: "cannot create (\(error))")
         }
-        guard fsync(fd) == 0 else { throw StorageError(path: url.path, message: "cannot sync (\(String(cString: strerror(errno))))") }
+        defer { close(fd) }
+        if case .failure(let error) = system.writeAll(fd, data) { throw StorageError(path: url.path, message: "cannot write (\(error))") }
+        if case .failure(let error) = system.fsync(fd) { throw StorageError(path: url.path, message: "cannot sync (\(error))") }
     }
 
-    static func syncDirectory(_ url: URL) {
-        let fd = Glibc.open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 {
-            fsync(fd)
-            close(fd)
-        }
+    static func syncDirectory(_ url: URL, system: SystemCalls = .live) {
+        system.syncDirectory(url.path)
     }
 }
 

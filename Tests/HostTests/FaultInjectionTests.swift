@@ -1,0 +1,89 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// System calls that fail at chosen points (a full disk, an I/O error, no descriptors left,
+/// a closed pipe), injected through the seam as values: the host reports a clear error and
+/// loses nothing (SPEC D-3, D-9, D-14, I-4).
+@Suite struct FaultInjectionTests {
+    let folder = makeTemporaryDirectory("faults")
+
+    func document(attachment: Data? = nil) -> ReportDocument {
+        var content = ReportContent()
+        content.summary = "s"
+        if let attachment { content.attachments = [Attachment(name: "a.log", filename: "a.log", data: attachment, source: .extended)] }
+        return ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
+    }
+
+    @Test("D-9: ENOSPC or EIO while the request body is written: no attempt is made or counted, the record stays; the next pass delivers")
+    func bodyWriteFails() throws {
+        let repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+        defer { receiver.stop() }
+        var configuration = Configuration()
+        configuration.submission.url = receiver.url
+        configuration.reportsPerMin = 0
+        let log = MemoryDestination()
+        let rowID = try repository.insert(document(attachment: Data(repeating: 7, count: 100_000)), state: .awaitingFirstAttempt)
+        for (errno, from) in [(ENOSPC, 1), (EIO, 3), (ENOSPC, 5)] {
+            let plan = FaultPlan([FaultPlan.Fault(.write, from: from, errno: errno)])
+            let failing = Deliverer(
+                repository: repository, configuration: configuration, transport: URLSessionTransport(), logger: HostLogger(destinations: [log]),
+                system: SystemCalls(faults: plan))
+            let summary = try failing.deliver(retries: true)
+            #expect(summary == Deliverer.Summary())
+            #expect(plan.calls(of: .write) >= from)
+            let record = try #require(try repository.records().first { $0.rowID == rowID })
+            #expect(record.state == .awaitingFirstAttempt && record.attempts == 0)
+            #expect(receiver.received.isEmpty)
+        }
+        #expect(log.lines.contains { $0.contains("cannot build the request") && $0.contains("No space left on device") })
+        let live = Deliverer(repository: repository, configuration: configuration, transport: URLSessionTransport(), logger: HostLogger(destinations: [log]))
+        #expect(try live.deliver(retries: true).accepted == 1)
+        #expect(receiver.received.first?.attachments["a.log"]?.count == 100_000)
+    }
+
+    @Test("D-1: ENOSPC, EIO or EMFILE while an attachment copy is written: the save fails with the path, nothing half-stored")
+    func attachmentCopyFails() throws {
+        for (call, errno) in [(SystemCall.write, ENOSPC), (.fsync, EIO), (.open, EMFILE)] {
+            let repository = try Repository.open(
+                folder: folder.appendingPathComponent("repo-\(call.rawValue)"),
+                system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(call, errno: errno)])))
+            do throws(StorageError) {
+                try repository.insert(document(attachment: Data("bytes".utf8)), state: .awaitingFirstAttempt)
+                Issue.record("\(call): the insert should have failed")
+            } catch {
+                #expect(error.message.contains(String(cString: strerror(errno))), "\(call): \(error.message)")
+                #expect(error.path.contains("attachments"))
+            }
+            #expect(try repository.records().isEmpty, "\(call): a half-stored record")
+        }
+    }
+
+    @Test("D-14, I-4: a log destination whose writes fail (EPIPE, ENOSPC) drops the line; the host goes on")
+    func logWritesFail() throws {
+        let path = folder.appendingPathComponent("host.log").path
+        let plan = FaultPlan([FaultPlan.Fault(.write, from: 2, count: 1, errno: ENOSPC)])
+        let file = try FileDestination(path: path, level: .debug, system: SystemCalls(faults: plan))
+        file.write("one")
+        file.write("two (lost: the disk was full)")
+        file.write("three")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "one\nthree\n")
+        let console = ConsoleDestination(level: .debug, system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(.write, errno: EPIPE)])))
+        console.write("nobody reads this")  // returns: no trap, no signal
+        #expect(throws: HostError.self) {
+            try FileDestination(path: path, level: .debug, system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(.open, errno: EMFILE)])))
+        }
+    }
+
+    @Test("D-1: EIO while a crash file or an attachment is read is a clear failure, never a partial read taken as whole")
+    func readsFail() throws {
+        let file = folder.appendingPathComponent("a.crash")
+        try Data("reporthost-crash 1\nend\n".utf8).write(to: file)
+        let plan = FaultPlan([FaultPlan.Fault(.read, errno: EIO)])
+        #expect(BoundedFile.read(file.path, limit: 1_000, system: SystemCalls(faults: plan)) == .failure(.system(call: "read", errno: EIO)))
+        #expect(BoundedFile.read(file.path, limit: 1_000) == .success(try Data(contentsOf: file)))
+        #expect(BoundedFile.read(file.path, limit: 5) == .failure(.tooLarge(size: 23, limit: 5)))
+    }
+}
