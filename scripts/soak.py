@@ -479,7 +479,11 @@ def drain(host, receiver, ledger, repository, log):
             ledger.hangs.append(("drain", ["launch"], None))
         elif run.rc != 0:
             ledger.failures.append(("drain", ["launch"], None, run.rc, run.stderr.strip()[-2000:]))
-        records = host.status()["records"]
+        try:
+            records = host.status()["records"]
+        except (RuntimeError, ValueError, KeyError) as error:
+            ledger.failures.append(("drain", ["status", "--json"], None, 1, str(error)))
+            return None
         waiting = [r for r in records if r["state"] != "terminal"]
         if not waiting and not crash_files(repository):
             return attempt

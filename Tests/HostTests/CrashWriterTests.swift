@@ -49,122 +49,138 @@ import Testing
     }
 
     @Test("D-1: a fault inside the writer ends the process with the original signal, keeping what was written")
-    func faultInsideTheWriter() throws {
-        let program = try Self.driver("writer-fault", body: """
-            static void fault(int stage) { (void)stage; volatile int *p = NULL; *p = 1; }
-            static void scenario(const char *crashes) {
-                rh_crash_install(crashes, "writer-fault");
-                rh_crash_set_writer_hook(fault);
-                abort();
-            }
-            """)
-        let (result, crashes) = try run(program)
-        #expect(result.signal == SIGABRT, "\(result)")
-        #expect(crashes.count == 1)
-        let crash = try #require(crashes.first)
-        #expect(crash.signal == SIGABRT)
-        #expect(!crash.complete)  // ended where the fault happened
-        #expect(crash.session == "writer-fault")
+    func faultInsideTheWriter() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let program = try Self.driver("writer-fault", body: """
+                static void fault(int stage) { (void)stage; volatile int *p = NULL; *p = 1; }
+                static void scenario(const char *crashes) {
+                    rh_crash_install(crashes, "writer-fault");
+                    rh_crash_set_writer_hook(fault);
+                    abort();
+                }
+                """)
+            let (result, crashes) = try run(program)
+            #expect(result.signal == SIGABRT, "\(result)")
+            #expect(crashes.count == 1)
+            let crash = try #require(crashes.first)
+            #expect(crash.signal == SIGABRT)
+            #expect(!crash.complete)  // ended where the fault happened
+            #expect(crash.session == "writer-fault")
+        }
     }
 
     @Test("D-1: a signal on another thread while the writer runs waits for it; the process ends with the original signal and a complete file")
-    func abortFromAnotherThread() throws {
-        let program = try Self.driver("other-thread", body: """
-            static void *aborter(void *unused) { (void)unused; abort(); return NULL; }
-            static void start_aborter(int stage) {
-                (void)stage;
-                pthread_t thread;
-                pthread_create(&thread, NULL, aborter, NULL);
-                /* Go on only once the other thread waits in the handler. */
-                for (int i = 0; i < 2000 && rh_crash_waiting_threads() == 0; i++) usleep(1000);
-                if (rh_crash_waiting_threads() == 0) _exit(4);
-            }
-            static void scenario(const char *crashes) {
-                rh_crash_install(crashes, "other-thread");
-                rh_crash_set_writer_hook(start_aborter);
-                rh_crash_now(SIGSEGV);
-            }
-            """)
-        let (result, crashes) = try run(program)
-        #expect(result.signal == SIGSEGV, "\(result)")
-        #expect(crashes.count == 1)
-        #expect(crashes.first?.complete == true)
-        #expect(crashes.first?.signal == SIGSEGV)
+    func abortFromAnotherThread() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let program = try Self.driver("other-thread", body: """
+                static void *aborter(void *unused) { (void)unused; abort(); return NULL; }
+                static void start_aborter(int stage) {
+                    (void)stage;
+                    pthread_t thread;
+                    pthread_create(&thread, NULL, aborter, NULL);
+                    /* Go on only once the other thread waits in the handler. */
+                    for (int i = 0; i < 2000 && rh_crash_waiting_threads() == 0; i++) usleep(1000);
+                    if (rh_crash_waiting_threads() == 0) _exit(4);
+                }
+                static void scenario(const char *crashes) {
+                    rh_crash_install(crashes, "other-thread");
+                    rh_crash_set_writer_hook(start_aborter);
+                    rh_crash_now(SIGSEGV);
+                }
+                """)
+            let (result, crashes) = try run(program)
+            #expect(result.signal == SIGSEGV, "\(result)")
+            #expect(crashes.count == 1)
+            #expect(crashes.first?.complete == true)
+            #expect(crashes.first?.signal == SIGSEGV)
+        }
     }
 
     @Test("D-1: after writing, the handler installed before ours gets the signal")
-    func chainsToThePreviousHandler() throws {
-        let program = try Self.driver("chain", body: """
-            static void previous(int signal_number, siginfo_t *info, void *context) {
-                (void)info; (void)context;
-                static const char text[] = "previous handler ran\\n";
-                write(1, text, sizeof text - 1);
-                signal(signal_number, SIG_DFL);
-                raise(signal_number);
+    func chainsToThePreviousHandler() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let program = try Self.driver("chain", body: """
+                static void previous(int signal_number, siginfo_t *info, void *context) {
+                    (void)info; (void)context;
+                    static const char text[] = "previous handler ran\\n";
+                    write(1, text, sizeof text - 1);
+                    signal(signal_number, SIG_DFL);
+                    raise(signal_number);
+                }
+                static void scenario(const char *crashes) {
+                    struct sigaction action;
+                    memset(&action, 0, sizeof action);
+                    action.sa_sigaction = previous;
+                    action.sa_flags = SA_SIGINFO;
+                    sigaction(SIGSEGV, &action, NULL);
+                    sigaction(SIGABRT, &action, NULL);
+                    rh_crash_install(crashes, "chain");
+                    rh_crash_now(strcmp(getenv("CRASH") ? getenv("CRASH") : "", "ABRT") == 0 ? SIGABRT : SIGSEGV);
+                }
+                """)
+            for (name, number) in [("SEGV", SIGSEGV), ("ABRT", SIGABRT)] {
+                let crashes = folder.appendingPathComponent("chain-\(name)")
+                try FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
+                let result = try ChildProcess.run(program.path, [crashes.path], environment: ["CRASH": name])
+                #expect(result.signal == number, "\(name): \(result)")
+                #expect(result.stdout == "previous handler ran\n", "\(name)")
+                let files = try FileManager.default.contentsOfDirectory(atPath: crashes.path).filter { $0.hasSuffix(".crash") }
+                #expect(files.count == 1, "\(name): \(files)")
             }
-            static void scenario(const char *crashes) {
-                struct sigaction action;
-                memset(&action, 0, sizeof action);
-                action.sa_sigaction = previous;
-                action.sa_flags = SA_SIGINFO;
-                sigaction(SIGSEGV, &action, NULL);
-                sigaction(SIGABRT, &action, NULL);
-                rh_crash_install(crashes, "chain");
-                rh_crash_now(strcmp(getenv("CRASH") ? getenv("CRASH") : "", "ABRT") == 0 ? SIGABRT : SIGSEGV);
-            }
-            """)
-        for (name, number) in [("SEGV", SIGSEGV), ("ABRT", SIGABRT)] {
-            let crashes = folder.appendingPathComponent("chain-\(name)")
-            try FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
-            let result = try ChildProcess.run(program.path, [crashes.path], environment: ["CRASH": name])
-            #expect(result.signal == number, "\(name): \(result)")
-            #expect(result.stdout == "previous handler ran\n", "\(name)")
-            let files = try FileManager.default.contentsOfDirectory(atPath: crashes.path).filter { $0.hasSuffix(".crash") }
-            #expect(files.count == 1, "\(name): \(files)")
         }
     }
 
     @Test("D-1: a thread's alternate stack is freed when the thread ends; a stack overflow on a prepared thread is captured")
-    func threadStacks() throws {
-        let program = try Self.driver("stacks", body: """
-            static void *short_lived(void *unused) {
-                (void)unused;
-                rh_crash_prepare_thread();
-                return NULL;
-            }
-            static int deeper(volatile char *previous, int depth) {
-                volatile char frame[4096];
-                frame[0] = previous ? previous[0] + 1 : 0;
-                if (depth > (1 << 30)) return 0;  /* never: the stack ends long before */
-                return deeper(frame, depth + 1) + frame[0];
-            }
-            static void *overflow(void *unused) {
-                (void)unused;
-                rh_crash_prepare_thread();
-                rh_crash_enter_plugin(rh_crash_register_plugin("/plugins/deep.so", "abc"), RH_CRASH_CALL_BEFORE);
-                deeper(NULL, 0);
-                return NULL;
-            }
-            static void scenario(const char *crashes) {
-                mallopt(M_ARENA_MAX, 1); /* every thread allocates where mallinfo2 counts */
-                rh_crash_install(crashes, "stacks");
-                size_t before = mallinfo2().uordblks;
-                /* 2,000 threads of 64 KB stacks: 128 MB in use if they leaked; the limit is 16 MB. */
-                for (int i = 0; i < 2000; i++) {
+    func threadStacks() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let program = try Self.driver("stacks", body: """
+                static void *short_lived(void *unused) {
+                    (void)unused;
+                    rh_crash_prepare_thread();
+                    return NULL;
+                }
+                static int deeper(volatile char *previous, int depth) {
+                    volatile char frame[4096];
+                    frame[0] = previous ? previous[0] + 1 : 0;
+                    if (depth > (1 << 30)) return 0;  /* never: the stack ends long before */
+                    return deeper(frame, depth + 1) + frame[0];
+                }
+                static void *overflow(void *unused) {
+                    (void)unused;
+                    rh_crash_prepare_thread();
+                    rh_crash_enter_plugin(rh_crash_register_plugin("/plugins/deep.so", "abc"), RH_CRASH_CALL_BEFORE);
+                    deeper(NULL, 0);
+                    return NULL;
+                }
+                static void scenario(const char *crashes) {
+                    mallopt(M_ARENA_MAX, 1); /* every thread allocates where mallinfo2 counts */
+                    rh_crash_install(crashes, "stacks");
+                    size_t before = mallinfo2().uordblks;
+                    /* 2,000 threads of 64 KB stacks: 128 MB in use if they leaked; the limit is 16 MB. */
+                    for (int i = 0; i < 2000; i++) {
+                        pthread_t thread;
+                        if (pthread_create(&thread, NULL, short_lived, NULL) != 0) _exit(5);
+                        pthread_join(thread, NULL);
+                    }
+                    if (mallinfo2().uordblks - before > 16u * 1024 * 1024) _exit(6);
                     pthread_t thread;
-                    if (pthread_create(&thread, NULL, short_lived, NULL) != 0) _exit(5);
+                    pthread_create(&thread, NULL, overflow, NULL);
                     pthread_join(thread, NULL);
                 }
-                if (mallinfo2().uordblks - before > 16u * 1024 * 1024) _exit(6);
-                pthread_t thread;
-                pthread_create(&thread, NULL, overflow, NULL);
-                pthread_join(thread, NULL);
-            }
-            """)
-        let (result, crashes) = try run(program)
-        #expect(result.status != 5 && result.status != 6, "\(result)")
-        #expect(result.signal == SIGSEGV, "\(result)")
-        let crash = try #require(crashes.first)
-        #expect(crash.plugin == CrashFile.PluginCall(path: "/plugins/deep.so", digest: "abc", name: nil, callback: "on_before_report_created"))
+                """)
+            let (result, crashes) = try run(program)
+            #expect(result.status != 5 && result.status != 6, "\(result)")
+            #expect(result.signal == SIGSEGV, "\(result)")
+            let crash = try #require(crashes.first)
+            #expect(crash.plugin == CrashFile.PluginCall(path: "/plugins/deep.so", digest: "abc", name: nil, callback: "on_before_report_created"))
+        }
     }
 }

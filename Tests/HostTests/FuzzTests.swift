@@ -64,84 +64,92 @@ import Testing
         """
 
     @Test("D-1: the crash-file reader takes any mutation of a crash file without trapping")
-    func crashFiles() throws {
-        var random = Random(Self.seed)
-        let lines = Self.validCrash.split(separator: "\n").map(String.init)
-        let keys = ["signal", "code", "address", "thread", "time", "frame", "module", "register", "attribute", "attachment",
-                    "plugin_path", "plugin_digest", "callback", "session", "end"]
-        let count = 3_000 * Self.scale
-        for iteration in 0..<count {
-            var mutated = lines
-            for _ in 0..<(1 + random.below(6)) {
-                switch random.below(7) {
-                case 0 where !mutated.isEmpty: mutated.remove(at: random.below(mutated.count))
-                case 1 where !mutated.isEmpty: mutated.insert(mutated[random.below(mutated.count)], at: random.below(mutated.count))
-                case 2: mutated.insert("\(random.pick(keys)) \(random.pick(Self.hostileNumbers))", at: random.below(mutated.count + 1))
-                case 3: mutated.insert("module \(random.pick(Self.hostileNumbers)) \(random.pick(Self.hostileNumbers)) \(random.pick(Self.hostileNumbers))", at: random.below(mutated.count + 1))
-                case 4: mutated.insert(String(decoding: (0..<random.below(40)).map { _ in UInt8(random.below(256)) }, as: UTF8.self), at: random.below(mutated.count + 1))
-                case 5: mutated = mutated.map { $0 + (random.chance(10) ? "\r" : "") }
-                default: mutated.insert("frame 0x\(String(random.next(), radix: 16))", at: random.below(mutated.count + 1))
+    func crashFiles() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool {
+            var random = Random(Self.seed)
+            let lines = Self.validCrash.split(separator: "\n").map(String.init)
+            let keys = ["signal", "code", "address", "thread", "time", "frame", "module", "register", "attribute", "attachment",
+                        "plugin_path", "plugin_digest", "callback", "session", "end"]
+            let count = 3_000 * Self.scale
+            for iteration in 0..<count {
+                var mutated = lines
+                for _ in 0..<(1 + random.below(6)) {
+                    switch random.below(7) {
+                    case 0 where !mutated.isEmpty: mutated.remove(at: random.below(mutated.count))
+                    case 1 where !mutated.isEmpty: mutated.insert(mutated[random.below(mutated.count)], at: random.below(mutated.count))
+                    case 2: mutated.insert("\(random.pick(keys)) \(random.pick(Self.hostileNumbers))", at: random.below(mutated.count + 1))
+                    case 3: mutated.insert("module \(random.pick(Self.hostileNumbers)) \(random.pick(Self.hostileNumbers)) \(random.pick(Self.hostileNumbers))", at: random.below(mutated.count + 1))
+                    case 4: mutated.insert(String(decoding: (0..<random.below(40)).map { _ in UInt8(random.below(256)) }, as: UTF8.self), at: random.below(mutated.count + 1))
+                    case 5: mutated = mutated.map { $0 + (random.chance(10) ? "\r" : "") }
+                    default: mutated.insert("frame 0x\(String(random.next(), radix: 16))", at: random.below(mutated.count + 1))
+                    }
                 }
+                var data = Data(mutated.joined(separator: "\n").utf8)
+                if random.chance(10), !data.isEmpty { data[random.below(data.count)] = UInt8(random.below(256)) }
+                if random.chance(5) { data = data.prefix(random.below(data.count + 1)) }
+                guard let crash = CrashFile(path: "/fuzz/\(iteration).crash", data: data, modifiedAt: Date(timeIntervalSince1970: 1_700_000_000)) else {
+                    continue
+                }
+                // Everything recovery does with a parsed file.
+                _ = crash.payload.serialized()
+                _ = crash.blamesPlugin(hostModules: ["/usr/bin/host"])
+                _ = crash.faultModule
+                #expect(crash.frames.count <= CrashFile.maxFrames && crash.attachmentPaths.count <= CrashFile.maxAttachments)
+                #expect(crash.time.timeIntervalSince1970 >= 946_684_800, "seed \(Self.seed) iteration \(iteration)")
             }
-            var data = Data(mutated.joined(separator: "\n").utf8)
-            if random.chance(10), !data.isEmpty { data[random.below(data.count)] = UInt8(random.below(256)) }
-            if random.chance(5) { data = data.prefix(random.below(data.count + 1)) }
-            guard let crash = CrashFile(path: "/fuzz/\(iteration).crash", data: data, modifiedAt: Date(timeIntervalSince1970: 1_700_000_000)) else {
-                continue
-            }
-            // Everything recovery does with a parsed file.
-            _ = crash.payload.serialized()
-            _ = crash.blamesPlugin(hostModules: ["/usr/bin/host"])
-            _ = crash.faultModule
-            #expect(crash.frames.count <= CrashFile.maxFrames && crash.attachmentPaths.count <= CrashFile.maxAttachments)
-            #expect(crash.time.timeIntervalSince1970 >= 946_684_800, "seed \(Self.seed) iteration \(iteration)")
         }
     }
 
     // MARK: Configuration
 
     @Test("I: the configuration reader accepts or names the bad key for any value of any key, never traps")
-    func configurations() throws {
-        var random = Random(Self.seed &+ 1)
-        let keys: [String: [String]] = [
-            "": ["repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "logging", "extra"],
-            "limits": ["callbackTimeoutMs", "recoveredReturnMs", "reportBudgetMs", "attachmentsDecisionMs", "completionWindowMs"],
-            "submission": ["url", "timeoutMs", "allowInsecure"],
-            "retry": ["behaviour", "intervalSeconds", "limit", "order"],
-            "storage": ["maxRecordCount", "maxDatabaseSizeMB"],
-            "plugins": ["wrapper", "handler", "delegate"],
-        ]
-        func value(_ depth: Int) -> String {
-            switch random.below(depth > 2 ? 6 : 8) {
-            case 0: return random.pick(["0", "-1", "1", "1e15", "9007199254740993", "86400001", "1.5", "-0", "1e300", "30000"])
-            case 1: return random.pick(["true", "false", "null"])
-            case 2: return "\"" + random.pick(["", "interval", "none", "queue", "stack", "console", "file", "debug", "http://127.0.0.1:1/post", "x"]) + "\""
-            case 3: return "[]"
-            case 4: return "[{\"type\": \"\(random.pick(["console", "file", "syslog"]))\", \"level\": \"\(random.pick(["info", "loud"]))\"}]"
-            case 5: return "{}"
-            default:
-                let section = random.pick(Array(keys.keys))
-                let members = (0..<random.below(4)).map { _ in "\"\(random.pick(keys[section] ?? ["x"]))\": \(value(depth + 1))" }
-                return "{" + members.joined(separator: ", ") + "}"
+    func configurations() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool {
+            var random = Random(Self.seed &+ 1)
+            let keys: [String: [String]] = [
+                "": ["repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "logging", "extra"],
+                "limits": ["callbackTimeoutMs", "recoveredReturnMs", "reportBudgetMs", "attachmentsDecisionMs", "completionWindowMs"],
+                "submission": ["url", "timeoutMs", "allowInsecure"],
+                "retry": ["behaviour", "intervalSeconds", "limit", "order"],
+                "storage": ["maxRecordCount", "maxDatabaseSizeMB"],
+                "plugins": ["wrapper", "handler", "delegate"],
+            ]
+            func value(_ depth: Int) -> String {
+                switch random.below(depth > 2 ? 6 : 8) {
+                case 0: return random.pick(["0", "-1", "1", "1e15", "9007199254740993", "86400001", "1.5", "-0", "1e300", "30000"])
+                case 1: return random.pick(["true", "false", "null"])
+                case 2: return "\"" + random.pick(["", "interval", "none", "queue", "stack", "console", "file", "debug", "http://127.0.0.1:1/post", "x"]) + "\""
+                case 3: return "[]"
+                case 4: return "[{\"type\": \"\(random.pick(["console", "file", "syslog"]))\", \"level\": \"\(random.pick(["info", "loud"]))\"}]"
+                case 5: return "{}"
+                default:
+                    let section = random.pick(Array(keys.keys))
+                    let members = (0..<random.below(4)).map { _ in "\"\(random.pick(keys[section] ?? ["x"]))\": \(value(depth + 1))" }
+                    return "{" + members.joined(separator: ", ") + "}"
+                }
             }
-        }
-        for iteration in 0..<(2_000 * Self.scale) {
-            let members = (0..<random.below(5)).map { _ -> String in
-                let key = random.pick(keys[""] ?? [])
-                return "\"\(key)\": \(key == "limits" || key == "retry" || key == "storage" || key == "submission" || key == "plugins" ? "{" + (0..<random.below(4)).map { _ in "\"\(random.pick(keys[key] ?? []))\": \(value(1))" }.joined(separator: ", ") + "}" : value(1))"
-            }
-            let text = "{" + members.joined(separator: ", ") + "}"
-            guard let json = try? JSONValue.parse(text) else { continue }
-            do {
-                let configuration = try Configuration.parse(json, origin: "fuzz.json", baseDirectory: "/tmp")
-                // What the host computes from an accepted configuration must not overflow.
-                let now = HostInstant(nanoseconds: UInt64.max / 2)
-                _ = now.advanced(byMilliseconds: configuration.limits.reportBudgetMs)
-                _ = configuration.storage.maxDatabaseSizeMB * 1024 * 1024
-                #expect(configuration.limits.effectiveCompletionWindowMs >= 1)
-            } catch {
-                #expect(error.description.hasPrefix("config fuzz.json: "), "seed \(Self.seed) iteration \(iteration): \(text)")
-                #expect(error.exitStatus == 2)
+            for iteration in 0..<(2_000 * Self.scale) {
+                let members = (0..<random.below(5)).map { _ -> String in
+                    let key = random.pick(keys[""] ?? [])
+                    return "\"\(key)\": \(key == "limits" || key == "retry" || key == "storage" || key == "submission" || key == "plugins" ? "{" + (0..<random.below(4)).map { _ in "\"\(random.pick(keys[key] ?? []))\": \(value(1))" }.joined(separator: ", ") + "}" : value(1))"
+                }
+                let text = "{" + members.joined(separator: ", ") + "}"
+                guard let json = try? JSONValue.parse(text) else { continue }
+                do throws(HostError) {
+                    let configuration = try Configuration.parse(json, origin: "fuzz.json", baseDirectory: "/tmp")
+                    // What the host computes from an accepted configuration must not overflow.
+                    let now = HostInstant(nanoseconds: UInt64.max / 2)
+                    _ = now.advanced(byMilliseconds: configuration.limits.reportBudgetMs)
+                    _ = configuration.storage.maxDatabaseSizeMB * 1024 * 1024
+                    #expect(configuration.limits.effectiveCompletionWindowMs >= 1)
+                } catch {
+                    #expect(error.description.hasPrefix("config fuzz.json: "), "seed \(Self.seed) iteration \(iteration): \(text)")
+                    #expect(error.exitStatus == 2)
+                }
             }
         }
     }
@@ -149,60 +157,64 @@ import Testing
     // MARK: JSON, against Python
 
     @Test("JSON: the reader accepts and rejects what Python's json does (known, documented differences aside)")
-    func jsonDifferential() throws {
-        var random = Random(Self.seed &+ 2)
-        let seeds = [
-            #"{"a": [1, 2.5, -3e2, true, false, null], "b": {"c": "d\n\u00e9\ud83d\ude00"}}"#, #"[]"#, #"{}"#, #""x""#, #"0"#,
-            #"-0.0e+1"#, #"[{"k": 1, "k": 2}]"#, #"{"a":"\t"}"#, "[1,]", "01", "1.", ".5", "[\"\\u+abc\"]", "{\"a\" 1}",
-        ]
-        let alphabet = Array(#"{}[],:"\ -+.eE0123456789abtrufnl/x"#.utf8) + [0x00, 0x09, 0x0A, 0xC3, 0xA9, 0xFF]
-        var inputs: [[UInt8]] = []
-        for _ in 0..<(4_000 * Self.scale) {
-            var bytes = Array(random.pick(seeds).utf8)
-            for _ in 0..<(1 + random.below(4)) {
-                let position = random.below(bytes.count + 1)
-                switch random.below(3) {
-                case 0: bytes.insert(random.pick(alphabet), at: position)
-                case 1 where position < bytes.count: bytes.remove(at: position)
-                default: if position < bytes.count { bytes[position] = random.pick(alphabet) }
+    func jsonDifferential() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool {
+            var random = Random(Self.seed &+ 2)
+            let seeds = [
+                #"{"a": [1, 2.5, -3e2, true, false, null], "b": {"c": "d\n\u00e9\ud83d\ude00"}}"#, #"[]"#, #"{}"#, #""x""#, #"0"#,
+                #"-0.0e+1"#, #"[{"k": 1, "k": 2}]"#, #"{"a":"\t"}"#, "[1,]", "01", "1.", ".5", "[\"\\u+abc\"]", "{\"a\" 1}",
+            ]
+            let alphabet = Array(#"{}[],:"\ -+.eE0123456789abtrufnl/x"#.utf8) + [0x00, 0x09, 0x0A, 0xC3, 0xA9, 0xFF]
+            var inputs: [[UInt8]] = []
+            for _ in 0..<(4_000 * Self.scale) {
+                var bytes = Array(random.pick(seeds).utf8)
+                for _ in 0..<(1 + random.below(4)) {
+                    let position = random.below(bytes.count + 1)
+                    switch random.below(3) {
+                    case 0: bytes.insert(random.pick(alphabet), at: position)
+                    case 1 where position < bytes.count: bytes.remove(at: position)
+                    default: if position < bytes.count { bytes[position] = random.pick(alphabet) }
+                    }
                 }
+                inputs.append(bytes)
             }
-            inputs.append(bytes)
+            // Python reads each input (hex, one per line) and answers 1 (accepted) or 0.
+            let file = try Fixtures.file("json-inputs.txt", inputs.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n"))
+            let script = """
+                import json, sys
+                def refuse(name): raise ValueError(name)
+                out = []
+                for line in open(sys.argv[1]):
+                    data = bytes.fromhex(line.strip())
+                    try:
+                        json.loads(data.decode('utf-8'), parse_constant=refuse)
+                        out.append('1')
+                    except Exception:
+                        out.append('0')
+                print(''.join(out))
+                """
+            let python = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, file.path])
+            #expect(python.status == 0, "\(python.stderr)")
+            let verdicts = Array(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(verdicts.count == inputs.count)
+            var differences: [String] = []
+            for (index, bytes) in inputs.enumerated() where index < verdicts.count {
+                let ours = (try? JSONValue.parse(Data(bytes))) != nil
+                let theirs = verdicts[index] == "1"
+                guard ours != theirs else { continue }
+                let text = String(decoding: bytes, as: UTF8.self)
+                // Known differences: Python turns 1e400 into inf and keeps lone surrogates; this
+                // reader refuses both, on purpose.
+                if theirs, text.range(of: #"[0-9][eE][+]?[0-9]{3}"#, options: .regularExpression) != nil { continue }
+                if theirs, text.lowercased().contains("\\ud8") || text.lowercased().contains("\\udc") || text.lowercased().contains("\\udd")
+                    || text.lowercased().contains("\\ude") || text.lowercased().contains("\\udf") || text.lowercased().contains("\\ud9")
+                    || text.lowercased().contains("\\uda") || text.lowercased().contains("\\udb") { continue }
+                differences.append("\(ours ? "accepted" : "rejected") \(bytes.map { String(format: "%02x", $0) }.joined()) \(text.debugDescription)")
+            }
+            #expect(differences.isEmpty, "seed \(Self.seed): \(differences.prefix(10).joined(separator: "\n"))")
         }
-        // Python reads each input (hex, one per line) and answers 1 (accepted) or 0.
-        let file = try Fixtures.file("json-inputs.txt", inputs.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n"))
-        let script = """
-            import json, sys
-            def refuse(name): raise ValueError(name)
-            out = []
-            for line in open(sys.argv[1]):
-                data = bytes.fromhex(line.strip())
-                try:
-                    json.loads(data.decode('utf-8'), parse_constant=refuse)
-                    out.append('1')
-                except Exception:
-                    out.append('0')
-            print(''.join(out))
-            """
-        let python = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, file.path])
-        #expect(python.status == 0, "\(python.stderr)")
-        let verdicts = Array(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
-        #expect(verdicts.count == inputs.count)
-        var differences: [String] = []
-        for (index, bytes) in inputs.enumerated() where index < verdicts.count {
-            let ours = (try? JSONValue.parse(Data(bytes))) != nil
-            let theirs = verdicts[index] == "1"
-            guard ours != theirs else { continue }
-            let text = String(decoding: bytes, as: UTF8.self)
-            // Known differences: Python turns 1e400 into inf and keeps lone surrogates; this
-            // reader refuses both, on purpose.
-            if theirs, text.range(of: #"[0-9][eE][+]?[0-9]{3}"#, options: .regularExpression) != nil { continue }
-            if theirs, text.lowercased().contains("\\ud8") || text.lowercased().contains("\\udc") || text.lowercased().contains("\\udd")
-                || text.lowercased().contains("\\ude") || text.lowercased().contains("\\udf") || text.lowercased().contains("\\ud9")
-                || text.lowercased().contains("\\uda") || text.lowercased().contains("\\udb") { continue }
-            differences.append("\(ours ? "accepted" : "rejected") \(bytes.map { String(format: "%02x", $0) }.joined()) \(text.debugDescription)")
-        }
-        #expect(differences.isEmpty, "seed \(Self.seed): \(differences.prefix(10).joined(separator: "\n"))")
     }
 
     @Test("JSON: numbers and escapes follow RFC 8259 (what the differential run found: leading zeros, bare dots, signed \\u)")
@@ -218,45 +230,49 @@ import Testing
     // MARK: The receiver, over a real socket
 
     @Test("I: the receiver answers or closes every malformed request, and goes on serving well-formed ones")
-    func receiverRequests() throws {
-        var random = Random(Self.seed &+ 3)
-        var limits = LocalReceiver.Limits()
-        limits.maxHeadBytes = 4_096
-        limits.maxBodyBytes = 64 * 1024
-        limits.idleTimeoutMs = 300
-        limits.maxConnections = 8
-        let receiver = try LocalReceiver(folder: makeTemporaryDirectory("fuzz-receiver"), limits: limits)
-        defer { receiver.stop() }
-        let body = "--b\r\nContent-Disposition: form-data; name=\"upload_file\"; filename=\"u.json\"\r\n\r\n{\"uuid\": \"\(UUID().uuidString.lowercased())\"}\r\n--b--\r\n"
-        let valid = "POST /post HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
-        let pieces = [
-            "POST", "GET", " ", "/post", "HTTP/1.1", "HTTP/9", "\r\n", "\r\n\r\n", "Content-Length: ", "Transfer-Encoding: chunked\r\n",
-            "-1\r\n", "ffffffffffffffffff\r\n", "7fffffffffffffff\r\n", "0\r\n\r\n", "5\r\nhello\r\n", "Expect: 100-continue\r\n",
-            ":", "x", String(repeating: "H", count: 5_000), "\u{0}", "Content-Length: -5\r\n", "Content-Length: 99999999999999999999\r\n",
-        ]
-        let count = 150 * Self.scale
-        for iteration in 0..<count {
-            var request = Array(valid.utf8)
-            if random.chance(60) {
-                request = Array((0..<(1 + random.below(8))).map { _ in random.pick(pieces) }.joined().utf8)
-            } else {
-                for _ in 0..<(1 + random.below(5)) where !request.isEmpty {
-                    let position = random.below(request.count)
-                    switch random.below(3) {
-                    case 0: request[position] = UInt8(random.below(256))
-                    case 1: request.remove(at: position)
-                    default: request.insert(contentsOf: Array(random.pick(pieces).utf8), at: position)
+    func receiverRequests() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool {
+            var random = Random(Self.seed &+ 3)
+            var limits = LocalReceiver.Limits()
+            limits.maxHeadBytes = 4_096
+            limits.maxBodyBytes = 64 * 1024
+            limits.idleTimeoutMs = 300
+            limits.maxConnections = 8
+            let receiver = try LocalReceiver(folder: makeTemporaryDirectory("fuzz-receiver"), limits: limits)
+            defer { receiver.stop() }
+            let body = "--b\r\nContent-Disposition: form-data; name=\"upload_file\"; filename=\"u.json\"\r\n\r\n{\"uuid\": \"\(UUID().uuidString.lowercased())\"}\r\n--b--\r\n"
+            let valid = "POST /post HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            let pieces = [
+                "POST", "GET", " ", "/post", "HTTP/1.1", "HTTP/9", "\r\n", "\r\n\r\n", "Content-Length: ", "Transfer-Encoding: chunked\r\n",
+                "-1\r\n", "ffffffffffffffffff\r\n", "7fffffffffffffff\r\n", "0\r\n\r\n", "5\r\nhello\r\n", "Expect: 100-continue\r\n",
+                ":", "x", String(repeating: "H", count: 5_000), "\u{0}", "Content-Length: -5\r\n", "Content-Length: 99999999999999999999\r\n",
+            ]
+            let count = 150 * Self.scale
+            for iteration in 0..<count {
+                var request = Array(valid.utf8)
+                if random.chance(60) {
+                    request = Array((0..<(1 + random.below(8))).map { _ in random.pick(pieces) }.joined().utf8)
+                } else {
+                    for _ in 0..<(1 + random.below(5)) where !request.isEmpty {
+                        let position = random.below(request.count)
+                        switch random.below(3) {
+                        case 0: request[position] = UInt8(random.below(256))
+                        case 1: request.remove(at: position)
+                        default: request.insert(contentsOf: Array(random.pick(pieces).utf8), at: position)
+                        }
                     }
                 }
+                _ = Self.exchange(port: receiver.port, request, timeoutMs: 2_000)
+                if iteration % 25 == 24 {
+                    let answer = Self.exchange(port: receiver.port, Array(valid.utf8), timeoutMs: 5_000)
+                    #expect(answer.hasPrefix("HTTP/1.1 200"), "seed \(Self.seed) after iteration \(iteration): \(answer.prefix(80))")
+                }
             }
-            _ = Self.exchange(port: receiver.port, request, timeoutMs: 2_000)
-            if iteration % 25 == 24 {
-                let answer = Self.exchange(port: receiver.port, Array(valid.utf8), timeoutMs: 5_000)
-                #expect(answer.hasPrefix("HTTP/1.1 200"), "seed \(Self.seed) after iteration \(iteration): \(answer.prefix(80))")
-            }
+            let answer = Self.exchange(port: receiver.port, Array(valid.utf8), timeoutMs: 5_000)
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "seed \(Self.seed): \(answer.prefix(80))")
         }
-        let answer = Self.exchange(port: receiver.port, Array(valid.utf8), timeoutMs: 5_000)
-        #expect(answer.hasPrefix("HTTP/1.1 200"), "seed \(Self.seed): \(answer.prefix(80))")
     }
 
     /// Sends `request`, half-closes, and returns what came back within `timeoutMs`.
@@ -289,101 +305,105 @@ import Testing
     // MARK: The host table
 
     @Test("R-9: a plugin calling every host function with random, NULL, huge, invalid UTF-8 and stale arguments never crashes the host")
-    func hostTable() throws {
-        let source = fixtureHandler(
-            name: "chaos", before: "on_before", after: "on_after",
-            extra: """
-                #include <stdint.h>
-                static uint64_t state;
-                static rh_report *stale;
-                static uint64_t next(void) {
-                    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-                    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-                    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-                    return z ^ (z >> 31);
-                }
-                static const char *text(void) {
-                    static const char *const texts[] = {"ok", "", "\\xff\\xfe bad utf-8", "\\xc3", "multi\\nline", "k=v", NULL,
-                        "a very long value a very long value a very long value a very long value a very long value"};
-                    return texts[next() % 8];
-                }
-                static size_t size(void) {
-                    /* Within the buffer, or over the limit (never read): the host cannot check
-                       a plugin's memory, only what it claims. */
-                    static const size_t sizes[] = {0, 1, 15, 16, (3u << 20) + 1, (size_t)1 << 40, SIZE_MAX, SIZE_MAX / 2};
-                    return sizes[next() % 8];
-                }
-                static rh_report *handle(rh_report *r) {
-                    switch (next() % 6) {
-                    case 0: return NULL;
-                    case 1: return stale ? stale : r;
-                    case 2: return (rh_report *)(uintptr_t)next();
-                    default: return r;
+    func hostTable() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool {
+            let source = fixtureHandler(
+                name: "chaos", before: "on_before", after: "on_after",
+                extra: """
+                    #include <stdint.h>
+                    static uint64_t state;
+                    static rh_report *stale;
+                    static uint64_t next(void) {
+                        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+                        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+                        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+                        return z ^ (z >> 31);
                     }
-                }
-                static bool visit_attribute(void *c, const char *k, const char *v) { (void)c; (void)k; (void)v; return next() % 2; }
-                static bool visit_label(void *c, const char *l) { (void)c; (void)l; return next() % 2; }
-                static bool visit_attachment(void *c, const char *n, const char *f, size_t s) { (void)c; (void)n; (void)f; (void)s; return true; }
-                static void chaos(rh_report *r) {
-                    static char buffer[32] = "sixteen bytes!!";
-                    char out[64];
-                    size_t length;
-                    const char *labels[4];
-                    for (int i = 0; i < 4000; i++) {
-                        rh_report *h = handle(r);
-                        for (int j = 0; j < 4; j++) labels[j] = text();
-                        size_t capacity = next() % 2 ? sizeof out : (next() % 2 ? 0 : 1);
-                        char *target = capacity ? out : (next() % 2 ? NULL : out);
-                        switch (next() % 24) {
-                        case 0: host->report_type(h); break;
-                        case 1: host->report_trigger(h); break;
-                        case 2: host->report_id(h, target, capacity, next() % 2 ? &length : NULL); break;
-                        case 3: host->summary(h, target, capacity, &length); break;
-                        case 4: host->set_summary(h, text()); break;
-                        case 5: host->description(h, target, capacity, &length); break;
-                        case 6: host->set_description(h, text()); break;
-                        case 7: host->set_email(h, text()); break;
-                        case 8: host->set_severity(h, (int32_t)next()); break;
-                        case 9: host->attribute(h, text(), target, capacity, &length); break;
-                        case 10: host->set_attribute(h, text(), text()); break;
-                        case 11: host->remove_attribute(h, text()); break;
-                        case 12: host->each_attribute(h, next() % 4 ? visit_attribute : NULL, NULL); break;
-                        case 13: host->set_labels(h, next() % 4 ? labels : NULL, next() % 5); break;
-                        case 14: host->add_label(h, text()); break;
-                        case 15: host->add_labels(h, labels, next() % 5); break;
-                        case 16: host->remove_label(h, text()); break;
-                        case 17: host->has_label(h, text()); break;
-                        case 18: host->each_label(h, next() % 4 ? visit_label : NULL, NULL); break;
-                        case 19: host->add_attachment(h, text(), text(), next() % 4 ? buffer : NULL, size()); break;
-                        case 20: host->attachment_data(h, text(), target, next() % 2 ? capacity : SIZE_MAX, &length); break;
-                        case 21: host->remove_attachment(h, text()); break;
-                        case 22: host->each_attachment(h, next() % 4 ? visit_attachment : NULL, NULL); break;
-                        default: host->log(h, (rh_log_level)(next() % 6), text()); host->set_host_attribute(text(), text()); break;
+                    static const char *text(void) {
+                        static const char *const texts[] = {"ok", "", "\\xff\\xfe bad utf-8", "\\xc3", "multi\\nline", "k=v", NULL,
+                            "a very long value a very long value a very long value a very long value a very long value"};
+                        return texts[next() % 8];
+                    }
+                    static size_t size(void) {
+                        /* Within the buffer, or over the limit (never read): the host cannot check
+                           a plugin's memory, only what it claims. */
+                        static const size_t sizes[] = {0, 1, 15, 16, (3u << 20) + 1, (size_t)1 << 40, SIZE_MAX, SIZE_MAX / 2};
+                        return sizes[next() % 8];
+                    }
+                    static rh_report *handle(rh_report *r) {
+                        switch (next() % 6) {
+                        case 0: return NULL;
+                        case 1: return stale ? stale : r;
+                        case 2: return (rh_report *)(uintptr_t)next();
+                        default: return r;
                         }
                     }
+                    static bool visit_attribute(void *c, const char *k, const char *v) { (void)c; (void)k; (void)v; return next() % 2; }
+                    static bool visit_label(void *c, const char *l) { (void)c; (void)l; return next() % 2; }
+                    static bool visit_attachment(void *c, const char *n, const char *f, size_t s) { (void)c; (void)n; (void)f; (void)s; return true; }
+                    static void chaos(rh_report *r) {
+                        static char buffer[32] = "sixteen bytes!!";
+                        char out[64];
+                        size_t length;
+                        const char *labels[4];
+                        for (int i = 0; i < 4000; i++) {
+                            rh_report *h = handle(r);
+                            for (int j = 0; j < 4; j++) labels[j] = text();
+                            size_t capacity = next() % 2 ? sizeof out : (next() % 2 ? 0 : 1);
+                            char *target = capacity ? out : (next() % 2 ? NULL : out);
+                            switch (next() % 24) {
+                            case 0: host->report_type(h); break;
+                            case 1: host->report_trigger(h); break;
+                            case 2: host->report_id(h, target, capacity, next() % 2 ? &length : NULL); break;
+                            case 3: host->summary(h, target, capacity, &length); break;
+                            case 4: host->set_summary(h, text()); break;
+                            case 5: host->description(h, target, capacity, &length); break;
+                            case 6: host->set_description(h, text()); break;
+                            case 7: host->set_email(h, text()); break;
+                            case 8: host->set_severity(h, (int32_t)next()); break;
+                            case 9: host->attribute(h, text(), target, capacity, &length); break;
+                            case 10: host->set_attribute(h, text(), text()); break;
+                            case 11: host->remove_attribute(h, text()); break;
+                            case 12: host->each_attribute(h, next() % 4 ? visit_attribute : NULL, NULL); break;
+                            case 13: host->set_labels(h, next() % 4 ? labels : NULL, next() % 5); break;
+                            case 14: host->add_label(h, text()); break;
+                            case 15: host->add_labels(h, labels, next() % 5); break;
+                            case 16: host->remove_label(h, text()); break;
+                            case 17: host->has_label(h, text()); break;
+                            case 18: host->each_label(h, next() % 4 ? visit_label : NULL, NULL); break;
+                            case 19: host->add_attachment(h, text(), text(), next() % 4 ? buffer : NULL, size()); break;
+                            case 20: host->attachment_data(h, text(), target, next() % 2 ? capacity : SIZE_MAX, &length); break;
+                            case 21: host->remove_attachment(h, text()); break;
+                            case 22: host->each_attachment(h, next() % 4 ? visit_attachment : NULL, NULL); break;
+                            default: host->log(h, (rh_log_level)(next() % 6), text()); host->set_host_attribute(text(), text()); break;
+                            }
+                        }
+                    }
+                    static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                        (void)c; (void)t;
+                        state = (uint64_t)(uintptr_t)r;
+                        chaos(r);
+                        stale = r;  /* used after its handle closed, in the next callbacks */
+                        done();
+                        done();  /* a second completion */
+                    }
+                    static void on_after(void *c, rh_report *r, bool t, rh_completion done) {
+                        (void)c; (void)t;
+                        chaos(r);
+                        done();
+                    }
+                    """)
+            let library = try Fixtures.freshCopy(of: Fixtures.plugin("chaos", source: source))
+            let host = try TestHost.make()
+            try host.loadPlugin(at: library.path, into: .handler)
+            for trigger in [Trigger.logError, .upload, .crash] where true {
+                for _ in 0..<Self.scale {
+                    let document = try host.raiseDocument(ReportRequest(trigger: trigger))
+                    #expect(document.content.attachments.count <= 6)
+                    #expect(document.internalLog.contains { $0.message.contains("completion called again") })
                 }
-                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
-                    (void)c; (void)t;
-                    state = (uint64_t)(uintptr_t)r;
-                    chaos(r);
-                    stale = r;  /* used after its handle closed, in the next callbacks */
-                    done();
-                    done();  /* a second completion */
-                }
-                static void on_after(void *c, rh_report *r, bool t, rh_completion done) {
-                    (void)c; (void)t;
-                    chaos(r);
-                    done();
-                }
-                """)
-        let library = try Fixtures.freshCopy(of: Fixtures.plugin("chaos", source: source))
-        let host = try TestHost.make()
-        try host.loadPlugin(at: library.path, into: .handler)
-        for trigger in [Trigger.logError, .upload, .crash] where true {
-            for _ in 0..<Self.scale {
-                let document = try host.raiseDocument(ReportRequest(trigger: trigger))
-                #expect(document.content.attachments.count <= 6)
-                #expect(document.internalLog.contains { $0.message.contains("completion called again") })
             }
         }
     }

@@ -42,150 +42,226 @@ import Testing
     }
 
     @Test("D-1, D-13: a crash file with a far-future time never bricks the repository; the report gets a plausible time")
-    func farFutureTime() throws {
-        try crashFile(["time 99999999999", "time 9300000000000000"])
-        let launched = try run(["launch"])
-        #expect(launched.status == 0, "\(launched.stderr)")
-        for _ in 0..<2 {
-            #expect(try run(["report", "error"]).status == 0)
-            #expect(try run(["launch"]).status == 0)
+    func farFutureTime() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            try crashFile(["time 99999999999", "time 9300000000000000"])
+            let launched = try run(["launch"])
+            #expect(launched.status == 0, "\(launched.stderr)")
+            for _ in 0..<2 {
+                #expect(try run(["report", "error"]).status == 0)
+                #expect(try run(["launch"]).status == 0)
+            }
+            let records = try status()["records"]?.arrayValue ?? []
+            #expect(records.count == 3)
+            let crash = try #require(records.first { $0["trigger"] == .string("crash") })
+            let created = try #require(crash["created_at"]?.stringValue.flatMap(ReportDocument.parseTimestamp))
+            #expect(abs(created.timeIntervalSinceNow) < 86_400 * 2)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: crashes.path).isEmpty)
         }
-        let records = try status()["records"]?.arrayValue ?? []
-        #expect(records.count == 3)
-        let crash = try #require(records.first { $0["trigger"] == .string("crash") })
-        let created = try #require(crash["created_at"]?.stringValue.flatMap(ReportDocument.parseTimestamp))
-        #expect(abs(created.timeIntervalSinceNow) < 86_400 * 2)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: crashes.path).isEmpty)
     }
 
     @Test("D-13: one damaged row is skipped and reported by status; every other record is still handled")
-    func damagedRow() throws {
-        #expect(try run(["report", "bug", "--summary", "first"]).status == 0)
-        let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
-        let damage = try ChildProcess.run("/usr/bin/env", [
-            "python3", "-c",
-            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE reports SET document='{not json'\"); c.commit()",
-            database,
-        ])
-        #expect(damage.status == 0, "\(damage.stderr)")
-        let report = try run(["report", "error", "--summary", "second"])
-        #expect(report.status == 0, "\(report.stderr)")
-        #expect(try run(["launch"]).status == 0)
-        let document = try status()
-        #expect(document["records"]?.arrayValue?.count == 1)
-        #expect(document["unreadable_records"]?.arrayValue?.count == 1)
-        let text = try run(["status"])
-        #expect(text.status == 0 && text.stdout.contains("unreadable, skipped"))
+    func damagedRow() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            #expect(try run(["report", "bug", "--summary", "first"]).status == 0)
+            let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
+            let damage = try ChildProcess.run("/usr/bin/env", [
+                "python3", "-c",
+                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE reports SET document='{not json'\"); c.commit()",
+                database,
+            ])
+            #expect(damage.status == 0, "\(damage.stderr)")
+            let report = try run(["report", "error", "--summary", "second"])
+            #expect(report.status == 0, "\(report.stderr)")
+            #expect(try run(["launch"]).status == 0)
+            let document = try status()
+            #expect(document["records"]?.arrayValue?.count == 1)
+            #expect(document["unreadable_records"]?.arrayValue?.count == 1)
+            let text = try run(["status"])
+            #expect(text.status == 0 && text.stdout.contains("unreadable, skipped"))
+        }
     }
 
     @Test("D-1, D-3: an attachment line naming a FIFO or a device is omitted at once, never read whole or waited on")
-    func attachmentIsAFifoOrADevice() throws {
-        let fifo = folder.appendingPathComponent("pipe").path
-        #expect(mkfifo(fifo, 0o600) == 0)
-        try crashFile(["time 1700000000", "attachment \(fifo)", "attachment /dev/zero", "attachment /dev/urandom"])
-        let launched = try run(["launch"], limitSeconds: 30)
-        #expect(launched.status == 0, "\(launched.stderr)")
-        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
-        let record = try #require(try database.records().first)
-        #expect(record.document.internalLog.filter { $0.message.contains("not a regular file") }.count == 3)
+    func attachmentIsAFifoOrADevice() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let fifo = folder.appendingPathComponent("pipe").path
+            #expect(mkfifo(fifo, 0o600) == 0)
+            try crashFile(["time 1700000000", "attachment \(fifo)", "attachment /dev/zero", "attachment /dev/urandom"])
+            let launched = try run(["launch"], limitSeconds: 30)
+            #expect(launched.status == 0, "\(launched.stderr)")
+            let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+            let record = try #require(try database.records().first)
+            #expect(record.document.internalLog.filter { $0.message.contains("not a regular file") }.count == 3)
+        }
     }
 
     @Test("D-1: a crash file naming thousands of attachments copies the first 16 and notes the rest")
-    func manyAttachmentLines() throws {
-        let file = folder.appendingPathComponent("small.log")
-        try Data("x".utf8).write(to: file)
-        try crashFile(["time 1700000000"] + Array(repeating: "attachment \(file.path)", count: 5_000))
-        #expect(try run(["launch"]).status == 0)
-        let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
-        let record = try #require(try database.records().first)
-        #expect(try database.attachmentFiles(of: record.rowID).count == 16)
-        #expect(record.document.internalLog.contains { $0.message.contains("4984 attachment line(s)") })
+    func manyAttachmentLines() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let file = folder.appendingPathComponent("small.log")
+            try Data("x".utf8).write(to: file)
+            try crashFile(["time 1700000000"] + Array(repeating: "attachment \(file.path)", count: 5_000))
+            #expect(try run(["launch"]).status == 0)
+            let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+            let record = try #require(try database.records().first)
+            #expect(try database.attachmentFiles(of: record.rowID).count == 16)
+            #expect(record.document.internalLog.contains { $0.message.contains("4984 attachment line(s)") })
+        }
     }
 
     @Test("D-9: a 503 with a huge or infinite Retry-After is retained for retry within 30 days, never a trap")
-    func hugeRetryAfter() throws {
-        for value in ["99999999999999999", "inf", "1e308", "Fri, 31 Dec 9999 23:59:59 GMT"] {
-            let server = try RawHTTPServer(.respond("HTTP/1.1 503 Unavailable\r\nRetry-After: \(value)\r\nContent-Length: 0\r\n\r\n"))
-            defer { server.stop() }
-            let result = try run(["report", "error", "--config", try config(server.url)])
-            #expect(result.status == 0 && result.signal == nil, "\(value): \(result.stderr)")
-            let records = try status()["records"]?.arrayValue ?? []
-            let record = try #require(records.last)
-            #expect(record["state"] == .string("retry"), "\(value)")
-            let next = try #require(record["next_attempt_at"]?.stringValue.flatMap(ReportDocument.parseTimestamp), "\(value)")
-            #expect(next.timeIntervalSinceNow <= 30 * 86_400 + 60, "\(value)")
-            #expect(try run(["launch", "--config", try config(server.url)]).status == 0)
+    func hugeRetryAfter() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            for value in ["99999999999999999", "inf", "1e308", "Fri, 31 Dec 9999 23:59:59 GMT"] {
+                let server = try RawHTTPServer(.respond("HTTP/1.1 503 Unavailable\r\nRetry-After: \(value)\r\nContent-Length: 0\r\n\r\n"))
+                defer { server.stop() }
+                let result = try run(["report", "error", "--config", try config(server.url)])
+                #expect(result.status == 0 && result.signal == nil, "\(value): \(result.stderr)")
+                let records = try status()["records"]?.arrayValue ?? []
+                let record = try #require(records.last)
+                #expect(record["state"] == .string("retry"), "\(value)")
+                let next = try #require(record["next_attempt_at"]?.stringValue.flatMap(ReportDocument.parseTimestamp), "\(value)")
+                #expect(next.timeIntervalSinceNow <= 30 * 86_400 + 60, "\(value)")
+                #expect(try run(["launch", "--config", try config(server.url)]).status == 0)
+            }
         }
     }
 
     @Test("D-9: a server trickling its answer a byte at a time cannot hold the host: the whole request has a deadline")
-    func tricklingServer() throws {
-        // The head at once, then the body a byte every 200 ms: never idle long enough for the
-        // session's timeout, which restarts on every byte.
-        let server = try RawHTTPServer(.trickle(
-            head: "HTTP/1.1 503 Unavailable\r\nContent-Length: 100000\r\n\r\n", body: String(repeating: "x", count: 100_000),
-            intervalMs: 200))
-        defer { server.stop() }
-        let clock = SystemClock()
-        let start = clock.now()
-        let result = try run(["report", "error", "--config", try config(server.url, timeoutMs: 1_000)], limitSeconds: 60)
-        #expect(result.status == 0 && result.signal == nil, "\(result.stderr)")
-        #expect(clock.now().milliseconds(since: start) < 30_000)
-        let record = try #require(try status()["records"]?.arrayValue?.last)
-        // The head is the answer: retained for retry at once, the body never read.
-        #expect(record["state"] == .string("retry") && record["outcome"] == .string("HTTP 503"), "\(record)")
+    func tricklingServer() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            // The head at once, then the body a byte every 200 ms: never idle long enough for the
+            // session's timeout, which restarts on every byte.
+            let server = try RawHTTPServer(.trickle(
+                head: "HTTP/1.1 503 Unavailable\r\nContent-Length: 100000\r\n\r\n", body: String(repeating: "x", count: 100_000),
+                intervalMs: 200))
+            defer { server.stop() }
+            let clock = SystemClock()
+            let start = clock.now()
+            let result = try run(["report", "error", "--config", try config(server.url, timeoutMs: 1_000)], limitSeconds: 60)
+            #expect(result.status == 0 && result.signal == nil, "\(result.stderr)")
+            #expect(clock.now().milliseconds(since: start) < 30_000)
+            let record = try #require(try status()["records"]?.arrayValue?.last)
+            // The head is the answer: retained for retry at once, the body never read.
+            #expect(record["state"] == .string("retry") && record["outcome"] == .string("HTTP 503"), "\(record)")
+        }
     }
 
     @Test("D-9: a server that never stops sending its body cannot grow the host: the body is never read")
-    func endlessBody() throws {
-        let server = try RawHTTPServer(.endlessBody(head: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"))
-        defer { server.stop() }
-        let result = try run(["report", "error", "--config", try config(server.url)], limitSeconds: 60)
-        #expect(result.status == 0, "\(result.stderr)")
-        #expect(try status()["records"]?.arrayValue?.last?["state"] == .string("terminal"))
+    func endlessBody() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let server = try RawHTTPServer(.endlessBody(head: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"))
+            defer { server.stop() }
+            let result = try run(["report", "error", "--config", try config(server.url)], limitSeconds: 60)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try status()["records"]?.arrayValue?.last?["state"] == .string("terminal"))
+        }
     }
 
     @Test("I-4: a full or closed stderr never kills the host: the report is stored, errors keep their exit status")
-    func fullOrClosedStderr() throws {
-        for target in ["/dev/full", "closed pipe"] {
-            let process = Process()
-            process.executableURL = Products.reporthost
-            process.currentDirectoryURL = folder
-            process.arguments = ["report", "error", "--log-level", "debug", "--repository", repository]
-            process.environment = ["SWIFT_BACKTRACE": "enable=no"]
-            if target == "/dev/full" {
-                process.standardError = FileHandle(forWritingAtPath: "/dev/full")
-            } else {
-                let pipe = Pipe()
-                try pipe.fileHandleForReading.close()  // every write to stderr fails with EPIPE
-                process.standardError = pipe.fileHandleForWriting
+    func fullOrClosedStderr() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            for target in ["/dev/full", "closed pipe"] {
+                let process = Process()
+                process.executableURL = Products.reporthost
+                process.currentDirectoryURL = folder
+                process.arguments = ["report", "error", "--log-level", "debug", "--repository", repository]
+                process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+                if target == "/dev/full" {
+                    process.standardError = FileHandle(forWritingAtPath: "/dev/full")
+                } else {
+                    let pipe = Pipe()
+                    try pipe.fileHandleForReading.close()  // every write to stderr fails with EPIPE
+                    process.standardError = pipe.fileHandleForWriting
+                }
+                process.standardOutput = FileHandle.nullDevice
+                try process.run()
+                process.waitUntilExit()
+                #expect(process.terminationReason == .exit, "\(target)")
+                #expect(process.terminationStatus == 0, "\(target)")
             }
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit, "\(target)")
-            #expect(process.terminationStatus == 0, "\(target)")
+            #expect(try status()["records"]?.arrayValue?.count == 2)
+            // A usage error still exits 2 when its message cannot be written.
+            let usage = Process()
+            usage.executableURL = Products.reporthost
+            usage.arguments = ["report", "nonsense"]
+            usage.environment = ["SWIFT_BACKTRACE": "enable=no"]
+            usage.standardError = FileHandle(forWritingAtPath: "/dev/full")
+            try usage.run()
+            usage.waitUntilExit()
+            #expect(usage.terminationReason == .exit && usage.terminationStatus == 2)
         }
-        #expect(try status()["records"]?.arrayValue?.count == 2)
-        // A usage error still exits 2 when its message cannot be written.
-        let usage = Process()
-        usage.executableURL = Products.reporthost
-        usage.arguments = ["report", "nonsense"]
-        usage.environment = ["SWIFT_BACKTRACE": "enable=no"]
-        usage.standardError = FileHandle(forWritingAtPath: "/dev/full")
-        try usage.run()
-        usage.waitUntilExit()
-        #expect(usage.terminationReason == .exit && usage.terminationStatus == 2)
+    }
+
+    @Test("D-9, I-7: what a kill between a commit and its file deletions leaves (request bodies, copies no row names) is removed at the next launch")
+    func leftoversAreSwept() async throws {
+        try await offPool { [self] in
+            let attached = folder.appendingPathComponent("kept.log")
+            try Data("kept".utf8).write(to: attached)
+            #expect(try run(["report", "error", "--attach", attached.path]).status == 0)
+            let root = folder.appendingPathComponent("repo")
+            let database = try #require(try Repository.openForReading(folder: root))
+            let record = try #require(try database.records().first)
+            let copy = try #require(try database.attachmentFiles(of: record.rowID).first?.file)
+            let leftovers = [
+                root.appendingPathComponent("outgoing-\(record.rowID).multipart"),
+                root.appendingPathComponent("attachments/999/0f0f0f0f-0000-0000-0000-000000000000"),
+                copy.deletingLastPathComponent().appendingPathComponent("11111111-2222-3333-4444-555555555555"),
+            ]
+            for file in leftovers {
+                try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try Data("payload".utf8).write(to: file)
+            }
+            let launched = try run(["launch", "--log-level", "info"])
+            #expect(launched.status == 0 && launched.stderr.contains("removed 3 leftover file(s)"), "\(launched.stderr)")
+            for file in leftovers { #expect(!FileManager.default.fileExists(atPath: file.path), "\(file.path)") }
+            #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("attachments/999").path) == false)
+            #expect(try Data(contentsOf: copy) == Data("kept".utf8))
+        }
+    }
+
+    @Test("D-9: a submission timeout under a second still delivers (FoundationNetworking keeps whole seconds: rounded up)")
+    func subSecondTimeout() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            for timeoutMs in [1, 500, 999] {
+                let result = try run(["report", "error", "--config", try config(receiver.url, timeoutMs: timeoutMs)])
+                #expect(result.status == 0 && result.stderr.contains("delivered (HTTP 200)"), "\(timeoutMs): \(result.stderr)")
+            }
+            #expect(receiver.received.count == 3)
+        }
     }
 
     @Test("D-14: a log file that is a FIFO is refused at start with a clear error, never waited on")
-    func logFileIsAFifo() throws {
-        let fifo = folder.appendingPathComponent("log.fifo").path
-        #expect(mkfifo(fifo, 0o600) == 0)
-        let file = folder.appendingPathComponent("log.json")
-        try #"{"logging": [{"type": "file", "path": "\#(fifo)"}]}"#.write(to: file, atomically: true, encoding: .utf8)
-        let result = try run(["report", "error", "--config", file.path], limitSeconds: 30)
-        #expect(result.status == 1, "\(result)")
-        #expect(result.stderr.contains("reporthost: error:") && result.stderr.contains("log.fifo"))
+    func logFileIsAFifo() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            let fifo = folder.appendingPathComponent("log.fifo").path
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let file = folder.appendingPathComponent("log.json")
+            try #"{"logging": [{"type": "file", "path": "\#(fifo)"}]}"#.write(to: file, atomically: true, encoding: .utf8)
+            let result = try run(["report", "error", "--config", file.path], limitSeconds: 30)
+            #expect(result.status == 1, "\(result)")
+            #expect(result.stderr.contains("reporthost: error:") && result.stderr.contains("log.fifo"))
+        }
     }
 }

@@ -39,7 +39,9 @@ public final class URLSessionTransport: SubmissionTransport {
     ///   on Linux applies the session's timeout, not the request's, to upload tasks.
     public init(timeoutMs: Int = 15_000) {
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = Double(timeoutMs) / 1000
+        // FoundationNetworking keeps whole seconds only (1500 ms would become 1 s, 500 ms a
+        // timer that fires at once): round up.
+        configuration.timeoutIntervalForRequest = Self.wholeSeconds(timeoutMs)
         configuration.httpMaximumConnectionsPerHost = 2
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         delegate = Delegate()
@@ -49,7 +51,7 @@ public final class URLSessionTransport: SubmissionTransport {
     deinit { session.invalidateAndCancel() }
 
     public func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
-        var request = URLRequest(url: url, timeoutInterval: Double(timeoutMs) / 1000)
+        var request = URLRequest(url: url, timeoutInterval: Self.wholeSeconds(timeoutMs))
         request.httpMethod = "POST"
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
         let result = WaitableState<TransportResult?>(nil)
@@ -67,6 +69,9 @@ public final class URLSessionTransport: SubmissionTransport {
         }
         return outcome
     }
+
+    /// `timeoutMs` as whole seconds, rounded up, at least 1.
+    static func wholeSeconds(_ timeoutMs: Int) -> TimeInterval { max(1, (Double(timeoutMs) / 1000).rounded(.up)) }
 
     /// The whole-request deadline for an idle timeout of `timeoutMs`: four times it (a
     /// minute by default, room for a 9 MB upload on a slow link), and never under 5 s.

@@ -47,6 +47,9 @@ public final class HostSession: Sendable {
             // Running-app callbacks run on the main thread: it needs its own alternate stack.
             _ = host.mainExecutor.sync { CrashCapture.prepareThread() }
         }
+        // A host killed between a commit and the file deletions after it left those files.
+        let swept = try storage { () throws(StorageError) in try repository.sweepLeftovers() }
+        if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
         let recovery = Recovery(host: host, repository: repository)
         try recovery.collect(currentSession: sessionID)
         try loadConfiguredPlugins(host: host, repository: repository)

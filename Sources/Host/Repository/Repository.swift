@@ -425,6 +425,36 @@ public final class Repository: Sendable {
         }
     }
 
+    // MARK: Leftovers
+
+    /// Removes what a host killed between a commit and its file deletions leaves behind: request
+    /// bodies (`outgoing-*.multipart`), attachment folders of records that have none, and copies
+    /// no attachment row names. Call with the repository lock held (a launch). Returns how many
+    /// files and folders went.
+    @discardableResult
+    public func sweepLeftovers() throws(StorageError) -> Int {
+        let files = FileManager.default
+        var removed = 0
+        for name in (try? files.contentsOfDirectory(atPath: folder.path)) ?? [] where name.hasPrefix("outgoing-") {
+            if (try? files.removeItem(at: folder.appendingPathComponent(name))) != nil { removed += 1 }
+        }
+        var named: [String: Set<String>] = [:]
+        for row in try database.query("SELECT record, position, file FROM attachments") {
+            named[String(row[0].int ?? 0), default: []].insert(row[2].string ?? String(row[1].int ?? 0))
+        }
+        for record in (try? files.contentsOfDirectory(atPath: attachmentsFolder.path)) ?? [] {
+            let recordFolder = attachmentsFolder.appendingPathComponent(record)
+            guard let kept = named[record] else {
+                if (try? files.removeItem(at: recordFolder)) != nil { removed += 1 }
+                continue
+            }
+            for copy in (try? files.contentsOfDirectory(atPath: recordFolder.path)) ?? [] where !kept.contains(copy) {
+                if (try? files.removeItem(at: recordFolder.appendingPathComponent(copy))) != nil { removed += 1 }
+            }
+        }
+        return removed
+    }
+
     // MARK: Storage limits (SPEC D-12)
 
     /// What one maintenance pass evicted.
