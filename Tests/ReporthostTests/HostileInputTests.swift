@@ -265,3 +265,20 @@ import Testing
         }
     }
 }
+
+/// The kill soak's short run (about 30 SIGKILLs at random moments and at every
+/// `REPORTHOST_CRASH_AT` point, against a receiver that resets, stalls and answers 503):
+/// nothing lost, no orphan files. `scripts/soak --kills 1000` is the long run.
+@Suite struct SoakTests {
+    @Test("D-1, D-2, D-4, H-13: 30 kills: every report received or stored, none lost, no orphan copies or temporary files")
+    func shortSoak() async throws {
+        try await offPool {
+            let script = Products.packageRoot.appendingPathComponent("scripts/soak.py").path
+            let result = try ChildProcess.run(
+                "/usr/bin/env", ["python3", script, "--kills", "30", "--seed", "1", "--binary", Products.reporthost.path, "--time-limit", "300"])
+            let last = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(result.status == 0, "\(result.stdout.suffix(2_000))\n\(result.stderr.suffix(2_000))")
+            #expect(last.hasPrefix("soak: kills ") && last.contains(", lost 0, "), "\(last)")
+        }
+    }
+}
