@@ -102,6 +102,27 @@ import Testing
         }
     }
 
+    @Test("D-1: files in crashes/ that cannot be read (garbage, a FIFO, over 4 MB) are kept aside in crashes/rejected/ and reported once")
+    func rejectedCrashFiles() async throws {
+        try await offPool { [self] in
+            #expect(try run(["launch"]).status == 0)
+            try Data([0xde, 0xad, 0xbe, 0xef, 0x0a]).write(to: crashes.appendingPathComponent("garbage.crash"))
+            #expect(mkfifo(crashes.appendingPathComponent("pipe.crash").path, 0o600) == 0)
+            try Data(repeating: 0x61, count: CrashFile.maxBytes + 1).write(to: crashes.appendingPathComponent("huge.crash"))
+            for _ in 0..<3 { #expect(try run(["launch"], limitSeconds: 30).status == 0) }
+            let records = try status()["records"]?.arrayValue ?? []
+            #expect(records.count == 3)
+            let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+            let summaries = try database.records().compactMap(\.document.content.summary).sorted()
+            #expect(summaries.contains { $0.contains("no `reporthost-crash 1` header") })
+            #expect(summaries.contains { $0.contains("not a regular file") })
+            #expect(summaries.contains { $0.contains("over the 4194304-byte limit") })
+            let aside = try FileManager.default.contentsOfDirectory(atPath: crashes.appendingPathComponent("rejected").path)
+            #expect(aside.count == 3)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: crashes.path) == ["rejected"])
+        }
+    }
+
     @Test("D-1: a crash file naming thousands of attachments copies the first 16 and notes the rest")
     func manyAttachmentLines() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

@@ -57,8 +57,25 @@ public struct CrashFile: Sendable {
 
     /// Parses the file at `path`; nil when it is not a crash file at all.
     public init?(path: String, modifiedAt fallbackTime: Date) {
-        guard case .success(let data) = BoundedFile.read(path, limit: Self.maxBytes) else { return nil }
-        self.init(path: path, data: data, modifiedAt: fallbackTime)
+        guard case .success(let crash) = Self.read(path, modifiedAt: fallbackTime) else { return nil }
+        self = crash
+    }
+
+    /// Reads and parses the file at `path`, or says why it cannot be read as a crash file.
+    public static func read(_ path: String, modifiedAt fallbackTime: Date) -> Result<CrashFile, Rejection> {
+        switch BoundedFile.read(path, limit: maxBytes) {
+        case .failure(let failure): return .failure(Rejection(reason: failure.description))
+        case .success(let data):
+            guard let crash = CrashFile(path: path, data: data, modifiedAt: fallbackTime) else {
+                return .failure(Rejection(reason: "no `reporthost-crash 1` header"))
+            }
+            return .success(crash)
+        }
+    }
+
+    /// Why a file in `crashes/` is not read as a crash file.
+    public struct Rejection: Error, Equatable, Sendable {
+        public var reason: String
     }
 
     /// Parses crash-file text; nil when it does not start with the crash-file header. Any
@@ -66,7 +83,7 @@ public struct CrashFile: Sendable {
     /// left at its default.
     public init?(path: String, data: Data, modifiedAt fileTime: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
-        let fallbackTime = Self.plausibleTime(String(Int64(exactly: fileTime.timeIntervalSince1970.rounded(.down)) ?? -1)) ?? Date()
+        let fallbackTime = Self.plausible(fileTime) ?? Date()
         let text = String(decoding: data, as: UTF8.self)
         let lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
         guard lines.first == "reporthost-crash 1" else { return nil }
@@ -123,6 +140,11 @@ public struct CrashFile: Sendable {
         let latest = Int64(Date().timeIntervalSince1970) + 86_400
         guard seconds >= 946_684_800, seconds <= latest else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    /// `date` when it is a plausible crash time (as for a `time` line).
+    public static func plausible(_ date: Date) -> Date? {
+        Int64(exactly: date.timeIntervalSince1970.rounded(.down)).flatMap { plausibleTime(String($0)) }
     }
 
     /// The instruction pointer at the fault, when the file has it.

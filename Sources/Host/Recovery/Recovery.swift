@@ -42,10 +42,11 @@ struct Recovery {
             .map { ($0, Self.modificationDate($0)) }
             .sorted { $0.1 < $1.1 }
         for (path, modified) in files {
-            guard let crash = CrashFile(path: path, modifiedAt: modified) else {
-                let aside = path + ".unreadable"
-                try? FileManager.default.moveItem(atPath: path, toPath: aside)
-                log.warn("crash file \(path) is not a ReportHost crash file; kept as \(aside)")
+            let crash: CrashFile
+            switch CrashFile.read(path, modifiedAt: modified) {
+            case .success(let parsed): crash = parsed
+            case .failure(let rejection):
+                try reject(path, because: rejection.reason, modified: modified)
                 continue
             }
             let culprit = try quarantineCulprit(of: crash)
@@ -57,6 +58,33 @@ struct Recovery {
             FaultPoint.afterSave.hit()
             try purge(path, record: rowID)
         }
+    }
+
+    /// A file in `crashes/` that cannot be read as a crash file (not a regular file, too large,
+    /// no header, an I/O error): kept aside in `crashes/rejected/`, never read again, and
+    /// reported as a crash report saying what could be read, so nothing is silently dropped
+    /// and nothing is retried forever.
+    private func reject(_ path: String, because reason: String, modified: Date) throws(StorageError) {
+        let rejected = repository.crashesFolder.appendingPathComponent("rejected")
+        try? FileManager.default.createDirectory(at: rejected, withIntermediateDirectories: true)
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        let aside = rejected.appendingPathComponent("\(Int64(Date().timeIntervalSince1970))-\(name)").path
+        if rename(path, aside) != 0 {
+            // It cannot even be moved: it must not be found again on every launch.
+            guard unlink(path) == 0 else {
+                throw StorageError(path: path, message: "cannot set the unreadable crash file aside (\(String(cString: strerror(errno))))")
+            }
+        }
+        DurableFile.syncDirectory(repository.crashesFolder)
+        var content = ReportContent()
+        content.summary = "An unreadable crash file was found (\(reason))"
+        let kept = FileManager.default.fileExists(atPath: aside) ? "kept as \(aside)" : "removed: it could not be moved"
+        let document = ReportDocument(
+            id: UUID().uuidString.lowercased(), trigger: .crash, content: content,
+            internalLog: [InternalLogEntry(level: .warn, handler: "host", message: "crash file \(name) could not be read: \(reason); \(kept)")],
+            createdAt: CrashFile.plausible(modified) ?? Date())
+        try repository.insert(document, state: .pendingChain)
+        log.warn("crash file \(path) could not be read (\(reason)); \(kept)")
     }
 
     /// Quarantines the plugin a crash happened in, when the plugin (not host code it called
