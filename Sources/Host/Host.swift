@@ -114,13 +114,16 @@ public final class ReportHost: Sendable {
     @discardableResult
     public func loadPlugin(at path: String, into slot: PluginSlot) throws(HostError) -> LoadedPlugin {
         let table = self.table
-        let result = mainExecutor.sync { () -> Result<LoadedPlugin, PluginLoadError> in
+        // Bounded: an entry that never returns must not hang the host (it keeps the main
+        // thread, so nothing else can run there either: the load fails with exit 2).
+        let limit = configuration.limits.callbackTimeoutMs
+        let result = mainExecutor.sync(timeoutMilliseconds: limit) { () -> Result<LoadedPlugin, PluginLoadError> in
             do throws(PluginLoadError) {
                 return .success(try PluginLoader.load(path: path, slot: slot, table: UnsafePointer(table.pointer)))
             } catch {
                 return .failure(error)
             }
-        }
+        } ?? .failure(PluginLoadError(path: PluginLoader.absolutePath(path), reason: .entryTimedOut(milliseconds: limit)))
         switch result {
         case .failure(let error): throw .plugin(error)
         case .success(let plugin):
@@ -199,7 +202,9 @@ public final class ReportHost: Sendable {
             content.labels = request.labels
         }
         for attachment in request.attachments {
-            _ = report.addAttachment(name: attachment.name, filename: attachment.filename, data: attachment.data, by: .extended)
+            _ = report.addAttachment(
+                name: attachment.name, filename: attachment.filename, data: attachment.data, declaredSize: attachment.declaredSize,
+                by: .extended)
         }
         noteQuarantine(on: report)
     }

@@ -62,10 +62,15 @@ enum ReportCommand {
         }
         for path in arguments.values("attach") {
             let url = URL(fileURLWithPath: PluginLoader.absolutePath(path))
-            guard let data = FileManager.default.contents(atPath: url.path) else {
-                throw .usage("--attach '\(path)': the file is missing or unreadable")
+            var attachment = ReportRequest.ExtendedAttachment(name: url.lastPathComponent, filename: url.lastPathComponent, data: Data())
+            // Read only up to the 3 MB limit: a larger file is dropped and noted, never
+            // held in memory whole.
+            switch BoundedFile.read(url.path, limit: ReportContent.attachmentMaxBytes, followLinks: true) {
+            case .success(let data): attachment.data = data
+            case .failure(.tooLarge(let size, _)): attachment.declaredSize = UInt(clamping: size)
+            case .failure(let failure): throw .usage("--attach '\(path)': the file is missing or unreadable (\(failure))")
             }
-            request.attachments.append(.init(name: url.lastPathComponent, filename: url.lastPathComponent, data: data))
+            request.attachments.append(attachment)
         }
         request.isTerminating = arguments.flag("terminating")
         return request

@@ -271,6 +271,72 @@ import Testing
         }
     }
 
+    @Test("R-7, I-4: files named on the command line are read within their limits: an --attach over 3 MB is dropped unread, a FIFO is exit 2, a config over 1 MB is exit 2")
+    func commandLineFiles() async throws {
+        try await offPool { [self] in
+            let big = folder.appendingPathComponent("big.bin")
+            try Data(count: 4 << 20).write(to: big)
+            let report = try run(["report", "error", "--attach", big.path, "--print"])
+            #expect(report.status == 0, "\(report.stderr)")
+            let log = try JSONValue.parse(report.stdout)["internal_log"]?.arrayValue ?? []
+            #expect(log.contains { $0["message"]?.stringValue == "attachment 'big.bin' dropped: it is 4194304 bytes, over the 3145728-byte limit" })
+            let fifo = folder.appendingPathComponent("attach.fifo").path
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let attachFifo = try run(["report", "error", "--attach", fifo], limitSeconds: 30)
+            #expect(attachFifo.status == 2 && attachFifo.stderr.contains("not a regular file"), "\(attachFifo)")
+            let config = folder.appendingPathComponent("big.json")
+            try Data(("{\"attributes\": {\"a\": \"" + String(repeating: "x", count: 2 << 20) + "\"}}").utf8).write(to: config)
+            let bigConfig = try run(["report", "error", "--config", config.path])
+            #expect(bigConfig.status == 2 && bigConfig.stderr.contains("over the 1048576-byte limit"), "\(bigConfig.stderr)")
+            let configFifo = try run(["report", "error", "--config", fifo], limitSeconds: 30)
+            #expect(configFifo.status == 2 && configFifo.stderr.contains("not a regular file"), "\(configFifo.stderr)")
+        }
+    }
+
+    @Test("I-4: a plugin whose entry never returns fails to load within the callback limit (exit 2), never hangs the host")
+    func entryNeverReturns() async throws {
+        try await offPool { [self] in
+            let source = """
+                \(fixturePrelude)
+                #include <unistd.h>
+                const rh_handler *rh_plugin_entry(const rh_host_api *h) {
+                    host = h;
+                    for (;;) pause();
+                }
+                """
+            let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("never-returns", source: source))
+            let config = folder.appendingPathComponent("fast.json")
+            try #"{"limits": {"callbackTimeoutMs": 500}}"#.write(to: config, atomically: true, encoding: .utf8)
+            let result = try run(["report", "error", "--handler", plugin.path, "--config", config.path], limitSeconds: 30)
+            #expect(result.status == 2, "\(result)")
+            #expect(result.stderr.contains("did not return within 500 ms"), "\(result.stderr)")
+        }
+    }
+
+    @Test("I-7: an attachment row whose file name escapes the record's folder is never followed (read, sent or deleted)")
+    func attachmentNameEscapes() async throws {
+        try await offPool { [self] in
+            let outside = folder.appendingPathComponent("outside.txt")
+            try Data("must stay".utf8).write(to: outside)
+            let attached = folder.appendingPathComponent("a.log")
+            try Data("attached".utf8).write(to: attached)
+            #expect(try run(["report", "error", "--attach", attached.path]).status == 0)
+            let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
+            let damage = try ChildProcess.run("/usr/bin/env", [
+                "python3", "-c",
+                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE attachments SET file='../../outside.txt'\"); c.commit()",
+                database,
+            ])
+            #expect(damage.status == 0, "\(damage.stderr)")
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            #expect(try run(["launch", "--config", try config(receiver.url)]).status == 0)
+            #expect(receiver.received.count == 1)
+            #expect(receiver.received.first?.attachments.isEmpty == true)
+            #expect(try Data(contentsOf: outside) == Data("must stay".utf8))
+        }
+    }
+
     @Test("D-14: a log file that is a FIFO is refused at start with a clear error, never waited on")
     func logFileIsAFifo() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

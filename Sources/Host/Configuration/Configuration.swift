@@ -94,10 +94,9 @@ extension Configuration {
     public static func load(path: String) throws(HostError) -> Configuration {
         let url = URL(fileURLWithPath: path)
         let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw .configuration("config \(path): cannot read the file")
+        switch BoundedFile.read(url.path, limit: BoundedFile.maxDocumentBytes, followLinks: true) {
+        case .success(let bytes): data = bytes
+        case .failure(let failure): throw .configuration("config \(path): cannot read the file (\(failure))")
         }
         let json: JSONValue
         do {

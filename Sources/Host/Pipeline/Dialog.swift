@@ -39,8 +39,8 @@ public struct ScriptedDialog: DialogPresenter {
 
     /// Reads and validates a script; anything else than such an object is a usage error.
     public init(path: String) throws(HostError) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw .usage("--dialog-script '\(path)': the file is missing or unreadable")
+        guard case .success(let data) = BoundedFile.read(path, limit: BoundedFile.maxDocumentBytes, followLinks: true) else {
+            throw .usage("--dialog-script '\(path)': the file is missing, unreadable, not a regular file or over 1 MB")
         }
         let json: JSONValue
         do {

@@ -23,7 +23,11 @@ extension MainExecutor {
     /// `sync`, giving up after `timeoutMilliseconds` (nil if so; `body` may still run later).
     func sync<T: Sendable>(timeoutMilliseconds: Int?, _ body: @escaping @Sendable () -> T) -> T? {
         let result = WaitableState<T?>(nil)
-        execute { result.update { $0 = body() } }
+        // `body` runs outside the lock: the waiter must be able to give up while it runs.
+        execute {
+            let value = body()
+            result.update { $0 = value }
+        }
         let clock = SystemClock()
         let deadline = timeoutMilliseconds.map { clock.now().advanced(byMilliseconds: $0) }
         return result.wait(until: deadline, clock: clock, for: { $0 != nil }, then: { state, _ in state })

@@ -30,6 +30,8 @@ public struct PluginLoadError: Error, Equatable, Sendable, CustomStringConvertib
         case missingName
         /// Loaded in the delegate slot without a `delegate`.
         case missingDelegate
+        /// `dlopen` or `rh_plugin_entry` did not return within the callback limit.
+        case entryTimedOut(milliseconds: Int)
     }
 
     public let path: String
@@ -48,6 +50,7 @@ public struct PluginLoadError: Error, Equatable, Sendable, CustomStringConvertib
             case .structTooSmall(let name, let size, let needed): "\(name).struct_size \(size), needs at least \(needed)"
             case .missingName: "rh_handler.name is missing or empty"
             case .missingDelegate: "loaded as delegate but rh_handler.delegate is NULL"
+            case .entryTimedOut(let ms): "loading it (dlopen and rh_plugin_entry) did not return within \(ms) ms"
             }
         return "plugin \(path): \(what)"
     }

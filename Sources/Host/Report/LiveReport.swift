@@ -156,9 +156,11 @@ public final class LiveReport: Sendable {
 
     /// Adds an attachment charged to `contributor`'s budget (SPEC R-7).
     public func addAttachment(
-        name: String, filename: String, data: Data, by contributor: Contributor
+        name: String, filename: String, data: Data, declaredSize: UInt? = nil, by contributor: Contributor
     ) -> Result<Void, ReportError> {
-        state.withLock { Self.addAttachment(&$0, name: name, filename: filename, data: data, by: contributor, through: nil) }
+        state.withLock {
+            Self.addAttachment(&$0, name: name, filename: filename, data: data, declaredSize: declaredSize, by: contributor, through: nil)
+        }
     }
 
     /// Adds an attachment, or drops and notes it. `declaredSize`: the size a plugin claimed,

@@ -286,7 +286,8 @@ public final class Repository: Sendable {
         let rows = try database.query(
             "SELECT position, name, filename, source, file FROM attachments WHERE record = ? ORDER BY position", [.integer(rowID)])
         return rows.compactMap { row in
-            guard let data = FileManager.default.contents(atPath: attachmentFile(record: rowID, row: row).path) else { return nil }
+            let file = attachmentFile(record: rowID, row: row).path
+            guard case .success(let data) = BoundedFile.read(file, limit: ReportContent.attachmentMaxBytes, system: system) else { return nil }
             return Attachment(
                 name: row[1].string ?? "", filename: row[2].string ?? "", data: data,
                 source: row[3].string.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
@@ -299,10 +300,14 @@ public final class Repository: Sendable {
             .map { row in (row[1].string ?? "", row[2].string ?? "", attachmentFile(record: rowID, row: row)) }
     }
 
-    /// A copy's file: its own name (schema 3) or, for older rows, its position.
+    /// A copy's file: its own name (schema 3) or, for older rows, its position. A name from
+    /// the database that is not a plain file name (`..`, a `/`) falls back to the position:
+    /// a damaged row must never point outside the record's folder (it is read, sent and
+    /// deleted there).
     private func attachmentFile(record: Int64, row: [SQLValue]) -> URL {
-        attachmentsFolder.appendingPathComponent(String(record))
-            .appendingPathComponent(row[4].string ?? String(row[0].int ?? 0))
+        let stored = row[4].string.flatMap { $0.isEmpty || $0 == "." || $0 == ".." || $0.contains("/") ? nil : $0 }
+        return attachmentsFolder.appendingPathComponent(String(record))
+            .appendingPathComponent(stored ?? String(row[0].int ?? 0))
     }
 
     /// Writes the copies under new file names (fsync'd), then replaces the rows that name

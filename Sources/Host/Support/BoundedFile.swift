@@ -1,11 +1,14 @@
 import Foundation
 
 /// Reads of files named from outside (crash files, the attachments they name, attachment
-/// copies, `--attach`, configuration files): regular files only, never through a symbolic
-/// link at the last component, never blocking on a FIFO or a device, and bounded before a
-/// byte is read.
+/// copies, `--attach`, configuration files): regular files only, never blocking on a FIFO or
+/// a device, bounded before a byte is read, and (but for files a user names on the command
+/// line) never through a symbolic link at the last component.
 public enum BoundedFile {
     /// Why a file was not read.
+    /// The largest configuration file or dialog script read.
+    public static let maxDocumentBytes = 1 << 20
+
     public enum Failure: Error, Equatable, CustomStringConvertible {
         /// A system call failed with this errno.
         case system(call: String, errno: Int32)
@@ -24,8 +27,8 @@ public enum BoundedFile {
     }
 
     /// The whole file at `path`, if it is a regular file of at most `limit` bytes.
-    public static func read(_ path: String, limit: Int, system: SystemCalls = .live) -> Result<Data, Failure> {
-        system.openRegular(path).flatMap { file in
+    public static func read(_ path: String, limit: Int, followLinks: Bool = false, system: SystemCalls = .live) -> Result<Data, Failure> {
+        system.openRegular(path, followLinks: followLinks).flatMap { file in
             defer { close(file.fd) }
             guard file.size <= Int64(limit) else { return .failure(.tooLarge(size: file.size, limit: limit)) }
             // The file may grow after fstat: read at most limit + 1 bytes to notice.

@@ -135,11 +135,11 @@ public struct SystemCalls: Sendable {
         }
     }
 
-    /// Opens a regular file named from outside for reading: never through a symbolic link
-    /// at the last component, never blocking on a FIFO or a device. Returns the descriptor
-    /// and the file's size.
-    public func openRegular(_ path: String) -> Result<(fd: Int32, size: Int64), BoundedFile.Failure> {
-        switch open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
+    /// Opens a regular file named from outside for reading: never blocking on a FIFO or a
+    /// device, and never through a symbolic link at the last component unless `followLinks`
+    /// (files a user names on the command line). Returns the descriptor and the file's size.
+    public func openRegular(_ path: String, followLinks: Bool = false) -> Result<(fd: Int32, size: Int64), BoundedFile.Failure> {
+        switch open(path, O_RDONLY | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) {
         case .failure(let error): return .failure(.system(call: error.call.rawValue, errno: error.errno))
         case .success(let fd):
             var info = stat()
