@@ -13,18 +13,12 @@ import Testing
     static let seed = ProcessInfo.processInfo.environment["REPORTHOST_FUZZ_SEED"].flatMap(UInt64.init) ?? 20261201
     static let scale = ProcessInfo.processInfo.environment["REPORTHOST_FUZZ_SCALE"].flatMap(Int.init) ?? 1
 
-    /// SplitMix64: small, fast, reproducible.
+    /// The host's SplitMix64, with the picks the drivers need.
     struct Random {
-        var state: UInt64
-        init(_ seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
+        var source: SplitMix64
+        init(_ seed: UInt64) { source = SplitMix64(seed: seed) }
+        mutating func next() -> UInt64 { source.next() }
+        mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : source.int(0..<n) }
         mutating func pick<T>(_ items: [T]) -> T { items[below(items.count)] }
         mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
     }

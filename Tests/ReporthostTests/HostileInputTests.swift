@@ -33,6 +33,15 @@ import Testing
         return file.path
     }
 
+    /// Damages the repository's database behind the host's back (Python's sqlite3).
+    func damage(_ sql: String) throws {
+        let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
+        let result = try ChildProcess.run("/usr/bin/env", [
+            "python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()", database, sql,
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
     /// A repository with its folders, and a crash file holding `lines`.
     func crashFile(_ lines: [String]) throws {
         #expect(try run(["launch"]).status == 0)
@@ -68,13 +77,7 @@ import Testing
         // async handler tests of its two threads.
         try await offPool { [self] in
             #expect(try run(["report", "bug", "--summary", "first"]).status == 0)
-            let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
-            let damage = try ChildProcess.run("/usr/bin/env", [
-                "python3", "-c",
-                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE reports SET document='{not json'\"); c.commit()",
-                database,
-            ])
-            #expect(damage.status == 0, "\(damage.stderr)")
+            try damage("UPDATE reports SET document='{not json'")
             let report = try run(["report", "error", "--summary", "second"])
             #expect(report.status == 0, "\(report.stderr)")
             #expect(try run(["launch"]).status == 0)
@@ -321,13 +324,7 @@ import Testing
             let attached = folder.appendingPathComponent("a.log")
             try Data("attached".utf8).write(to: attached)
             #expect(try run(["report", "error", "--attach", attached.path]).status == 0)
-            let database = folder.appendingPathComponent("repo/reporthost.sqlite").path
-            let damage = try ChildProcess.run("/usr/bin/env", [
-                "python3", "-c",
-                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE attachments SET file='../../outside.txt'\"); c.commit()",
-                database,
-            ])
-            #expect(damage.status == 0, "\(damage.stderr)")
+            try damage("UPDATE attachments SET file='../../outside.txt'")
             let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
             defer { receiver.stop() }
             #expect(try run(["launch", "--config", try config(receiver.url)]).status == 0)

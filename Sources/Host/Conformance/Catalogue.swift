@@ -368,12 +368,12 @@ struct SendingDialog: DialogPresenter {
     func present(_ fields: DialogFields) -> DialogDecision { .send(fields) }
 }
 
-/// A small reproducible random source (SplitMix64) for `fuzz-seeded`.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
+/// A small reproducible random source (SplitMix64) for `fuzz-seeded` and the fuzz tests.
+public struct SplitMix64: Sendable {
+    public var state: UInt64
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -381,7 +381,7 @@ struct SplitMix64 {
         return z ^ (z >> 31)
     }
 
-    mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
+    public mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
 
     mutating func text() -> String {
         let alphabet = Array("abcXYZ019 -_./@=é€🙂\t")
