@@ -12,9 +12,14 @@ import PluginAPI
 enum HostAPITable {
     static let hostVersion = "0.1.0"
 
+    /// Every table ever made: never freed (a plugin may keep the pointer for the life of the
+    /// process), and kept reachable here so a leak checker sees them as intended.
+    private static let tables = Locked<[SendablePointer<rh_host_api>]>([])
+
     /// A table for host `hostID`; throws when libffi cannot make the per-host functions.
     static func make(hostID: UInt32) throws(HostError) -> UnsafePointer<rh_host_api> {
         let table = UnsafeMutablePointer<rh_host_api>.allocate(capacity: 1)
+        tables.withLock { $0.append(SendablePointer(pointer: table)) }
         table.initialize(to: rh_host_api())
         table.pointee.abi_major = UInt32(RH_ABI_VERSION_MAJOR)
         table.pointee.abi_minor = UInt32(RH_ABI_VERSION_MINOR)
