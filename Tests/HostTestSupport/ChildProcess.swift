@@ -11,6 +11,12 @@ public enum ChildProcess {
         public var signal: Int32?
     }
 
+    /// The environment children run with: this process's (so settings such as a sanitizer's
+    /// options reach them) without the slow Swift backtracer.
+    public static var environment: [String: String] {
+        ProcessInfo.processInfo.environment.merging(["SWIFT_BACKTRACE": "enable=no"]) { _, new in new }
+    }
+
     /// Runs `executable` with `arguments`; `environment` is added to the current one.
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil,
@@ -19,8 +25,7 @@ public enum ChildProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        env["SWIFT_BACKTRACE"] = "enable=no"
+        var env = Self.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
         if let directory { process.currentDirectoryURL = directory }

@@ -88,7 +88,7 @@ import Testing
         process.executableURL = Products.reporthost
         process.currentDirectoryURL = folder
         process.arguments = ["launch", "--watch", "--config", file.path, "--repository", repository]
-        process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+        process.environment = ChildProcess.environment
         process.standardError = FileHandle.nullDevice
         try process.run()
         #expect(delivered.wait(seconds: 30))
@@ -107,7 +107,7 @@ import Testing
         process.executableURL = Products.reporthost
         process.currentDirectoryURL = folder
         process.arguments = ["receive", "--port", "0", "--dir", dir.path, "--respond", "500,200"]
-        process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+        process.environment = ChildProcess.environment
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

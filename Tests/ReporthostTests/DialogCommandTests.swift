@@ -81,7 +81,7 @@ import Testing
         process.executableURL = Products.reporthost
         process.currentDirectoryURL = makeTemporaryDirectory("cwd")
         process.arguments = ["report", "bug", "--summary", "seeded", "--label", "a", "--dialog", "--print"]
-        process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+        process.environment = ChildProcess.environment
         let terminal = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
         let stdout = Pipe()
         process.standardInput = terminal
@@ -128,7 +128,7 @@ import Testing
         process.currentDirectoryURL = makeTemporaryDirectory("cwd")
         let repository = makeTemporaryDirectory("sigterm").appendingPathComponent("repo")
         process.arguments = ["report", "error", "--handler", plugin.path, "--print", "--repository", repository.path]
-        process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+        process.environment = ChildProcess.environment
         let stdout = Pipe()
         let stderr = Pipe()
         process.standardOutput = stdout

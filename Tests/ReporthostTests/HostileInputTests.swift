@@ -207,7 +207,7 @@ import Testing
                 process.executableURL = Products.reporthost
                 process.currentDirectoryURL = folder
                 process.arguments = ["report", "error", "--log-level", "debug", "--repository", repository]
-                process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+                process.environment = ChildProcess.environment
                 if target == "/dev/full" {
                     process.standardError = FileHandle(forWritingAtPath: "/dev/full")
                 } else {
@@ -226,7 +226,7 @@ import Testing
             let usage = Process()
             usage.executableURL = Products.reporthost
             usage.arguments = ["report", "nonsense"]
-            usage.environment = ["SWIFT_BACKTRACE": "enable=no"]
+            usage.environment = ChildProcess.environment
             usage.standardError = FileHandle(forWritingAtPath: "/dev/full")
             try usage.run()
             usage.waitUntilExit()

@@ -174,7 +174,7 @@ import Testing
         process.executableURL = Products.reporthost
         process.currentDirectoryURL = directory
         process.arguments = ["report", "bug", "--print"]
-        process.environment = ["SWIFT_BACKTRACE": "enable=no"]
+        process.environment = ChildProcess.environment
         let pipe = Pipe()
         try pipe.fileHandleForReading.close()  // every write to stdout now fails with EPIPE
         process.standardOutput = pipe.fileHandleForWriting
