@@ -49,3 +49,24 @@ import Testing
         #expect(notes.contains { $0.contains("'past-budget' dropped: it is past the 3 attachments") })
     }
 }
+
+extension HostileABITests {
+    @Test("H-14: a plugin logging in a loop cannot grow the report without bound: 1,000 entries are kept, one says how many went")
+    func internalLogIsBounded() throws {
+        let source = fixtureHandler(
+            name: "chatty", before: "on_before",
+            extra: """
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t;
+                    for (int i = 0; i < 50000; i++) host->log(r, RH_LOG_INFO, "again");
+                    done();
+                }
+                """)
+        let library = try Fixtures.freshCopy(of: Fixtures.plugin("chatty", source: source))
+        let host = try TestHost.make()
+        try host.loadPlugin(at: library.path, into: .handler)
+        let document = try host.raiseDocument(ReportRequest(trigger: .logError))
+        #expect(document.internalLog.count == 1_001)
+        #expect(document.internalLog.last?.message == "49000 further internal-log entries dropped (at most 1000 are kept)")
+    }
+}

@@ -53,8 +53,26 @@ public final class LiveReport: Sendable {
         var content = ReportContent()
         var handles: [ReportHandle: HandleState] = [:]
         var attachmentsAdded: [String: Int] = [:]
-        var internalLog: [InternalLogEntry] = []
+        var internalLog = BoundedLog()
         var isBundled = false
+    }
+
+    /// The internal log of one report, bounded: a plugin that logs in a loop (or misuses a
+    /// handle a million times) cannot grow the report, and the repository row, without end.
+    struct BoundedLog {
+        /// Entries kept; later ones are counted, and one entry says how many went.
+        static let capacity = 1_000
+        private(set) var kept: [InternalLogEntry] = []
+        private(set) var dropped = 0
+
+        mutating func append(_ entry: InternalLogEntry) {
+            if kept.count < Self.capacity { kept.append(entry) } else { dropped += 1 }
+        }
+
+        var entries: [InternalLogEntry] {
+            dropped == 0 ? kept
+                : kept + [InternalLogEntry(level: .warn, handler: "host", message: "\(dropped) further internal-log entries dropped (at most \(Self.capacity) are kept)")]
+        }
     }
 
     public var type: ReportType { trigger.type }
@@ -140,7 +158,7 @@ public final class LiveReport: Sendable {
     }
 
     public var content: ReportContent { state.withLock { $0.content } }
-    public var internalLog: [InternalLogEntry] { state.withLock { $0.internalLog } }
+    public var internalLog: [InternalLogEntry] { state.withLock { $0.internalLog.entries } }
     public var isBundled: Bool { state.withLock { $0.isBundled } }
 
     /// Notes a fact in the internal log (SPEC H-14); after bundling, in the host's log.
@@ -205,7 +223,7 @@ public final class LiveReport: Sendable {
             }
             state.isBundled = true
             let document = ReportDocument(
-                id: id, trigger: trigger, content: state.content, internalLog: state.internalLog,
+                id: id, trigger: trigger, content: state.content, internalLog: state.internalLog.entries,
                 createdAt: createdAt)
             return (document, Array(state.handles.keys))
         }
