@@ -181,7 +181,7 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     struct line l = {.length = 0};
-    /* <dir>/<session>-<seconds>-<pid>-<thread>.crash, written under a temporary name and
+    /* <dir>/<session>-<seconds>-<pid>-<thread>-<n>.crash, written under a temporary name and
        renamed, so a file the recovery sees is never half-named. */
     add(&l, directory);
     add(&l, "/");
@@ -190,6 +190,13 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     add_unsigned(&l, (uint64_t)now.tv_sec, 10);
     add(&l, "-");
     add_unsigned(&l, (uint64_t)getpid(), 10);
+    add(&l, "-");
+    add_unsigned(&l, (uint64_t)current_thread(), 10);
+    /* A program that recovers from a signal (its own handler, chained) may crash again in the
+       same second on the same thread: each file gets its own number. */
+    static int files_written;
+    add(&l, "-");
+    add_unsigned(&l, (uint64_t)__atomic_add_fetch(&files_written, 1, __ATOMIC_SEQ_CST), 10);
     add(&l, ".crash");
     memcpy(crash_path, l.text, l.length);
     crash_path[l.length] = '\0';
@@ -252,6 +259,11 @@ static int signal_index(int signal_number) {
 }
 
 static void on_signal(int signal_number, siginfo_t *info, void *context) {
+    int index = signal_index(signal_number);
+    if (index < 0) die_with(signal_number);
+    struct sigaction *before = &previous[index];
+    /* A sent signal the program ignored before us stays ignored: no crash happened. */
+    if (info->si_code <= 0 && !(before->sa_flags & SA_SIGINFO) && before->sa_handler == SIG_IGN) return;
     pid_t self = current_thread();
     pid_t none = 0;
     if (!__atomic_compare_exchange_n(&writer, &none, self, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
@@ -280,19 +292,17 @@ static void on_signal(int signal_number, siginfo_t *info, void *context) {
     write_crash_file(signal_number, info, context);
     pthread_sigmask(SIG_BLOCK, &faults, NULL);
 
-    /* Chain: put back the handler that was there before ours (an embedding program's, or the
-       default action). A fault re-runs its instruction when this handler returns and reaches
-       that handler with its own context; a signal that was sent is sent again. */
-    int index = signal_index(signal_number);
-    if (index < 0) die_with(signal_number);
-    struct sigaction *before = &previous[index];
+    /* Chain: hand the signal to the handler that was there before ours (an embedding
+       program's), called directly so ours stays installed for later signals; with none, the
+       default action ends the process. If that handler returns (it recovered), so do we: the
+       program goes on, and a later crash is captured again. */
     bool custom = (before->sa_flags & SA_SIGINFO) ? before->sa_sigaction != NULL
                                                   : before->sa_handler != SIG_DFL && before->sa_handler != SIG_IGN;
     if (!custom) die_with(signal_number);
-    sigaction(signal_number, before, NULL);
-    if (info->si_code <= 0) {
-        /* Sent (kill, raise, abort): deliver it again once this handler returns. */
-        syscall(SYS_tgkill, getpid(), self, signal_number);
+    if (before->sa_flags & SA_SIGINFO) {
+        before->sa_sigaction(signal_number, info, context);
+    } else {
+        before->sa_handler(signal_number);
     }
     __atomic_store_n(&writer, 0, __ATOMIC_SEQ_CST);
 }

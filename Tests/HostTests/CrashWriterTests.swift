@@ -136,6 +136,29 @@ import Testing
         }
     }
 
+    @Test("D-1: an earlier handler that recovers keeps the program going; ours stays installed and captures the next signal too")
+    func earlierHandlerRecovers() async throws {
+        try await offPool { [self] in
+            let program = try Self.driver("recovers", body: """
+                static volatile int traps;
+                static void previous(int signal_number) { (void)signal_number; traps++; }
+                static void scenario(const char *crashes) {
+                    signal(SIGTRAP, previous);
+                    rh_crash_install(crashes, "recovers");
+                    __asm__ volatile("int3");
+                    __asm__ volatile("int3");
+                    printf("survived %d traps\\n", traps);
+                    fflush(stdout);
+                    _exit(0);
+                }
+                """)
+            let (result, crashes) = try run(program)
+            #expect(result.status == 0 && result.stdout == "survived 2 traps\n", "\(result)")
+            #expect(crashes.count == 2)
+            #expect(crashes.allSatisfy { $0.signal == SIGTRAP && $0.complete })
+        }
+    }
+
     @Test("D-1: a thread's alternate stack is freed when the thread ends; a stack overflow on a prepared thread is captured")
     func threadStacks() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

@@ -175,6 +175,37 @@ import Testing
         }
     }
 
+    @Test("I: a plugin whose constructor crashes, loaded through a symbolic link, is quarantined by its real path")
+    func constructorCrashThroughALink() async throws {
+        try await offPool { [self] in
+            let source = """
+                \(fixturePrelude)
+                __attribute__((constructor)) static void boom(void) { volatile int *p = NULL; *p = 1; }
+                const rh_handler *rh_plugin_entry(const rh_host_api *h) { host = h; return NULL; }
+                """
+            let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("constructor-crash", source: source))
+            let link = folder.appendingPathComponent("linked")
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: plugin.deletingLastPathComponent())
+            let linked = link.appendingPathComponent(plugin.lastPathComponent).path
+            #expect(try run(["launch", "--handler", linked]).signal == SIGSEGV)
+            let next = try run(["launch", "--handler", linked])
+            #expect(next.status == 0, "\(next.stderr)")
+            let entry = try #require(try status()["quarantine"]?.arrayValue?.first)
+            #expect(entry["callback"] == .string("dlopen"))
+            #expect(entry["path"] == .string(PluginIdentity(path: plugin.path).realPath))
+        }
+    }
+
+    @Test("D-16: a plugin that fails to load (exit 2) is a clean failure: the next launch reports no abnormal exit")
+    func loadFailureIsNotAnAbnormalExit() async throws {
+        try await offPool { [self] in
+            let missing = try run(["report", "error", "--handler", folder.appendingPathComponent("typo.so").path])
+            #expect(missing.status == 2, "\(missing)")
+            #expect(try run(["launch"]).status == 0)
+            #expect(try status()["records"] == .array([]))
+        }
+    }
+
     @Test("I: a crash while the host itself runs never quarantines a plugin")
     func hostCrashQuarantinesNothing() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

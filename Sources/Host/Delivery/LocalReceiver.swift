@@ -117,13 +117,16 @@ public final class LocalReceiver: Sendable {
         defer { close(listener) }
         while true {
             let client = accept(listener, nil, nil)
+            let failure = errno
             if state.withLock({ $0.stopped }) {
                 if client >= 0 { close(client) }
                 return
             }
             if client < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return
+                // Out of descriptors or memory is transient: wait and go on accepting.
+                if failure == EMFILE || failure == ENFILE || failure == ENOBUFS || failure == ENOMEM { usleep(100_000) }
+                if failure == EBADF || failure == EINVAL { return }  // the listener is gone
+                continue
             }
             let admitted = state.withLock { state -> Bool in
                 guard state.connections < limits.maxConnections else { return false }

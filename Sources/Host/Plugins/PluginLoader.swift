@@ -82,7 +82,11 @@ public enum PluginLoader {
         // or its entry names it too.
         let identity = PluginIdentity(path: path)
         let crashID = CrashCapture.registerPlugin(path: identity.realPath, digest: identity.digest)
-        let opened = CrashCapture.inPlugin(crashID, RH_CRASH_CALL_LOAD) { dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) }
+        // Opened by its real path: the module map then names the file the crash attribution
+        // names (a plugin reached through a symbolic link is still recognised as itself).
+        let opened = CrashCapture.inPlugin(crashID, RH_CRASH_CALL_LOAD) {
+            dlopen(identity.realPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+        }
         guard let image = opened else {
             throw fail(.notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "unknown dlopen error"))
         }

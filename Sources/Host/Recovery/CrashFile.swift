@@ -167,6 +167,9 @@ public struct CrashFile: Sendable {
     /// stack the plugin is blamed: its call was running.
     public func blamesPlugin(hostModules: Set<String>) -> Bool {
         guard let plugin else { return false }
+        // Nothing but the plugin's own constructors (and the libraries it pulls in) runs under
+        // this mark, and the module map taken before the load does not hold the plugin yet.
+        if plugin.callback == "dlopen" { return true }
         var stack = frames
         if let pc = programCounter {
             // Frames before the faulting instruction's own are the signal handler's.

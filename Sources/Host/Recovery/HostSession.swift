@@ -42,6 +42,20 @@ public final class HostSession: Sendable {
         // I-2: mark the session and arm crash capture before recovering, so a plugin that
         // crashes or hangs on a recovered report is itself recorded.
         try storage { () throws(StorageError) in try repository.markSession(sessionID, phase: .recovering) }
+        do throws(HostError) {
+            return try finishLaunch(host: host, repository: repository, lock: lock, sessionID: sessionID, installCrashCapture: installCrashCapture)
+        } catch {
+            // A clean failure (a plugin that refuses to load, a storage error) is not an
+            // abnormal exit: the next launch must not report one.
+            try? repository.clearSession(sessionID)
+            throw error
+        }
+    }
+
+    /// The rest of a launch, once the session is marked.
+    private static func finishLaunch(
+        host: ReportHost, repository: Repository, lock: RepositoryLock, sessionID: String, installCrashCapture: Bool
+    ) throws(HostError) -> HostSession {
         if installCrashCapture {
             CrashCapture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
             // Running-app callbacks run on the main thread: it needs its own alternate stack.
