@@ -32,32 +32,36 @@ public protocol SubmissionTransport: Sendable {
 /// # Thread safety
 /// The session's delegate keeps each task's outcome behind a `Locked`.
 public final class URLSessionTransport: SubmissionTransport {
-    private let session: URLSession
-    private let delegate: Delegate
+    private let configuration: URLSessionConfiguration
 
     /// - Parameter timeoutMs: the idle timeout (`submission.timeoutMs`). FoundationNetworking
     ///   on Linux applies the session's timeout, not the request's, to upload tasks.
     public init(timeoutMs: Int = 15_000) {
-        let configuration = URLSessionConfiguration.ephemeral
+        configuration = URLSessionConfiguration.ephemeral
         // FoundationNetworking keeps whole seconds only (1500 ms would become 1 s, 500 ms a
         // timer that fires at once): round up.
         configuration.timeoutIntervalForRequest = Self.wholeSeconds(timeoutMs)
         configuration.httpMaximumConnectionsPerHost = 2
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        delegate = Delegate()
-        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
-    deinit { session.invalidateAndCancel() }
-
+    /// One session per request: a task cancelled at its head may go on draining a body the
+    /// server never stops sending on its session's queue (FoundationNetworking), and the next
+    /// request must not wait behind it. Keep-alive is lost; a crash reporter sends rarely.
     public func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
         var request = URLRequest(url: url, timeoutInterval: Self.wholeSeconds(timeoutMs))
         request.httpMethod = "POST"
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        let delegate = Delegate()
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
         let result = WaitableState<TransportResult?>(nil)
         let task = session.uploadTask(with: request, fromFile: bodyFile)
         delegate.register(task.taskIdentifier) { outcome in result.update { $0 = $0 ?? outcome } }
-        defer { delegate.unregister(task.taskIdentifier) }
+        defer {
+            delegate.unregister(task.taskIdentifier)
+            task.cancel()
+        }
         task.resume()
         let clock = SystemClock()
         let totalMs = Self.wholeRequestMilliseconds(timeoutMs)
