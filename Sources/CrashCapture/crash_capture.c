@@ -85,7 +85,6 @@ static const char *const call_names[RH_CRASH_CALL_COUNT] = {
     [RH_CRASH_CALL_CHECK_FIELDS] = "check_fields_after_report_created",
     [RH_CRASH_CALL_ATTACHMENTS] = "attachments_for_report",
     [RH_CRASH_CALL_ATTACHMENTS_ASYNC] = "attachments_for_report_async",
-    [RH_CRASH_CALL_ASYNC_METHOD] = "async_method",
 };
 
 /* --- async-signal-safe formatting into a fixed buffer -------------------------------- */

@@ -113,13 +113,19 @@ public final class ReportHost: Sendable {
     /// on the main executor.
     @discardableResult
     public func loadPlugin(at path: String, into slot: PluginSlot) throws(HostError) -> LoadedPlugin {
+        try loadPlugin(at: path, into: slot, identity: nil)
+    }
+
+    /// `loadPlugin`, with the file's identity when the caller has it already.
+    @discardableResult
+    func loadPlugin(at path: String, into slot: PluginSlot, identity: PluginIdentity?) throws(HostError) -> LoadedPlugin {
         let table = self.table
         // Bounded: an entry that never returns must not hang the host (it keeps the main
         // thread, so nothing else can run there either: the load fails with exit 2).
         let limit = configuration.limits.callbackTimeoutMs
         let result = mainExecutor.sync(timeoutMilliseconds: limit) { () -> Result<LoadedPlugin, PluginLoadError> in
             do throws(PluginLoadError) {
-                return .success(try PluginLoader.load(path: path, slot: slot, table: UnsafePointer(table.pointer)))
+                return .success(try PluginLoader.load(path: path, slot: slot, table: UnsafePointer(table.pointer), identity: identity))
             } catch {
                 return .failure(error)
             }

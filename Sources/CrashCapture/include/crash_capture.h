@@ -62,7 +62,6 @@ typedef enum {
     RH_CRASH_CALL_CHECK_FIELDS,      /* check_fields_after_report_created */
     RH_CRASH_CALL_ATTACHMENTS,       /* attachments_for_report */
     RH_CRASH_CALL_ATTACHMENTS_ASYNC, /* attachments_for_report_async */
-    RH_CRASH_CALL_ASYNC_METHOD,      /* a Swift plugin's async method, on a pool thread */
     RH_CRASH_CALL_COUNT
 } rh_crash_call;
 

@@ -69,10 +69,11 @@ public enum PluginLoader {
     }
 
     /// Loads the plugin at `path` into `slot`, handing it `table`. Call on the host's main
-    /// thread ([main-thread] entry).
-    static func load(path: String, slot: PluginSlot, table: UnsafePointer<rh_host_api>) throws(PluginLoadError)
-        -> LoadedPlugin
-    {
+    /// thread ([main-thread] entry). `identity`: the file's, when the caller has read it
+    /// already (the quarantine check), so it is hashed once.
+    static func load(
+        path: String, slot: PluginSlot, table: UnsafePointer<rh_host_api>, identity known: PluginIdentity? = nil
+    ) throws(PluginLoadError) -> LoadedPlugin {
         let path = absolutePath(path)
         func fail(_ reason: PluginLoadError.Reason) -> PluginLoadError { PluginLoadError(path: path, reason: reason) }
 
@@ -80,7 +81,7 @@ public enum PluginLoader {
         guard Glibc.access(path, R_OK) == 0 else { throw fail(.unreadable) }
         // Registered with the crash writer before it is opened: a crash in its constructors
         // or its entry names it too.
-        let identity = PluginIdentity(path: path)
+        let identity = known ?? PluginIdentity(path: path)
         let crashID = CrashCapture.registerPlugin(path: identity.realPath, digest: identity.digest)
         // Opened by its real path: the module map then names the file the crash attribution
         // names (a plugin reached through a symbolic link is still recognised as itself).

@@ -89,7 +89,7 @@ public final class HostSession: Sendable {
                 skipped.append(entry)
                 continue
             }
-            try host.loadPlugin(at: path, into: slot)
+            try host.loadPlugin(at: path, into: slot, identity: identity)
         }
         host.setQuarantined(skipped)
     }

@@ -92,9 +92,7 @@ struct Recovery {
     private func quarantineCulprit(of crash: CrashFile) throws(StorageError) -> QuarantineEntry? {
         guard let plugin = crash.plugin, !plugin.digest.isEmpty else { return nil }
         // The program that crashed is the first module of its map; its code is the host's.
-        var hostModules = Set(crash.modules.prefix(1).map(\.path))
-        hostModules.formUnion(crash.modules.map(\.path).filter { $0.hasSuffix("/libreporthost.so") })
-        guard crash.blamesPlugin(hostModules: hostModules) else {
+        guard crash.blamesPlugin(hostModules: Set(crash.modules.prefix(1).map(\.path))) else {
             log.warn("the host crashed (SIG\(crash.signalName)) in its own code during \(plugin.displayName).\(plugin.callback); the plugin is not quarantined")
             return nil
         }
