@@ -8,8 +8,10 @@ func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
     return [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/\(folder)/exports.map"])]
 }
 
-// Layers, lowest first: PluginAPI (the C ABI headers) → Host (the engine) → reporthost (the CLI).
-// CFFI, CSQLite and CCrypto are thin shims over Debian's libffi, libsqlite3 and libcrypto.
+// Layers, lowest first (ARCHITECTURE.md): PluginAPI (the C ABI headers) and CrashCapture (the
+// signal-safe writer, C) → Host (the engine) → Conformance (the validator) and Receiver (the
+// local submission endpoint) → reporthost (the CLI). CFFI, CSQLite and CCrypto are thin shims
+// over Debian's libffi, libsqlite3 and libcrypto.
 let package = Package(
     name: "ReportHost",
     products: [
@@ -37,7 +39,9 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]),
         .target(name: "CrashCapture"),
         .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture"]),
-        .executableTarget(name: "reporthost", dependencies: ["Host"]),
+        .target(name: "Conformance", dependencies: ["Host"]),
+        .target(name: "Receiver", dependencies: ["Host"]),
+        .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",
@@ -54,12 +58,12 @@ let package = Package(
             name: "AsyncExample", dependencies: ["PluginKit", "PluginAPI"], path: "Plugins/async-example",
             exclude: ["README.md"]),
         .target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),
-        .executableTarget(name: "reporthost-bench", dependencies: ["Host"], path: "Benchmarks/reporthost-bench"),
-        .target(name: "HostTestSupport", dependencies: ["Host"], path: "Tests/HostTestSupport"),
+        .executableTarget(name: "reporthost-bench", dependencies: ["Host", "Receiver"], path: "Benchmarks/reporthost-bench"),
+        .target(name: "HostTestSupport", dependencies: ["Host", "Receiver"], path: "Tests/HostTestSupport"),
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "HostTestSupport", "PluginAPI"]),
-        .testTarget(
-            name: "ReporthostTests", dependencies: ["Host", "HostTestSupport"]),
+        .testTarget(name: "ReceiverTests", dependencies: ["Host", "Receiver", "HostTestSupport"]),
+        .testTarget(name: "ReporthostTests", dependencies: ["Host", "Conformance", "Receiver", "HostTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Host
+import Receiver
 
 // Figures for the README and closing notes: each measurement runs against a baseline in
 // the same process, and the ratio is what to compare across machines.

@@ -505,3 +505,23 @@ void rh_crash_now(int signal_number) {
     }
     raise(signal_number); /* SIGBUS, and any signal the cases above did not produce */
 }
+
+/* --- chaining, for an interposed sigaction (the LD_PRELOAD capture library) ------------ */
+
+bool rh_crash_handles(int signal_number) { return signal_index(signal_number) >= 0; }
+
+bool rh_crash_set_chained(int signal_number, const struct sigaction *action) {
+    int index = signal_index(signal_number);
+    if (index < 0 || action == NULL || !installed) return false;
+    /* Chaining to our own handler would only re-enter it. */
+    if ((action->sa_flags & SA_SIGINFO) && action->sa_sigaction == on_signal) return false;
+    memcpy(&previous[index], action, sizeof previous[index]);
+    return true;
+}
+
+bool rh_crash_get_chained(int signal_number, struct sigaction *out) {
+    int index = signal_index(signal_number);
+    if (index < 0 || out == NULL || !installed) return false;
+    memcpy(out, &previous[index], sizeof *out);
+    return true;
+}

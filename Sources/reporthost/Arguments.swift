@@ -15,11 +15,11 @@ struct Arguments {
 
     /// Parses `words` (without the program name). `accepted` maps option names to whether
     /// they take a value.
-    static func parse(_ words: [String], accepted: (String) -> [String: Bool]?) throws(HostError) -> Arguments {
+    static func parse(_ words: [String], accepted: (String) -> [String: Bool]?) throws -> Arguments {
         guard let command = words.first, !command.hasPrefix("-") else {
-            throw .usage("missing command (try: reporthost --help)")
+            throw UsageError("missing command (try: reporthost --help)")
         }
-        guard let allowed = accepted(command) else { throw .usage("unknown command '\(command)' (try: reporthost --help)") }
+        guard let allowed = accepted(command) else { throw UsageError("unknown command '\(command)' (try: reporthost --help)") }
         var arguments = Arguments(command: command)
         var index = 1
         while index < words.count {
@@ -36,14 +36,14 @@ struct Arguments {
                 name = String(name[..<equals])
             }
             guard let takesValue = allowed[name] else {
-                throw .usage("unknown option '--\(name)' for '\(command)'")
+                throw UsageError("unknown option '--\(name)' for '\(command)'")
             }
             if takesValue, value == nil {
-                guard index < words.count else { throw .usage("option '--\(name)' needs a value") }
+                guard index < words.count else { throw UsageError("option '--\(name)' needs a value") }
                 value = words[index]
                 index += 1
             } else if !takesValue, value != nil {
-                throw .usage("option '--\(name)' takes no value")
+                throw UsageError("option '--\(name)' takes no value")
             }
             arguments.options.append((name, value))
         }
@@ -56,20 +56,20 @@ struct Arguments {
     func flag(_ name: String) -> Bool { options.contains { $0.name == name } }
 
     /// The configuration file (if any) with the command line's overrides applied.
-    func configuration() throws(HostError) -> Configuration {
-        var config = try value("config").map { path throws(HostError) in try Configuration.load(path: path) } ?? Configuration()
-        if let repository = value("repository") { config.repository = PluginLoader.absolutePath(repository) }
-        if let wrapper = value("wrapper") { config.plugins[.wrapper] = PluginLoader.absolutePath(wrapper) }
-        if let handler = value("handler") { config.plugins[.handler] = PluginLoader.absolutePath(handler) }
-        if let delegate = value("delegate") { config.plugins[.delegate] = PluginLoader.absolutePath(delegate) }
+    func configuration() throws -> Configuration {
+        var config = try value("config").map { path throws in try Configuration.load(path: path) } ?? Configuration()
+        if let repository = value("repository") { config.repository = Paths.absolute(repository) }
+        if let wrapper = value("wrapper") { config.plugins[.wrapper] = Paths.absolute(wrapper) }
+        if let handler = value("handler") { config.plugins[.handler] = Paths.absolute(handler) }
+        if let delegate = value("delegate") { config.plugins[.delegate] = Paths.absolute(delegate) }
         return config
     }
 
     /// `--log-level`, validated.
-    func logLevel() throws(HostError) -> LogLevel? {
+    func logLevel() throws -> LogLevel? {
         guard let name = value("log-level") else { return nil }
         guard let level = LogLevel(name: name) else {
-            throw .usage("--log-level '\(name)' is not one of debug, info, warn, error")
+            throw UsageError("--log-level '\(name)' is not one of debug, info, warn, error")
         }
         return level
     }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Conformance
 import Host
 
 /// `reporthost check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N]
@@ -12,21 +13,21 @@ enum CheckCommand {
         "timeout-ms": true, "log-level": true,
     ]
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         if arguments.flag("list") {
             output.write(Catalogue.checks.map { "\($0.name)  \($0.summary)" }.joined(separator: "\n") + "\n")
             return 0
         }
         guard arguments.positionals.count == 1, let path = arguments.positionals.first else {
-            throw .usage("'check' needs one plugin path (or --list)")
+            throw UsageError("'check' needs one plugin path (or --list)")
         }
-        let plugin = PluginLoader.absolutePath(path)
+        let plugin = Paths.absolute(path)
         let slotName = arguments.value("slot") ?? "handler"
-        guard let slot = PluginSlot(rawValue: slotName) else { throw .usage("--slot '\(slotName)' is not one of wrapper, handler, delegate") }
+        guard let slot = PluginSlot(rawValue: slotName) else { throw UsageError("--slot '\(slotName)' is not one of wrapper, handler, delegate") }
         let seedText = arguments.value("seed") ?? "1"
-        guard let seed = UInt64(seedText) else { throw .usage("--seed '\(seedText)' is not a non-negative integer") }
+        guard let seed = UInt64(seedText) else { throw UsageError("--seed '\(seedText)' is not a non-negative integer") }
         let timeoutText = arguments.value("timeout-ms") ?? "60000"
-        guard let timeoutMs = Int(timeoutText), timeoutMs > 0 else { throw .usage("--timeout-ms '\(timeoutText)' is not a positive integer") }
+        guard let timeoutMs = Int(timeoutText), timeoutMs > 0 else { throw UsageError("--timeout-ms '\(timeoutText)' is not a positive integer") }
         let include = try regex(arguments.value("include"), "--include")
         let exclude = try regex(arguments.value("exclude"), "--exclude")
         let selected = Catalogue.checks.filter { check in
@@ -43,7 +44,7 @@ enum CheckCommand {
             if arguments.flag("in-process") {
                 // Run for a parent `check`: a crash leaves a crash file naming the plugin call.
                 if let crashes = ProcessInfo.processInfo.environment[crashesFolderVariable] {
-                    CrashCapture.install(crashes: URL(fileURLWithPath: crashes), session: "check", attributes: [:])
+                    CrashCapture.process.install(crashes: URL(fileURLWithPath: crashes), session: "check", attributes: [:])
                 }
                 let context = CheckContext(pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main)
                 results.append(check.run(context))
@@ -180,12 +181,12 @@ enum CheckCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func regex(_ pattern: String?, _ flag: String) throws(HostError) -> NSRegularExpression? {
+    static func regex(_ pattern: String?, _ flag: String) throws -> NSRegularExpression? {
         guard let pattern else { return nil }
         do {
             return try NSRegularExpression(pattern: pattern)
         } catch {
-            throw .usage("\(flag) '\(pattern)' is not a valid regular expression")
+            throw UsageError("\(flag) '\(pattern)' is not a valid regular expression")
         }
     }
 

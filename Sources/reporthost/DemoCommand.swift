@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Host
+import Receiver
 
 /// `reporthost demo`: the whole flow on embedded defaults, in a fresh repository: starts a
 /// local receiver, crashes a child process and recovers it, runs a bug, an error and an
@@ -14,11 +15,11 @@ import Host
 enum DemoCommand {
     static let options: [String: Bool] = ["log-level": true, "repository": true]
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let folder = try pluginFolder()
         var configuration = Configuration()
         if let repository = arguments.value("repository") {
-            configuration.repository = PluginLoader.absolutePath(repository)
+            configuration.repository = Paths.absolute(repository)
         } else {
             configuration.repository = try makeRepository()
         }
@@ -49,7 +50,7 @@ enum DemoCommand {
         defer { host.stop() }
         try host.loadPlugin(at: folder.appendingPathComponent("libwrapper-sim.so").path, into: .wrapper)
         try host.loadPlugin(at: folder.appendingPathComponent("libaccount-context.so").path, into: .handler)
-        let session = try HostSession.launch(host: host)
+        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
         defer { session.end() }
         for document in session.recovered {
             output.write("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
@@ -71,7 +72,7 @@ enum DemoCommand {
     }
 
     /// Runs `reporthost crash` in a child process; returns how it ended.
-    static func crashChild(repository: String) throws(HostError) -> String {
+    static func crashChild(repository: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
         process.arguments = ["crash", "--signal", "SEGV", "--repository", repository, "--log-level", "error"]
@@ -83,7 +84,7 @@ enum DemoCommand {
         do {
             try process.run()
         } catch {
-            throw .runtime("demo: cannot start the crashing child (\(error))")
+            throw HostError.runtime("demo: cannot start the crashing child (\(error))")
         }
         process.waitUntilExit()
         return process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "exit \(process.terminationStatus)"
@@ -104,24 +105,24 @@ enum DemoCommand {
     }
 
     /// The folder of this executable, where the build put the sample plugins.
-    static func pluginFolder() throws(HostError) -> URL {
+    static func pluginFolder() throws -> URL {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
         for name in ["wrapper-sim", "scrub-pii", "account-context"] {
             let path = folder.appendingPathComponent("lib\(name).so").path
             guard FileManager.default.fileExists(atPath: path) else {
-                throw .runtime("demo plugin \(path) is missing: build everything first (scripts/demo does; `swift run` builds only the executable)")
+                throw HostError.runtime("demo plugin \(path) is missing: build everything first (scripts/demo does; `swift run` builds only the executable)")
             }
         }
         return folder
     }
 
-    static func makeRepository() throws(HostError) -> String {
+    static func makeRepository() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("reporthost-demo-\(UUID().uuidString.prefix(8))").path
         do {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         } catch {
-            throw .io(path: path, reason: "cannot create the demo repository")
+            throw HostError.io(path: path, reason: "cannot create the demo repository")
         }
         return path
     }

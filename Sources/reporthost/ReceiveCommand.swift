@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Host
+import Receiver
 
 /// `reporthost receive [--port N] [--dir DIR] [--respond CODES]`: a local submission
 /// endpoint on loopback. Prints one line per received report on stdout; stops on SIGINT or
@@ -8,16 +9,16 @@ import Host
 enum ReceiveCommand {
     static let options: [String: Bool] = ["port": true, "dir": true, "respond": true, "log-level": true]
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let port: UInt16
         if let text = arguments.value("port") {
-            guard let value = UInt16(text) else { throw .usage("--port '\(text)' is not a port number from 0 to 65535") }
+            guard let value = UInt16(text) else { throw UsageError("--port '\(text)' is not a port number from 0 to 65535") }
             port = value
         } else {
             port = 0
         }
-        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(arguments.value("dir") ?? "received"))
-        let script = try arguments.value("respond").map { text throws(HostError) in try LocalReceiver.parseScript(text) } ?? [.status(200)]
+        let folder = URL(fileURLWithPath: Paths.absolute(arguments.value("dir") ?? "received"))
+        let script = try arguments.value("respond").map { text throws in try LocalReceiver.parseScript(text) } ?? [.status(200)]
         let receiver = try LocalReceiver(port: port, folder: folder, script: script, keepInMemory: false) { received in
             let type = received.report["attributes"]?["error.type"]?.stringValue ?? "report"
             let answer: String =

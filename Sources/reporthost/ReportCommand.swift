@@ -10,16 +10,16 @@ enum ReportCommand {
         "attach": true, "dialog": false, "dialog-script": true, "terminating": false, "print": false,
     ]) { a, _ in a }
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         // Everything the command line can get wrong is checked before the host starts.
         var request = try makeRequest(arguments)
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
 
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
+        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
         defer { host.stop() }
         let signals = InterruptHandler(host: host)
-        let session = try HostSession.launch(host: host)
+        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
         defer { session.end() }
         signals.session = session
         request.dialog = request.dialog.map { DialogInProgress(presenter: $0, signals: signals) }
@@ -31,9 +31,9 @@ enum ReportCommand {
         return 0
     }
 
-    static func makeRequest(_ arguments: Arguments) throws(HostError) -> ReportRequest {
+    static func makeRequest(_ arguments: Arguments) throws -> ReportRequest {
         guard arguments.positionals.count == 1, let kind = arguments.positionals.first else {
-            throw .usage("'report' needs exactly one kind: bug, error or exception")
+            throw UsageError("'report' needs exactly one kind: bug, error or exception")
         }
         let dialog = try makeDialog(arguments, kind: kind)
         var request: ReportRequest
@@ -41,7 +41,7 @@ enum ReportCommand {
         case "bug": request = ReportRequest(trigger: dialog == nil ? .upload : .dialog)
         case "error": request = ReportRequest(trigger: .logError)
         case "exception": request = ReportRequest(trigger: .logException)
-        default: throw .usage("unknown report kind '\(kind)' (expected bug, error or exception)")
+        default: throw UsageError("unknown report kind '\(kind)' (expected bug, error or exception)")
         }
         request.dialog = dialog
         request.summary = arguments.value("summary")
@@ -49,26 +49,26 @@ enum ReportCommand {
         request.email = arguments.value("email")
         if let text = arguments.value("severity") {
             guard let severity = Int32(text), ReportContent.severityRange.contains(severity) else {
-                throw .usage("--severity '\(text)' is not an integer from 1 to 5")
+                throw UsageError("--severity '\(text)' is not an integer from 1 to 5")
             }
             request.severity = severity
         }
         request.labels = arguments.values("label")
         for pair in arguments.values("attribute") {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw .usage("--attribute '\(pair)' is not KEY=VALUE")
+                throw UsageError("--attribute '\(pair)' is not KEY=VALUE")
             }
             request.attributes[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
         }
         for path in arguments.values("attach") {
-            let url = URL(fileURLWithPath: PluginLoader.absolutePath(path))
+            let url = URL(fileURLWithPath: Paths.absolute(path))
             var attachment = ReportRequest.ExtendedAttachment(name: url.lastPathComponent, filename: url.lastPathComponent, data: Data())
             // Read only up to the 3 MB limit: a larger file is dropped and noted, never
             // held in memory whole.
             switch BoundedFile.read(url.path, limit: ReportContent.attachmentMaxBytes, followLinks: true) {
             case .success(let data): attachment.data = data
             case .failure(.tooLarge(let size, _)): attachment.declaredSize = UInt(clamping: size)
-            case .failure(let failure): throw .usage("--attach '\(path)': the file is missing or unreadable (\(failure))")
+            case .failure(let failure): throw UsageError("--attach '\(path)': the file is missing or unreadable (\(failure))")
             }
             request.attachments.append(attachment)
         }
@@ -77,16 +77,16 @@ enum ReportCommand {
     }
 
     /// `--dialog` (a terminal is required) or `--dialog-script FILE`; bug reports only.
-    static func makeDialog(_ arguments: Arguments, kind: String) throws(HostError) -> (any DialogPresenter)? {
+    static func makeDialog(_ arguments: Arguments, kind: String) throws -> (any DialogPresenter)? {
         let script = arguments.value("dialog-script")
         let terminal = arguments.flag("dialog")
         guard script != nil || terminal else { return nil }
-        guard kind == "bug" else { throw .usage("--dialog and --dialog-script are for bug reports, not '\(kind)'") }
+        guard kind == "bug" else { throw UsageError("--dialog and --dialog-script are for bug reports, not '\(kind)'") }
         if let script {
-            guard !terminal else { throw .usage("--dialog and --dialog-script exclude each other") }
-            return try ScriptedDialog(path: PluginLoader.absolutePath(script))
+            guard !terminal else { throw UsageError("--dialog and --dialog-script exclude each other") }
+            return try ScriptedDialog(path: Paths.absolute(script))
         }
-        guard TerminalDialog.isAvailable else { throw .usage("--dialog needs a terminal on standard input and standard error") }
+        guard TerminalDialog.isAvailable else { throw UsageError("--dialog needs a terminal on standard input and standard error") }
         return TerminalDialog()
     }
 }

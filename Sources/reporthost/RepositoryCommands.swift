@@ -8,14 +8,14 @@ import Host
 enum LaunchCommand {
     static let options: [String: Bool] = Arguments.common.merging(["watch": false]) { a, _ in a }
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
+        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
         defer { host.stop() }
         let stopped = WaitableState(false)
         let signals = InterruptHandler(host: host) { stopped.update { $0 = true } }
-        let session = try HostSession.launch(host: host)
+        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
         defer { session.end() }
         let deliverer = session.deliverer()
         var summary = try deliverer.deliver(retries: true)
@@ -47,17 +47,17 @@ enum CrashCommand {
     /// "SEGV" → SIGSEGV, from the crash writer's own table.
     static let signals = Dictionary(uniqueKeysWithValues: CrashFile.signalNames.map { ($0.value, $0.key) })
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let name = (arguments.value("signal") ?? "SEGV").uppercased().replacingOccurrences(of: "SIG", with: "")
         guard let signal = signals[name] else {
-            throw .usage("--signal '\(arguments.value("signal") ?? "")' is not one of SEGV, BUS, ILL, FPE, ABRT, TRAP")
+            throw UsageError("--signal '\(arguments.value("signal") ?? "")' is not one of SEGV, BUS, ILL, FPE, ABRT, TRAP")
         }
         let configuration = try arguments.configuration()
         let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main)
-        let session = try HostSession.launch(host: host)
+        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
+        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
         // Files the crash report should carry: copied by the next launch (SPEC D-1, D-3).
-        for path in arguments.values("attach") { CrashCapture.addAttachment(path: PluginLoader.absolutePath(path)) }
+        for path in arguments.values("attach") { CrashCapture.process.addAttachment(path: Paths.absolute(path)) }
         logger.info("crashing on purpose with SIG\(name) (session \(session.sessionID))")
         CrashCapture.crash(signal)
     }
@@ -68,16 +68,16 @@ enum CrashCommand {
 enum StatusCommand {
     static let options: [String: Bool] = ["config": true, "repository": true, "json": false, "log-level": true]
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let configuration = try arguments.configuration()
-        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(configuration.repository))
+        let folder = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let repository: Repository?
         let records: [ReportRecord]
         do {
             repository = try Repository.openForReading(folder: folder)
             records = try repository?.records() ?? []
         } catch {
-            throw .io(path: error.path, reason: error.message)
+            throw HostError.io(path: error.path, reason: error.message)
         }
         let quarantine: [QuarantineEntry]
         let unreadable: [(rowID: Int64, reason: String)]
@@ -85,7 +85,7 @@ enum StatusCommand {
             quarantine = try repository?.quarantined() ?? []
             unreadable = try repository?.unreadableRecords() ?? []
         } catch {
-            throw .io(path: error.path, reason: error.message)
+            throw HostError.io(path: error.path, reason: error.message)
         }
         for row in unreadable { writeStandardError("reporthost: warn: \(row.reason); it is skipped and kept as it is\n") }
         let status = StatusReport(
@@ -148,11 +148,11 @@ struct StatusReport {
 enum QuarantineCommand {
     static let options: [String: Bool] = ["config": true, "repository": true, "clear": false, "json": false, "log-level": true]
 
-    static func run(_ arguments: Arguments, output: DocumentOutput) throws(HostError) -> Int32 {
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let configuration = try arguments.configuration()
-        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(configuration.repository))
+        let folder = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         guard arguments.positionals.count <= (arguments.flag("clear") ? 1 : 0) else {
-            throw .usage("'quarantine' takes at most one PATH, after --clear")
+            throw UsageError("'quarantine' takes at most one PATH, after --clear")
         }
         do throws(StorageError) {
             if arguments.flag("clear") {
@@ -175,7 +175,7 @@ enum QuarantineCommand {
             }
             return 0
         } catch {
-            throw .io(path: error.path, reason: error.message)
+            throw HostError.io(path: error.path, reason: error.message)
         }
     }
 

@@ -26,7 +26,7 @@ let usage = """
 
     """
 
-let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, DocumentOutput) throws(HostError) -> Int32)] = [
+let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, DocumentOutput) throws -> Int32)] = [
     "report": (ReportCommand.options, ReportCommand.run),
     "demo": (DemoCommand.options, DemoCommand.run),
     "launch": (LaunchCommand.options, LaunchCommand.run),
@@ -54,12 +54,16 @@ if words.isEmpty {
 // exits the main thread and lets a pool thread serve the queue.
 Thread.detachNewThread {
     let status: Int32
-    do throws(HostError) {
+    do {
         let arguments = try Arguments.parse(words) { commands[$0]?.options }
-        status = try commands[arguments.command]!.run(arguments, output)
-    } catch {
+        guard let command = commands[arguments.command] else { throw UsageError("unknown command '\(arguments.command)'") }
+        status = try command.run(arguments, output)
+    } catch let error as HostError {
         printError(error.description)
         status = error.exitStatus
+    } catch {
+        printError("\(error)")
+        status = 2  // a UsageError: the command line itself is wrong
     }
     if status == 0, let lost = output.lostDocument {
         printError("the document could not be written to standard output (\(lost))")

@@ -143,3 +143,10 @@ extension ReportHost {
         return document
     }
 }
+
+extension HostError {
+    /// Whether this is a configuration error (the CLI exits 2 for it).
+    public var isConfiguration: Bool {
+        if case .configuration = self { true } else { false }
+    }
+}

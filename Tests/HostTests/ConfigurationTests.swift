@@ -14,7 +14,7 @@ import Testing
             _ = try parse(text)
             return nil
         } catch let error as HostError {
-            #expect(error.exitStatus == 2)
+            #expect(error.isConfiguration)
             return error.description
         } catch {
             return "\(error)"

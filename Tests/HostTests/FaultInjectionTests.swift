@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import Receiver
 import HostTestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import Receiver
 import HostTestSupport
 import PluginAPI
 import Testing
@@ -142,7 +143,7 @@ import Testing
                     #expect(configuration.limits.effectiveCompletionWindowMs >= 1)
                 } catch {
                     #expect(error.description.hasPrefix("config fuzz.json: "), "seed \(Self.seed) iteration \(iteration): \(text)")
-                    #expect(error.exitStatus == 2)
+                    #expect(error.isConfiguration)
                 }
             }
         }

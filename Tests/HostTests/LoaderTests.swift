@@ -41,8 +41,8 @@ import Testing
         let host = try TestHost.make()
         let directory = library.deletingLastPathComponent().path
         let relative = "../" + URL(fileURLWithPath: directory).lastPathComponent + "/" + library.lastPathComponent
-        #expect(PluginLoader.absolutePath(relative, relativeTo: directory) == library.path)
-        let plugin = try host.loadPlugin(at: PluginLoader.absolutePath(relative, relativeTo: directory), into: .handler)
+        #expect(Paths.absolute(relative, relativeTo: directory) == library.path)
+        let plugin = try host.loadPlugin(at: Paths.absolute(relative, relativeTo: directory), into: .handler)
         #expect(plugin.path == library.path)
         #expect(plugin.name == "bad")
         #expect(host.handler(in: .handler)?.name == "bad")

@@ -1,4 +1,5 @@
 import Foundation
+import Conformance
 import Host
 import HostTestSupport
 import Testing

@@ -13,6 +13,7 @@
  * for the writer to end the process. */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -82,6 +83,29 @@ void rh_crash_leave_plugin(uint32_t previous);
 
 /* The member name of `call` ("on_before_report_created", ...). */
 const char *rh_crash_call_name(rh_crash_call call);
+
+/* --- chaining (for an interposed sigaction, e.g. the LD_PRELOAD capture library) ------ */
+
+/* Declared here too, so a strict ISO C file (no POSIX feature macro) can include this one. */
+struct sigaction;
+
+/* Whether `signal_number` is one the writer handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGABRT, SIGTRAP). Signal-safe. */
+bool rh_crash_handles(int signal_number);
+
+/* Records `action` (copied) as the handler ours chains to for `signal_number`, replacing
+ * the one saved at install; ours stays installed. The writer treats it exactly as the
+ * saved one: a handler is called after the crash file is written; SIG_DFL ends the
+ * process with the signal; SIG_IGN ignores a sent signal and ends the process on a real
+ * fault. Returns false for a signal the writer does not handle, before install, for a
+ * NULL action, or for an action naming our own handler. Signal-safe (a copy), but not
+ * atomic against a crash on another thread at the same moment. */
+bool rh_crash_set_chained(int signal_number, const struct sigaction *action);
+
+/* Copies the action ours chains to for `signal_number` into *out (what install saved, or
+ * what rh_crash_set_chained recorded). Returns false for a signal the writer does not
+ * handle, before install, or for a NULL out. Signal-safe. */
+bool rh_crash_get_chained(int signal_number, struct sigaction *out);
 
 /* --- testing --------------------------------------------------------------------------- */
 

@@ -115,7 +115,7 @@ extension Configuration {
         try reader.allow(root, at: "", keys: [
             "repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "logging",
         ])
-        let resolve = { (p: String) in PluginLoader.absolutePath(p, relativeTo: baseDirectory) }
+        let resolve = { (p: String) in Paths.absolute(p, relativeTo: baseDirectory) }
 
         if let value = root["repository"] { config.repository = resolve(try reader.string(value, at: "repository")) }
         if let value = root["plugins"] {

@@ -13,10 +13,13 @@ public struct Deliverer: Sendable {
     let now: @Sendable () -> Date
     /// Writes the request bodies (tests inject a full disk here).
     let system: SystemCalls
+    /// Fault points armed for tests (none in production).
+    let faults: Faults
 
     public init(
         repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
-        now: @escaping @Sendable () -> Date = { Date() }, system: SystemCalls = .live
+        now: @escaping @Sendable () -> Date = { Date() }, system: SystemCalls = .live,
+        faults: Faults = Faults()
     ) {
         self.repository = repository
         self.configuration = configuration
@@ -24,6 +27,7 @@ public struct Deliverer: Sendable {
         self.logger = logger
         self.now = now
         self.system = system
+        self.faults = faults
     }
 
     /// What a pass did.
@@ -45,7 +49,7 @@ public struct Deliverer: Sendable {
             logger.debug("no submission URL configured: reports stay awaiting_first_attempt")
             return summary
         }
-        let records = try HostSession.storage { () throws(StorageError) in try repository.records() }
+        let records = try storing { () throws(StorageError) in try repository.records() }
         let initial = records.filter { $0.state == .awaitingFirstAttempt }
         let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
         var due: [ReportRecord] = []
@@ -61,7 +65,7 @@ public struct Deliverer: Sendable {
         } catch {
             // A configuration failure is terminal, never retried (D-9).
             for record in ordered + due {
-                try HostSession.storage { () throws(StorageError) in try repository.finish(record.rowID, outcome: error.description) }
+                try storing { () throws(StorageError) in try repository.finish(record.rowID, outcome: error.description) }
                 summary.terminal += 1
             }
             logger.error("\(error)")
@@ -86,7 +90,7 @@ public struct Deliverer: Sendable {
             logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
             return true
         }
-        let admitted = try HostSession.storage { () throws(StorageError) in
+        let admitted = try storing { () throws(StorageError) in
             try repository.admit(record.rowID, perMinute: configuration.reportsPerMin, now: now())
         }
         guard admitted else {
@@ -94,10 +98,10 @@ public struct Deliverer: Sendable {
             logger.info("local rate limit (\(configuration.reportsPerMin)/min) reached: \(record.reportID) stays \(record.state.rawValue)")
             return false
         }
-        FaultPoint.duringSubmit.hit()
+        faults.hit(.duringSubmit)
         logger.debug("submitting \(record.reportID) to \(url.redacted)")
         let result = transport.post(url.url, contentType: contentType, bodyFile: body, timeoutMs: configuration.submission.timeoutMs)
-        try HostSession.storage { () throws(StorageError) in try settle(record, attempts: record.attempts + 1, result: result, into: &summary) }
+        try storing { () throws(StorageError) in try settle(record, attempts: record.attempts + 1, result: result, into: &summary) }
         return true
     }
 
@@ -105,7 +109,8 @@ public struct Deliverer: Sendable {
     /// the report (D-3: it does not block the payload).
     private func writeBody(_ record: ReportRecord, to body: URL) throws(StorageError) -> String {
         var document = record.document
-        document.content.attachments = try repository.attachments(of: record.rowID)
+        // What the document says of each copy was stored with it: no copy is read or hashed
+        // here, and each streams from its file through one bounded buffer.
         let files = try repository.attachmentFiles(of: record.rowID)
         // A copy counts as present when it is a regular file within the attachment limit.
         let present = files.filter { copy in
@@ -115,10 +120,14 @@ public struct Deliverer: Sendable {
         }
         for missing in files where !present.contains(where: { $0.file == missing.file }) {
             document.internalLog.append(InternalLogEntry(
-                level: .warn, handler: "host", message: "attachment copy \(missing.name) is missing, unreadable, not a regular file or over 3 MB: omitted"))
+                level: .warn, handler: "host",
+                message: "attachment copy \(missing.attachment.name) is missing, unreadable, not a regular file or over 3 MB: omitted"))
         }
+        document.content.attachments = present.map(\.attachment)
         let multipart = MultipartBody()
-        try multipart.write(json: BacktraceReport.json(document, crash: record.crash), attachments: present, to: body, system: system)
+        try multipart.write(
+            json: BacktraceReport.json(document, crash: record.crash),
+            attachments: present.map { ($0.attachment.name, $0.attachment.filename, $0.file) }, to: body, system: system)
         return multipart.contentType
     }
 
@@ -128,7 +137,7 @@ public struct Deliverer: Sendable {
         let reason: String
         switch result {
         case .response(let status, let after) where (200..<300).contains(status):
-            FaultPoint.afterAccept.hit()
+            faults.hit(.afterAccept)
             try repository.finish(record.rowID, outcome: "accepted (HTTP \(status))")
             logger.info("report \(record.reportID) delivered (HTTP \(status))")
             summary.accepted += 1
@@ -177,7 +186,7 @@ public struct Deliverer: Sendable {
     /// until then).
     public func nextWake() throws(HostError) -> Date? {
         guard configuration.submission.url != nil else { return nil }
-        return try HostSession.storage { () throws(StorageError) -> Date? in
+        return try storing { () throws(StorageError) -> Date? in
             let records = try repository.records()
             var times: [Date] = []
             if configuration.retry.behaviour == .interval {
@@ -193,10 +202,10 @@ public struct Deliverer: Sendable {
     /// D-9: a record found `submitting` at launch (the host died mid-request) counts that
     /// attempt as a retryable transport failure, due now.
     public func settleInterrupted() throws(HostError) {
-        let interrupted = try HostSession.storage { () throws(StorageError) in try repository.records(in: [.submitting]) }
+        let interrupted = try storing { () throws(StorageError) in try repository.records(in: [.submitting]) }
         var summary = Summary()
         for record in interrupted {
-            try HostSession.storage { () throws(StorageError) in
+            try storing { () throws(StorageError) in
                 try retain(
                     record, attempts: record.attempts, reason: "interrupted during submission", retryAfter: nil, dueNow: true,
                     into: &summary)

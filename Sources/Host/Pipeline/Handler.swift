@@ -69,7 +69,7 @@ public enum Handler: Sendable {
     /// was not called: the plugin was destroyed (replaced) after the chain read its slot.
     func invoke(
         _ step: HandlerStep, handle: ReportHandle, isTerminating: Bool, completion: rh_completion?,
-        swiftCompletion: @escaping @Sendable () -> Void
+        swiftCompletion: @escaping @Sendable () -> Void, capture: CrashCapture
     ) -> Bool {
         switch self {
         case .plugin(let plugin):
@@ -85,7 +85,7 @@ public enum Handler: Sendable {
                 Task {
                     // A pool thread: give it an alternate stack, so a stack overflow in the
                     // method is still captured.
-                    CrashCapture.prepareThread()
+                    capture.prepareThread()
                     await body(handle, isTerminating)
                     swiftCompletion()
                 }

@@ -125,6 +125,7 @@ struct Invoker {
     let mainExecutor: any MainExecutor
     let observer: PipelineObserver?
     let active: ActiveCalls
+    let capture: CrashCapture
 
     func perform(
         _ label: String, on thread: CallThread, limitMs: Int, budgetDeadline: HostInstant, tracker: CallTracker,
@@ -156,7 +157,7 @@ struct Invoker {
         case .own:
             Thread.detachNewThread {
                 // Plugin code runs here: a stack overflow must still reach the crash writer.
-                CrashCapture.prepareThread()
+                capture.prepareThread()
                 job()
             }
         }

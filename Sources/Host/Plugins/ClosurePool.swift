@@ -50,11 +50,13 @@ public final class ClosurePool: Sendable {
     public let signature: Signature
     private let clock: any HostClock
     private let poolID: UInt32
+    private let faults: Faults
     private let state = Locked(State())
 
     /// - Parameter windowMilliseconds: how long a closure stays reserved after its callback ends.
-    public init(windowMilliseconds: Int, clock: any HostClock, signature: Signature = .completion) {
+    public init(windowMilliseconds: Int, clock: any HostClock, signature: Signature = .completion, faults: Faults = Faults()) {
         self.windowMilliseconds = windowMilliseconds
+        self.faults = faults
         self.signature = signature
         self.clock = clock
         self.poolID = ClosurePool.directory.withLock { state in
@@ -96,7 +98,7 @@ public final class ClosurePool: Sendable {
             }
             // Allocated under the lock: the slot number is baked into the closure.
             let slot = state.slots.count
-            return Self.makeClosure(signature, userData: (UInt64(poolID) << 32) | UInt64(slot + 1)).map { code in
+            return Self.makeClosure(signature, userData: (UInt64(poolID) << 32) | UInt64(slot + 1), faults: faults).map { code in
                 state.slots.append(Slot(code: SendableRawPointer(pointer: code), binding: binding))
                 return (slot, code)
             }
@@ -159,13 +161,13 @@ public final class ClosurePool: Sendable {
         return (SendablePointer(pointer: completion), SendablePointer(pointer: decision))
     }()
 
-    private static func makeClosure(_ signature: Signature, userData: UInt64) -> Result<UnsafeMutableRawPointer, HostError> {
+    private static func makeClosure(_ signature: Signature, userData: UInt64, faults: Faults) -> Result<UnsafeMutableRawPointer, HostError> {
         guard let interfaces else {
             return .failure(.runtime("libffi could not prepare the completion call interfaces"))
         }
         let cif = signature == .completion ? interfaces.completion.pointer : interfaces.decision.pointer
         var code: UnsafeMutableRawPointer?
-        guard ClosureAllocation.isAllowed, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code
+        guard !faults.denyClosures, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code
         else { return .failure(ClosureAllocation.failure) }
         let closure = raw.assumingMemoryBound(to: ffi_closure.self)
         let trampoline: @convention(c) (

@@ -17,7 +17,7 @@ enum HostAPITable {
     private static let tables = Locked<[SendablePointer<rh_host_api>]>([])
 
     /// A table for host `hostID`; throws when libffi cannot make the per-host functions.
-    static func make(hostID: UInt32) throws(HostError) -> UnsafePointer<rh_host_api> {
+    static func make(hostID: UInt32, faults: Faults) throws(HostError) -> UnsafePointer<rh_host_api> {
         let table = UnsafeMutablePointer<rh_host_api>.allocate(capacity: 1)
         tables.withLock { $0.append(SendablePointer(pointer: table)) }
         table.initialize(to: rh_host_api())
@@ -29,9 +29,9 @@ enum HostAPITable {
         fillReportFunctions(table)
         let userData = UnsafeMutableRawPointer(bitPattern: UInt(hostID))
         table.pointee.log = unsafeBitCast(
-            try PermanentClosure.make(.log, userData: userData), to: (@convention(c) (OpaquePointer?, rh_log_level, UnsafePointer<CChar>?) -> Void).self)
+            try PermanentClosure.make(.log, userData: userData, faults: faults), to: (@convention(c) (OpaquePointer?, rh_log_level, UnsafePointer<CChar>?) -> Void).self)
         table.pointee.set_host_attribute = unsafeBitCast(
-            try PermanentClosure.make(.setHostAttribute, userData: userData),
+            try PermanentClosure.make(.setHostAttribute, userData: userData, faults: faults),
             to: (@convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> rh_status).self)
         return UnsafePointer(table)
     }
@@ -358,10 +358,10 @@ enum PermanentClosure {
         return (log, set)
     }()
 
-    static func make(_ function: Function, userData: UnsafeMutableRawPointer?) throws(HostError) -> UnsafeMutableRawPointer {
+    static func make(_ function: Function, userData: UnsafeMutableRawPointer?, faults: Faults) throws(HostError) -> UnsafeMutableRawPointer {
         guard let interfaces else { throw .runtime("libffi could not prepare the host table's call interfaces") }
         var code: UnsafeMutableRawPointer?
-        guard ClosureAllocation.isAllowed, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code else {
+        guard !faults.denyClosures, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code else {
             throw ClosureAllocation.failure
         }
         let (cif, trampoline) =
@@ -375,11 +375,9 @@ enum PermanentClosure {
     }
 }
 
-/// Whether libffi closures may be allocated. `REPORTHOST_DENY_CLOSURES=1` (read once)
-/// makes allocation fail, to test the start-up error of systems that forbid
-/// writable+executable memory.
+/// The start-up error of systems that forbid writable+executable memory (`Faults.denyClosures`
+/// simulates one).
 enum ClosureAllocation {
-    static let isAllowed = ProcessInfo.processInfo.environment["REPORTHOST_DENY_CLOSURES"] != "1"
     static let failure = HostError.runtime(
         "libffi cannot allocate closures (ffi_closure_alloc failed): this system forbids writable+executable memory, which plugin completions need")
 }

@@ -2,79 +2,18 @@ import CrashCapture
 import Foundation
 import PluginAPI
 
-/// The slot a plugin is loaded into (ABI: "Loading rules").
-public enum PluginSlot: String, Sendable, CaseIterable {
-    case wrapper, handler, delegate
-}
-
-/// Why a plugin did not load. Each case names the path and the values involved.
-public struct PluginLoadError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Reason: Equatable, Sendable {
-        /// The file does not exist.
-        case missingFile
-        /// The file exists but cannot be read.
-        case unreadable
-        /// `dlopen` failed: not a shared object, wrong architecture or an unresolved symbol.
-        case notLoadable(dlerror: String)
-        /// The library has no `rh_plugin_entry`.
-        case noEntry
-        /// `rh_plugin_entry` returned NULL: the plugin refused to load.
-        case entryReturnedNull
-        /// The plugin's ABI major version differs from the host's.
-        case abiMajorMismatch(plugin: UInt32, host: UInt32)
-        /// The plugin needs a newer ABI minor version than the host has.
-        case abiMinorNewer(plugin: UInt32, host: UInt32)
-        /// A struct's `struct_size` does not cover all members of its version.
-        case structTooSmall(name: String, size: UInt32, needed: UInt32)
-        /// `name` is NULL, empty or not UTF-8.
-        case missingName
-        /// Loaded in the delegate slot without a `delegate`.
-        case missingDelegate
-        /// `dlopen` or `rh_plugin_entry` did not return within the callback limit.
-        case entryTimedOut(milliseconds: Int)
-    }
-
-    public let path: String
-    public let reason: Reason
-
-    public var description: String {
-        let what: String =
-            switch reason {
-            case .missingFile: "no such file"
-            case .unreadable: "file is not readable"
-            case .notLoadable(let text): "not a loadable shared object: \(text)"
-            case .noEntry: "no rh_plugin_entry symbol (is this a ReportHost plugin?)"
-            case .entryReturnedNull: "rh_plugin_entry returned NULL (the plugin refused to load; see its log lines)"
-            case .abiMajorMismatch(let plugin, let host): "ABI major \(plugin), host supports \(host)"
-            case .abiMinorNewer(let plugin, let host): "ABI minor \(plugin) is newer than the host's \(host)"
-            case .structTooSmall(let name, let size, let needed): "\(name).struct_size \(size), needs at least \(needed)"
-            case .missingName: "rh_handler.name is missing or empty"
-            case .missingDelegate: "loaded as delegate but rh_handler.delegate is NULL"
-            case .entryTimedOut(let ms): "loading it (dlopen and rh_plugin_entry) did not return within \(ms) ms"
-            }
-        return "plugin \(path): \(what)"
-    }
-}
-
 /// Loads plugins with `dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)` and validates what
 /// their entry returns. Never calls `dlclose`: unloading Swift code crashes the Swift
 /// runtime, and RTLD_NODELETE keeps the image even if someone else does.
 public enum PluginLoader {
-    /// Makes `path` absolute against `base` (the working directory by default).
-    public static func absolutePath(_ path: String, relativeTo base: String = FileManager.default.currentDirectoryPath)
-        -> String
-    {
-        let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: base).appendingPathComponent(path)
-        return url.standardizedFileURL.path
-    }
-
     /// Loads the plugin at `path` into `slot`, handing it `table`. Call on the host's main
     /// thread ([main-thread] entry). `identity`: the file's, when the caller has read it
     /// already (the quarantine check), so it is hashed once.
     static func load(
-        path: String, slot: PluginSlot, table: UnsafePointer<rh_host_api>, identity known: PluginIdentity? = nil
+        path: String, slot: PluginSlot, table: UnsafePointer<rh_host_api>, capture: CrashCapture,
+        identity known: PluginIdentity? = nil
     ) throws(PluginLoadError) -> LoadedPlugin {
-        let path = absolutePath(path)
+        let path = Paths.absolute(path)
         func fail(_ reason: PluginLoadError.Reason) -> PluginLoadError { PluginLoadError(path: path, reason: reason) }
 
         guard FileManager.default.fileExists(atPath: path) else { throw fail(.missingFile) }
@@ -82,19 +21,19 @@ public enum PluginLoader {
         // Registered with the crash writer before it is opened: a crash in its constructors
         // or its entry names it too.
         let identity = known ?? PluginIdentity(path: path)
-        let crashID = CrashCapture.registerPlugin(path: identity.realPath, digest: identity.digest)
+        let crashID = capture.registerPlugin(path: identity.realPath, digest: identity.digest)
         // Opened by its real path: the module map then names the file the crash attribution
         // names (a plugin reached through a symbolic link is still recognised as itself).
-        let opened = CrashCapture.inPlugin(crashID, RH_CRASH_CALL_LOAD) {
+        let opened = capture.inPlugin(crashID, RH_CRASH_CALL_LOAD) {
             dlopen(identity.realPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
         }
         guard let image = opened else {
             throw fail(.notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "unknown dlopen error"))
         }
-        CrashCapture.refreshModules()
+        capture.refreshModules()
         guard let symbol = dlsym(image, "rh_plugin_entry") else { throw fail(.noEntry) }
         let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
-        guard let descriptor = CrashCapture.inPlugin(crashID, RH_CRASH_CALL_ENTRY, { entry(table) }) else {
+        guard let descriptor = capture.inPlugin(crashID, RH_CRASH_CALL_ENTRY, { entry(table) }) else {
             throw fail(.entryReturnedNull)
         }
 
@@ -109,10 +48,10 @@ public enum PluginLoader {
             guard let pointer = handler.delegate else { throw fail(.missingDelegate) }
             delegate = try validated(pointer, name: "rh_delegate", path: path)
         }
-        CrashCapture.namePlugin(crashID, name)
+        capture.namePlugin(crashID, name)
         return LoadedPlugin(
             path: path, slot: slot, name: name, version: version, handler: handler, delegate: delegate, identity: identity,
-            crashID: crashID)
+            crashID: crashID, capture: capture)
     }
 
     /// The host's ABI version.
@@ -124,7 +63,7 @@ public enum PluginLoader {
     public static func declaredVersion(path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor)
         throws(HostError) -> (major: UInt32, minor: UInt32)?
     {
-        let path = absolutePath(path)
+        let path = Paths.absolute(path)
         guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
             throw .plugin(PluginLoadError(path: path, reason: .notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "dlopen failed")))
         }
@@ -168,7 +107,7 @@ public struct PluginIdentity: Sendable, Hashable {
     public var digest: String
 
     public init(path: String) {
-        let absolute = PluginLoader.absolutePath(path)
+        let absolute = Paths.absolute(path)
         realPath = Glibc.realpath(absolute, nil).map { resolved in
             defer { free(resolved) }
             return String(cString: resolved)
@@ -193,11 +132,12 @@ public final class LoadedPlugin: @unchecked Sendable {
     let delegate: rh_delegate?
     /// The crash writer's id for this plugin (0: not registered).
     let crashID: Int32
+    private let capture: CrashCapture
     private let state = Locked((destroyed: false, inFlight: 0))
 
     init(
         path: String, slot: PluginSlot, name: String, version: String?, handler: rh_handler, delegate: rh_delegate?,
-        identity: PluginIdentity, crashID: Int32
+        identity: PluginIdentity, crashID: Int32, capture: CrashCapture
     ) {
         self.path = path
         self.slot = slot
@@ -207,6 +147,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         self.delegate = delegate
         self.identity = identity
         self.crashID = crashID
+        self.capture = capture
     }
 
     /// Runs one call into the plugin (`member`), counted, so `destroy` never runs while a
@@ -222,7 +163,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
         guard admitted else { return nil }
         defer { state.withLock { $0.inFlight -= 1 } }
-        return CrashCapture.inPlugin(crashID, member, body)
+        return capture.inPlugin(crashID, member, body)
     }
 
     /// Calls the plugin's `destroy` once; later calls do nothing. Returns false, without
@@ -238,7 +179,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
         guard let outcome else { return true }
         if outcome, let destroy = handler.destroy {
-            CrashCapture.inPlugin(crashID, RH_CRASH_CALL_DESTROY) { destroy(handler.context) }
+            capture.inPlugin(crashID, RH_CRASH_CALL_DESTROY) { destroy(handler.context) }
         }
         return outcome
     }

@@ -13,7 +13,7 @@ struct Recovery {
     /// abnormal exits. Runs before the plugins are loaded, so a plugin that crashed the last
     /// launch is known before it is opened.
     func collect(currentSession: String) throws(HostError) {
-        try HostSession.storage { () throws(StorageError) in
+        try storing { () throws(StorageError) in
             try resumePurges()
             try saveCrashFiles()
             try recordAbnormalExits(currentSession: currentSession)
@@ -55,7 +55,7 @@ struct Recovery {
                 session: crash.session)
             log.debug("crash file \(path) saved as record \(rowID)")
             try skipChainsTheCrashInterrupted(crash, record: rowID)
-            FaultPoint.afterSave.hit()
+            host.faults.hit(.afterSave)
             try purge(path, record: rowID)
         }
     }
@@ -125,7 +125,7 @@ struct Recovery {
             DurableFile.syncDirectory(URL(fileURLWithPath: path).deletingLastPathComponent())
         }
         try repository.setState(rowID, .pendingChain)
-        FaultPoint.afterPurge.hit()
+        host.faults.hit(.afterPurge)
     }
 
     /// The report a crash file becomes: its attributes, the plugin call it happened in, and
@@ -207,20 +207,20 @@ struct Recovery {
     /// its callbacks' changes; a dialog report the user had not sent is dropped.
     private func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
         var documents: [ReportDocument] = []
-        let pending = try HostSession.storage { () throws(StorageError) in try repository.records(in: [.pendingChain]) }
+        let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain]) }
         for record in pending {
             if record.trigger.isRecovered {
                 documents.append(try rerunChain(record, session: currentSession))
             } else if record.dialogPending {
-                try HostSession.storage { () throws(StorageError) in try repository.delete(record.rowID) }
+                try storing { () throws(StorageError) in try repository.delete(record.rowID) }
                 log.info("dialog report \(record.reportID) was never sent by its user: dropped")
             } else {
                 var document = record.document
-                document.content.attachments = try HostSession.storage { () throws(StorageError) in try repository.attachments(of: record.rowID) }
+                document.content.attachments = try storing { () throws(StorageError) in try repository.attachments(of: record.rowID) }
                 document.internalLog.append(InternalLogEntry(
                     level: .warn, handler: "host",
                     message: "the host stopped during the handler chain; the report is sent without the callbacks' changes"))
-                try HostSession.storage { () throws(StorageError) in try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt) }
+                try storing { () throws(StorageError) in try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt) }
                 log.info("report \(record.reportID) recovered from the journal")
             }
         }
@@ -232,7 +232,7 @@ struct Recovery {
 
     private func rerunChain(_ record: ReportRecord, session: String) throws(HostError) -> ReportDocument {
         let newID = UUID().uuidString.lowercased()
-        let (attachments, runs, skipReason) = try HostSession.storage { () throws(StorageError) -> ([Attachment], Int, String?) in
+        let (attachments, runs, skipReason) = try storing { () throws(StorageError) -> ([Attachment], Int, String?) in
             try repository.rekey(record.rowID, to: newID)
             let skip = try repository.skipChainReason(record.rowID)
             // A crash from here on names this record as the one whose chain crashed.
@@ -259,10 +259,10 @@ struct Recovery {
             report.note(.warn, handler: "host", "the handler chain ended the host \(runs - 1) times; the report is sent without it")
             document = report.bundle()
         } else {
-            FaultPoint.duringHandlers.hit()
+            host.faults.hit(.duringHandlers)
             document = try host.runChain(report, mode: .recovered) ?? report.snapshot
         }
-        try HostSession.storage { () throws(StorageError) in
+        try storing { () throws(StorageError) in
             try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt)
             try repository.setChainRecord(nil, session: session)
         }

@@ -4,13 +4,19 @@
 /// Behind one `Locked`; plugins call `set` from any thread.
 public final class HostAttributes: Sendable {
     private let values: Locked<[String: String]>
+    private let mirror: @Sendable (String, String?) -> Void
 
-    public init(_ initial: [String: String] = [:]) { values = Locked(initial) }
+    /// - Parameter mirror: told of every change (the host hands in its crash writer's
+    ///   `setAttribute`, so crash files record what reports carry).
+    public init(_ initial: [String: String] = [:], mirror: @escaping @Sendable (String, String?) -> Void = { _, _ in }) {
+        values = Locked(initial)
+        self.mirror = mirror
+    }
 
-    /// Sets `key`; nil removes it. Also updates what a crash file of this process records.
+    /// Sets `key`; nil removes it.
     public func set(_ key: String, _ value: String?) {
         values.withLock { $0[key] = value }
-        CrashCapture.setAttribute(key, value)
+        mirror(key, value)
     }
 
     public var snapshot: [String: String] { values.withLock { $0 } }

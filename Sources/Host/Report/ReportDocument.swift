@@ -36,8 +36,8 @@ public struct ReportDocument: Sendable, Equatable {
                 .object([
                     ("name", .string(attachment.name)),
                     ("filename", .string(attachment.filename)),
-                    ("size", .int(attachment.data.count)),
-                    ("sha256", .string(SHA256.hex(attachment.data))),
+                    ("size", .int(attachment.size)),
+                    ("sha256", .string(attachment.sha256)),
                     ("source", .string(attachment.source.rawValue)),
                 ])
             })),
@@ -64,8 +64,9 @@ public struct ReportDocument: Sendable, Equatable {
 }
 
 extension ReportDocument {
-    /// Reads a document written by `json`. Attachments come back without their bytes
-    /// (the repository keeps those in its copies); nil when a required field is missing.
+    /// Reads a document written by `json`. Attachments come back without their bytes (the
+    /// repository keeps those in its copies), with the size and sha256 the document names;
+    /// nil when a required field is missing.
     public init?(json: JSONValue) {
         guard let id = json["report_id"]?.stringValue,
             let triggerName = json["trigger"]?.stringValue,
@@ -86,8 +87,10 @@ extension ReportDocument {
         content.labels = json["labels"]?.arrayValue?.compactMap(\.stringValue) ?? []
         content.attachments = (json["attachments"]?.arrayValue ?? []).compactMap { item in
             guard let name = item["name"]?.stringValue else { return nil }
+            let size = item["size"]?.intValue.map { min(max($0, 0), ReportContent.attachmentMaxBytes) } ?? 0
             return Attachment(
-                name: name, filename: item["filename"]?.stringValue ?? name, data: Data(),
+                name: name, filename: item["filename"]?.stringValue ?? name, size: size,
+                sha256: item["sha256"]?.stringValue ?? "",
                 source: item["source"]?.stringValue.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
         }
         let log = (json["internal_log"]?.arrayValue ?? []).compactMap { entry -> InternalLogEntry? in

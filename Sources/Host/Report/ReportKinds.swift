@@ -52,10 +52,17 @@ public enum AttachmentSource: String, Sendable, CaseIterable {
 }
 
 /// An attachment with its bytes.
+///
+/// Its size and sha256 are taken once, when its bytes are copied in; a stored attachment
+/// (read back from the repository without its bytes) carries the ones stored with its copy.
 public struct Attachment: Sendable, Equatable {
     public var name: String
     public var filename: String
-    public var data: Data
+    /// The bytes; empty for a stored attachment, whose bytes stay in its copy.
+    public private(set) var data: Data
+    public private(set) var size: Int
+    /// Lower-case hex.
+    public private(set) var sha256: String
     public var source: AttachmentSource
     /// The handle it was added through, if any.
     var addedThrough: ReportHandle?
@@ -65,9 +72,21 @@ public struct Attachment: Sendable, Equatable {
         self.filename = filename
         self.data = data
         self.source = source
+        size = data.count
+        sha256 = SHA256.hex(data)
     }
 
-    public var info: AttachmentInfo { AttachmentInfo(name: name, filename: filename, size: data.count) }
+    /// An attachment whose bytes are in a copy elsewhere (the repository's).
+    public init(name: String, filename: String, size: Int, sha256: String, source: AttachmentSource) {
+        self.name = name
+        self.filename = filename
+        self.data = Data()
+        self.size = size
+        self.sha256 = sha256
+        self.source = source
+    }
+
+    public var info: AttachmentInfo { AttachmentInfo(name: name, filename: filename, size: size) }
 }
 
 /// What a snapshot of the attachments shows: no bytes.

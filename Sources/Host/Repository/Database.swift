@@ -8,31 +8,30 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
     public var description: String { "\(path): \(message)" }
 }
 
-/// Faults the storage seam can be told to inject, so tests reach failure paths that a
-/// real disk reaches rarely. `REPORTHOST_FAULT=disk-full` (read once per process) makes
-/// every write fail as SQLite does on a full disk.
-public struct StorageFaults: Sendable, Equatable {
-    public var diskFull = false
-
-    public init(diskFull: Bool = false) { self.diskFull = diskFull }
-
-    public static let fromEnvironment = StorageFaults(
-        diskFull: ProcessInfo.processInfo.environment["REPORTHOST_FAULT"] == "disk-full")
+/// Runs a storage step for a caller that reports `HostError`s: a storage failure becomes an
+/// I/O error naming the file (exit 1).
+public func storing<T>(_ body: () throws(StorageError) -> T) throws(HostError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw .io(path: error.path, reason: error.message)
+    }
 }
 
 /// One SQLite connection: the only owner of its `sqlite3 *`, closed in `deinit`.
 ///
 /// # Thread safety
 /// `@unchecked Sendable`: every use of the connection goes through `serialized`, which holds
-/// the lock for the whole statement.
+/// the lock for the whole statement, and a transaction holds the same (recursive) lock from
+/// `BEGIN` to `COMMIT`: another thread's statement never lands inside it.
 final class Database: @unchecked Sendable {
     let path: String
     private let connection: OpaquePointer
-    private let lock = NSLock()
-    private let faults: StorageFaults
+    private let lock = NSRecursiveLock()
+    private let faults: Faults
 
     /// Opens (creating if `create`) the database at `path`.
-    init(path: String, create: Bool, readOnly: Bool = false, faults: StorageFaults = .fromEnvironment) throws(StorageError) {
+    init(path: String, create: Bool, readOnly: Bool = false, faults: Faults = Faults()) throws(StorageError) {
         self.path = path
         self.faults = faults
         var handle: OpaquePointer?
@@ -118,14 +117,16 @@ final class Database: @unchecked Sendable {
 
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
     func transaction<T>(_ body: () throws(StorageError) -> T) throws(StorageError) -> T {
-        try execute("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try execute("COMMIT")
-            return result
-        } catch {
-            try? execute("ROLLBACK")
-            throw error
+        try serialized { () throws(StorageError) -> T in
+            try execute("BEGIN IMMEDIATE")
+            do throws(StorageError) {
+                let result = try body()
+                try execute("COMMIT")
+                return result
+            } catch {
+                try? execute("ROLLBACK")
+                throw error
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Host
 
 /// The checks `reporthost check` runs, in order. Each reads what the host itself noted in the
 /// report's internal log, so a check fails exactly when the host saw the rule broken.
@@ -368,21 +369,8 @@ struct SendingDialog: DialogPresenter {
     func present(_ fields: DialogFields) -> DialogDecision { .send(fields) }
 }
 
-/// A small reproducible random source (SplitMix64) for `fuzz-seeded` and the fuzz tests.
-public struct SplitMix64: Sendable {
-    public var state: UInt64
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    public mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
-
+/// Random reports for `fuzz-seeded`.
+extension SplitMix64 {
     mutating func text() -> String {
         let alphabet = Array("abcXYZ019 -_./@=é€🙂\t")
         return String((0..<int(0..<200)).map { _ in alphabet[int(0..<alphabet.count)] })

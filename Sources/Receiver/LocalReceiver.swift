@@ -1,4 +1,5 @@
 import Foundation
+import Host
 
 /// A local submission endpoint speaking the Backtrace submission API (`reporthost receive`):
 /// multipart/form-data with an `upload_file` part and `attachment_<name>` parts. Binds to
@@ -53,14 +54,19 @@ public final class LocalReceiver: Sendable {
     private let onReceive: @Sendable (Received) -> Void
     private let keepInMemory: Bool
 
+    /// A `--respond` word that is not an HTTP status, `reset` or `stall`.
+    public struct ScriptError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
     /// Parses `--respond` text: `503,429,reset,stall,200`.
-    public static func parseScript(_ text: String) throws(HostError) -> [Response] {
-        try text.split(separator: ",").map { (item) throws(HostError) -> Response in
+    public static func parseScript(_ text: String) throws(ScriptError) -> [Response] {
+        try text.split(separator: ",").map { (item) throws(ScriptError) -> Response in
             let word = item.trimmingCharacters(in: .whitespaces).lowercased()
             if word == "reset" { return .reset }
             if word == "stall" { return .stall }
             guard let code = Int(word), (100...599).contains(code) else {
-                throw .usage("--respond '\(text)': '\(word)' is not an HTTP status, reset or stall")
+                throw ScriptError(description: "--respond '\(text)': '\(word)' is not an HTTP status, reset or stall")
             }
             return .status(code)
         }
@@ -398,37 +404,5 @@ private struct SocketReader {
             offset += sent
         }
         bytes.removeAll()
-    }
-}
-
-/// Splits a multipart/form-data body into its named parts.
-enum Multipart {
-    struct Part {
-        var name: String
-        var data: Data
-    }
-
-    static func parts(of body: Data, boundary: String) -> [Part] {
-        let delimiter = Data("--\(boundary)".utf8)
-        var parts: [Part] = []
-        var searchStart = body.startIndex
-        guard var current = body.range(of: delimiter, in: searchStart..<body.endIndex) else { return [] }
-        while true {
-            searchStart = current.upperBound
-            guard let next = body.range(of: delimiter, in: searchStart..<body.endIndex) else { break }
-            var section = body[current.upperBound..<next.lowerBound]
-            if section.starts(with: Data("\r\n".utf8)) { section = section.dropFirst(2) }
-            if section.count >= 2, section.suffix(2) == Data("\r\n".utf8) { section = section.dropLast(2) }
-            if let split = section.range(of: Data("\r\n\r\n".utf8)) {
-                let head = String(decoding: section[section.startIndex..<split.lowerBound], as: UTF8.self)
-                if let nameRange = head.range(of: "name=\"") {
-                    let rest = head[nameRange.upperBound...]
-                    let name = String(rest[..<(rest.firstIndex(of: "\"") ?? rest.endIndex)])
-                    parts.append(Part(name: name, data: Data(section[split.upperBound...])))
-                }
-            }
-            current = next
-        }
-        return parts
     }
 }

@@ -26,22 +26,25 @@ public final class HostSession: Sendable {
     /// crashed the host is quarantined before it is opened), then the configured plugins
     /// (quarantined ones left out), then the chains of recovered reports. Plugins set on
     /// the host before this call are kept: recovered reports run through them (SPEC H-2).
-    public static func launch(host: ReportHost, installCrashCapture: Bool = true) throws(HostError) -> HostSession {
-        let folder = URL(fileURLWithPath: PluginLoader.absolutePath(host.configuration.repository))
+    /// - Parameter lockWaitMs: how long to wait for another process's repository lock.
+    public static func launch(host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = RepositoryLock.defaultWaitMs)
+        throws(HostError) -> HostSession
+    {
+        let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
             throw .io(path: folder.path, reason: "cannot create the repository folder (\(errnoText(error)))")
         }
-        let lock = try storage { () throws(StorageError) in try RepositoryLock(folder: folder) }
-        let repository = try storage { () throws(StorageError) in
-            try Repository.open(folder: folder, limits: host.configuration.storage)
+        let lock = try storing { () throws(StorageError) in try RepositoryLock(folder: folder, waitMilliseconds: lockWaitMs) }
+        let repository = try storing { () throws(StorageError) in
+            try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults)
         }
         host.logger.debug("repository \(folder.path) opened")
         let sessionID = UUID().uuidString.lowercased()
         // I-2: mark the session and arm crash capture before recovering, so a plugin that
         // crashes or hangs on a recovered report is itself recorded.
-        try storage { () throws(StorageError) in try repository.markSession(sessionID, phase: .recovering) }
+        try storing { () throws(StorageError) in try repository.markSession(sessionID, phase: .recovering) }
         do throws(HostError) {
             return try finishLaunch(host: host, repository: repository, lock: lock, sessionID: sessionID, installCrashCapture: installCrashCapture)
         } catch {
@@ -57,21 +60,24 @@ public final class HostSession: Sendable {
         host: ReportHost, repository: Repository, lock: RepositoryLock, sessionID: String, installCrashCapture: Bool
     ) throws(HostError) -> HostSession {
         if installCrashCapture {
-            CrashCapture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
+            let capture = host.crashCapture
+            capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
             // Running-app callbacks run on the main thread: it needs its own alternate stack.
-            _ = host.mainExecutor.sync { CrashCapture.prepareThread() }
+            _ = host.mainExecutor.sync { capture.prepareThread() }
         }
         // A host killed between a commit and the file deletions after it left those files.
-        let swept = try storage { () throws(StorageError) in try repository.sweepLeftovers() }
+        let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
         if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
         let recovery = Recovery(host: host, repository: repository)
         try recovery.collect(currentSession: sessionID)
         try loadConfiguredPlugins(host: host, repository: repository)
         let recovered = try recovery.finish(currentSession: sessionID)
-        try storage { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
+        try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
-        try Deliverer(repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger)
-            .settleInterrupted()
+        try Deliverer(
+            repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger,
+            faults: host.faults
+        ).settleInterrupted()
         _ = try host.launch()
         return HostSession(host: host, repository: repository, lock: lock, sessionID: sessionID, recovered: recovered)
     }
@@ -84,7 +90,7 @@ public final class HostSession: Sendable {
         for slot in PluginSlot.allCases {
             guard let path = host.configuration.plugins[slot] else { continue }
             let identity = PluginIdentity(path: path)
-            if let entry = try storage({ () throws(StorageError) in try repository.quarantineEntry(for: identity) }) {
+            if let entry = try storing({ () throws(StorageError) in try repository.quarantineEntry(for: identity) }) {
                 host.logger.warn("\(slot.rawValue) slot left empty: \(entry.reason)")
                 skipped.append(entry)
                 continue
@@ -100,20 +106,20 @@ public final class HostSession: Sendable {
     public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         let report = host.makeReport(request)
         let journal = report.snapshot
-        let rowID = try Self.storage { () throws(StorageError) in
+        let rowID = try storing { () throws(StorageError) in
             try repository.insert(journal, state: .pendingChain, session: sessionID, dialogPending: request.dialog != nil)
         }
-        FaultPoint.afterJournal.hit()
+        host.faults.hit(.afterJournal)
         let dialog = request.dialog.map {
             JournalingDialog(presenter: $0, repository: repository, rowID: rowID, journal: journal, log: host.logger)
         }
-        FaultPoint.duringHandlers.hit()
+        host.faults.hit(.duringHandlers)
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
         guard let document = try host.runChain(report, mode: mode, dialog: dialog) else {
-            try Self.storage { () throws(StorageError) in try repository.delete(rowID) }
+            try storing { () throws(StorageError) in try repository.delete(rowID) }
             return nil
         }
-        try Self.storage { () throws(StorageError) in try repository.update(rowID, document: document, state: .awaitingFirstAttempt) }
+        try storing { () throws(StorageError) in try repository.update(rowID, document: document, state: .awaitingFirstAttempt) }
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
         return document
     }
@@ -122,7 +128,8 @@ public final class HostSession: Sendable {
     public func deliverer(transport: (any SubmissionTransport)? = nil) -> Deliverer {
         Deliverer(
             repository: repository, configuration: host.configuration,
-            transport: transport ?? URLSessionTransport(timeoutMs: host.configuration.submission.timeoutMs), logger: host.logger)
+            transport: transport ?? URLSessionTransport(timeoutMs: host.configuration.submission.timeoutMs), logger: host.logger,
+            faults: host.faults)
     }
 
     /// A clean stop: clears the session mark and releases the lock.
@@ -131,14 +138,6 @@ public final class HostSession: Sendable {
             try repository.clearSession(sessionID)
         } catch {
             host.logger.warn("could not clear session mark \(sessionID): \(error)")
-        }
-    }
-
-    static func storage<T>(_ body: () throws(StorageError) -> T) throws(HostError) -> T {
-        do {
-            return try body()
-        } catch {
-            throw .io(path: error.path, reason: error.message)
         }
     }
 }

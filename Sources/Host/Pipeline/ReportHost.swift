@@ -17,7 +17,11 @@ public final class ReportHost: Sendable {
     public let hostID: UInt32
     public let attributes: HostAttributes
     let clock: any HostClock
-    let mainExecutor: any MainExecutor
+    public let mainExecutor: any MainExecutor
+    /// The crash writer this host marks its plugin calls with and prepares threads for.
+    public let crashCapture: CrashCapture
+    /// Faults armed for tests (none in production).
+    public let faults: Faults
     let observer: PipelineObserver?
     let completions: ClosurePool
     let decisions: ClosurePool
@@ -37,19 +41,22 @@ public final class ReportHost: Sendable {
     /// Creates a host; fails (exit 1) when libffi closures cannot be allocated.
     public init(
         configuration: Configuration, logger: HostLogger, clock: any HostClock = SystemClock(),
-        mainExecutor: any MainExecutor, observer: PipelineObserver? = nil
+        mainExecutor: any MainExecutor, observer: PipelineObserver? = nil, crashCapture: CrashCapture = .process,
+        faults: Faults = Faults()
     ) throws(HostError) {
         self.configuration = configuration
+        self.crashCapture = crashCapture
+        self.faults = faults
         self.logger = logger
         self.clock = clock
         self.mainExecutor = mainExecutor
         self.observer = observer
-        attributes = HostAttributes(configuration.attributes)
+        attributes = HostAttributes(configuration.attributes, mirror: crashCapture.setAttribute)
         hostID = HostDirectory.shared.register(.init(log: logger, attributes: attributes))
-        table = SendablePointer(pointer: UnsafeMutablePointer(mutating: try HostAPITable.make(hostID: hostID)))
+        table = SendablePointer(pointer: UnsafeMutablePointer(mutating: try HostAPITable.make(hostID: hostID, faults: faults)))
         let window = configuration.limits.effectiveCompletionWindowMs
-        completions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .completion)
-        decisions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .decision)
+        completions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .completion, faults: faults)
+        decisions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .decision, faults: faults)
         // Fail at start, not in the middle of a report, where closures cannot be made.
         let probe = try completions.acquire(for: CallbackCompletion(onFirst: {}, onIgnored: { _ in }))
         completions.methodReturned(probe.slot)
@@ -120,16 +127,18 @@ public final class ReportHost: Sendable {
     @discardableResult
     func loadPlugin(at path: String, into slot: PluginSlot, identity: PluginIdentity?) throws(HostError) -> LoadedPlugin {
         let table = self.table
+        let capture = crashCapture
         // Bounded: an entry that never returns must not hang the host (it keeps the main
         // thread, so nothing else can run there either: the load fails with exit 2).
         let limit = configuration.limits.callbackTimeoutMs
         let result = mainExecutor.sync(timeoutMilliseconds: limit) { () -> Result<LoadedPlugin, PluginLoadError> in
             do throws(PluginLoadError) {
-                return .success(try PluginLoader.load(path: path, slot: slot, table: UnsafePointer(table.pointer), identity: identity))
+                return .success(try PluginLoader.load(
+                    path: path, slot: slot, table: UnsafePointer(table.pointer), capture: capture, identity: identity))
             } catch {
                 return .failure(error)
             }
-        } ?? .failure(PluginLoadError(path: PluginLoader.absolutePath(path), reason: .entryTimedOut(milliseconds: limit)))
+        } ?? .failure(PluginLoadError(path: Paths.absolute(path), reason: .entryTimedOut(milliseconds: limit)))
         switch result {
         case .failure(let error): throw .plugin(error)
         case .success(let plugin):
@@ -187,7 +196,7 @@ public final class ReportHost: Sendable {
         -> ReportDocument?
     {
         let slots = self.slots.withLock { $0 }
-        let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active)
+        let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture)
         let chain = Chain(
             callbacks: CallbackRunner(invoker: invoker, limits: configuration.limits, closures: completions),
             delegates: DelegateRunner(invoker: invoker, limits: configuration.limits, decisions: decisions),

@@ -6,16 +6,17 @@ public final class RepositoryLock: Sendable {
     public let path: String
     private let descriptor: Int32
 
-    /// Takes the lock, waiting up to `waitMilliseconds` (default 10 s;
-    /// `REPORTHOST_LOCK_WAIT_MS` overrides it for tests).
-    public init(folder: URL, waitMilliseconds: Int? = nil) throws(StorageError) {
+    /// How long a launch waits for another process's lock (SPEC I-2).
+    public static let defaultWaitMs = 10_000
+
+    /// Takes the lock, waiting up to `waitMilliseconds`.
+    public init(folder: URL, waitMilliseconds: Int = defaultWaitMs) throws(StorageError) {
         path = folder.appendingPathComponent(Repository.lockName).path
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
         }
-        let wait = waitMilliseconds
-            ?? ProcessInfo.processInfo.environment["REPORTHOST_LOCK_WAIT_MS"].flatMap(Int.init) ?? 10_000
+        let wait = max(0, waitMilliseconds)
         let clock = SystemClock()
         let deadline = clock.now().advanced(byMilliseconds: wait)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {

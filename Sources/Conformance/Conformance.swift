@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Host
 
 /// How one conformance check ended (SPEC I-8).
 public enum CheckStatus: String, Sendable, CaseIterable {

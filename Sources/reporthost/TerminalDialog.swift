@@ -1,14 +1,15 @@
 import Foundation
+import Host
 
 /// The dialog of `reporthost report bug --dialog` (SPEC H-5 step 3): shows the seeded
 /// fields on the terminal, lets the user edit each (Enter keeps the value), then asks send
 /// or cancel. Prompts go to standard error (stdout is for documents, SPEC I-4); answers
 /// come from standard input. End of input cancels.
-public struct TerminalDialog: DialogPresenter {
+struct TerminalDialog: DialogPresenter {
     let read: @Sendable () -> String?
     let write: @Sendable (String) -> Void
 
-    public init(
+    init(
         read: @escaping @Sendable () -> String? = { readLine(strippingNewline: true) },
         write: @escaping @Sendable (String) -> Void = { _ = SystemCalls.live.writeAll(STDERR_FILENO, $0) }
     ) {
@@ -17,9 +18,9 @@ public struct TerminalDialog: DialogPresenter {
     }
 
     /// Whether standard input and standard error are a terminal (`--dialog` needs one).
-    public static var isAvailable: Bool { isatty(STDIN_FILENO) == 1 && isatty(STDERR_FILENO) == 1 }
+    static var isAvailable: Bool { isatty(STDIN_FILENO) == 1 && isatty(STDERR_FILENO) == 1 }
 
-    public func present(_ fields: DialogFields) -> DialogDecision {
+    func present(_ fields: DialogFields) -> DialogDecision {
         var edited = fields
         write("Bug report: Enter keeps the value in brackets, '-' clears it.\n")
         guard let summary = ask("Summary", fields.summary ?? "") else { return .cancel }

@@ -1,0 +1,82 @@
+import Foundation
+
+/// The multipart/form-data of a Backtrace submission, both ways: the deliverer writes it
+/// (`MultipartBody`), the local receiver reads it (`Multipart.parts`).
+
+/// A multipart/form-data body written to a file, part by part, so attachments stream from
+/// their copies instead of being held in memory.
+struct MultipartBody {
+    let boundary = "reporthost-" + UUID().uuidString
+    var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+
+    /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file, each
+    /// streamed from its copy (at most 3 MB, a regular file). Any failed write (a full disk)
+    /// or unreadable copy is an error: no request is built, the record stays as it is.
+    func write(
+        json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL, system: SystemCalls = .live
+    ) throws(StorageError) {
+        let fd: Int32
+        switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
+        }
+        defer { close(fd) }
+        func put(_ text: String) throws(StorageError) {
+            if case .failure(let error) = system.writeAll(fd, text) {
+                throw StorageError(path: url.path, message: "cannot write the request body (\(error))")
+            }
+        }
+        func part(_ name: String, filename: String, type: String) -> String {
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n"
+        }
+        try put(part("upload_file", filename: "upload_file.json", type: "application/json"))
+        try put(json.serialized())
+        try put("\r\n")
+        for attachment in attachments {
+            try put(part("attachment_\(Self.sanitize(attachment.name))", filename: Self.sanitize(attachment.filename), type: "application/octet-stream"))
+            if case .failure(let failure) = system.stream(attachment.file.path, to: fd, limit: ReportContent.attachmentMaxBytes) {
+                throw StorageError(path: attachment.file.path, message: "cannot stream the attachment copy (\(failure))")
+            }
+            try put("\r\n")
+        }
+        try put("--\(boundary)--\r\n")
+    }
+
+    /// Quotes and line breaks cannot appear inside a header value.
+    static func sanitize(_ text: String) -> String {
+        String(text.map { $0 == "\"" || $0 == "\r" || $0 == "\n" ? "_" : $0 })
+    }
+}
+
+/// Splits a multipart/form-data body into its named parts.
+public enum Multipart {
+    public struct Part: Sendable {
+        public var name: String
+        public var data: Data
+    }
+
+    /// The parts of `body` between `boundary` delimiters, each with its `name`.
+    public static func parts(of body: Data, boundary: String) -> [Part] {
+        let delimiter = Data("--\(boundary)".utf8)
+        var parts: [Part] = []
+        var searchStart = body.startIndex
+        guard var current = body.range(of: delimiter, in: searchStart..<body.endIndex) else { return [] }
+        while true {
+            searchStart = current.upperBound
+            guard let next = body.range(of: delimiter, in: searchStart..<body.endIndex) else { break }
+            var section = body[current.upperBound..<next.lowerBound]
+            if section.starts(with: Data("\r\n".utf8)) { section = section.dropFirst(2) }
+            if section.count >= 2, section.suffix(2) == Data("\r\n".utf8) { section = section.dropLast(2) }
+            if let split = section.range(of: Data("\r\n\r\n".utf8)) {
+                let head = String(decoding: section[section.startIndex..<split.lowerBound], as: UTF8.self)
+                if let nameRange = head.range(of: "name=\"") {
+                    let rest = head[nameRange.upperBound...]
+                    let name = String(rest[..<(rest.firstIndex(of: "\"") ?? rest.endIndex)])
+                    parts.append(Part(name: name, data: Data(section[split.upperBound...])))
+                }
+            }
+            current = next
+        }
+        return parts
+    }
+}

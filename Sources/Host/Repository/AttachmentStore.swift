@@ -1,0 +1,69 @@
+import Foundation
+
+/// The attachment copies: one folder per record under `attachments/`, each copy a file of its
+/// own (fsync'd before the row naming it commits); its size and sha256 are stored with the row.
+extension Repository {
+    /// The bytes of a record's attachment copies, in order (a copy that went missing is
+    /// skipped), for a chain that runs over the record again.
+    public func attachments(of rowID: Int64) throws(StorageError) -> [Attachment] {
+        try attachmentFiles(of: rowID).compactMap { copy in
+            guard case .success(let data) = BoundedFile.read(copy.file.path, limit: ReportContent.attachmentMaxBytes, system: system)
+            else { return nil }
+            return Attachment(name: copy.attachment.name, filename: copy.attachment.filename, data: data, source: copy.attachment.source)
+        }
+    }
+
+    /// A record's attachments as stored: what the document says of each (size and sha256 as
+    /// taken when it was copied) and the file its bytes stream from, in order. Reads no bytes,
+    /// except to hash a copy written before schema 5.
+    public func attachmentFiles(of rowID: Int64) throws(StorageError) -> [(attachment: Attachment, file: URL)] {
+        try database.query(
+            "SELECT position, name, filename, source, file, size, sha256 FROM attachments WHERE record = ? ORDER BY position",
+            [.integer(rowID)]
+        ).map { row in
+            let file = attachmentFile(record: rowID, row: row)
+            let size = Int(clamping: min(max(row[5].int ?? 0, 0), Int64(ReportContent.attachmentMaxBytes)))
+            let digest = row[6].string ?? SHA256.hex(ofFileAt: file.path, limit: ReportContent.attachmentMaxBytes) ?? ""
+            let attachment = Attachment(
+                name: row[1].string ?? "", filename: row[2].string ?? "", size: size, sha256: digest,
+                source: row[3].string.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
+            return (attachment, file)
+        }
+    }
+
+    /// A copy's file: its own name (schema 3) or, for older rows, its position. A name from
+    /// the database that is not a plain file name (`..`, a `/`) falls back to the position:
+    /// a damaged row must never point outside the record's folder (it is read, sent and
+    /// deleted there).
+    func attachmentFile(record: Int64, row: [SQLValue]) -> URL {
+        let stored = row[4].string.flatMap { $0.isEmpty || $0 == "." || $0 == ".." || $0.contains("/") ? nil : $0 }
+        return attachmentsFolder.appendingPathComponent(String(record))
+            .appendingPathComponent(stored ?? String(row[0].int ?? 0))
+    }
+
+    /// Writes the copies under new file names (fsync'd), then replaces the rows that name
+    /// them. Returns the files of the replaced copies, for the caller to delete after commit.
+    func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) -> [URL] {
+        let folder = attachmentsFolder.appendingPathComponent(String(record))
+        let replaced = try database.query(
+            "SELECT position, name, filename, source, file FROM attachments WHERE record = ?", [.integer(record)]
+        ).map { attachmentFile(record: record, row: $0) }
+        try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)])
+        guard !attachments.isEmpty else { return replaced }
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(errnoText(error)))")
+        }
+        for (position, attachment) in attachments.enumerated() {
+            let name = UUID().uuidString.lowercased()
+            try DurableFile.write(attachment.data, to: folder.appendingPathComponent(name), system: system)
+            try database.query(
+                "INSERT INTO attachments(record, position, name, filename, source, size, file, sha256) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
+                 .text(attachment.source.rawValue), .integer(Int64(attachment.size)), .text(name), .text(attachment.sha256)])
+        }
+        DurableFile.syncDirectory(folder)
+        return replaced
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+
+/// The repository's schema and its migrations: each version adds to the one before, in its
+/// own transaction, and a database newer than this host is refused (never downgraded).
+extension Repository {
+    func migrate() throws(StorageError) {
+        let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
+        if version > Self.schemaVersion {
+            throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(Self.schemaVersion)")
+        }
+        try database.execute("PRAGMA journal_mode=WAL")
+        try database.execute("PRAGMA synchronous=FULL")
+        if version < 1 {
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE reports(
+                        rowid INTEGER PRIMARY KEY,
+                        report_id TEXT NOT NULL UNIQUE,
+                        trigger TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at INTEGER,
+                        created_at INTEGER NOT NULL,
+                        document TEXT NOT NULL,
+                        crash TEXT,
+                        crash_file TEXT,
+                        session TEXT,
+                        dialog_pending INTEGER NOT NULL DEFAULT 0,
+                        outcome TEXT,
+                        bytes INTEGER NOT NULL DEFAULT 0,
+                        updated_at INTEGER NOT NULL);
+                    CREATE TABLE attachments(
+                        record INTEGER NOT NULL,
+                        position INTEGER NOT NULL,
+                        name TEXT NOT NULL,
+                        filename TEXT NOT NULL,
+                        source TEXT NOT NULL,
+                        size INTEGER NOT NULL,
+                        PRIMARY KEY(record, position));
+                    CREATE TABLE sessions(id TEXT PRIMARY KEY, pid INTEGER NOT NULL, started_at INTEGER NOT NULL);
+                    PRAGMA user_version = 1;
+                    """)
+            }
+        }
+        if version < 2 {
+            // The local admission window (SPEC D-7), shared by every process on this repository.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("CREATE TABLE admissions(at INTEGER NOT NULL); PRAGMA user_version = 2;")
+            }
+        }
+        if version < 3 {
+            // Copies get their own file names (replaced only after the rows naming the new ones
+            // commit), and chains count their runs (a record whose chain keeps killing the host
+            // is sent without callbacks after three).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    ALTER TABLE attachments ADD COLUMN file TEXT;
+                    ALTER TABLE reports ADD COLUMN chain_runs INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE sessions ADD COLUMN phase TEXT NOT NULL DEFAULT 'running';
+                    PRAGMA user_version = 3;
+                    """)
+            }
+        }
+        if version < 4 {
+            // Plugins that crashed the host (kept across launches), the record a recovering
+            // session was running the chain over, and records to store without the chain.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE quarantine(
+                        path TEXT NOT NULL,
+                        digest TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        signal TEXT NOT NULL,
+                        callback TEXT NOT NULL,
+                        at INTEGER NOT NULL,
+                        crashes INTEGER NOT NULL DEFAULT 1,
+                        PRIMARY KEY(path, digest));
+                    ALTER TABLE sessions ADD COLUMN chain_record INTEGER;
+                    ALTER TABLE reports ADD COLUMN skip_chain TEXT;
+                    PRAGMA user_version = 4;
+                    """)
+            }
+        }
+        if version < 5 {
+            // Each copy's sha256, taken once when it is written (older rows: from the copy,
+            // when it is first streamed).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("ALTER TABLE attachments ADD COLUMN sha256 TEXT; PRAGMA user_version = 5;")
+            }
+        }
+    }
+}

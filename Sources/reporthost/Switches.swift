@@ -1,0 +1,15 @@
+import Foundation
+import Host
+
+/// What the CLI's environment hands the engine: the faults a test arms and a shorter lock
+/// wait. The engine never reads the environment itself.
+enum Switches {
+    static let environment = ProcessInfo.processInfo.environment
+
+    /// `REPORTHOST_CRASH_AT`, `REPORTHOST_FAULT=disk-full`, `REPORTHOST_DENY_CLOSURES=1`.
+    static let faults = Faults(environment: environment)
+
+    /// `REPORTHOST_LOCK_WAIT_MS` (0 … 10 minutes), or the default 10 s.
+    static let lockWaitMs: Int = environment["REPORTHOST_LOCK_WAIT_MS"].flatMap { Int($0) }.map { min(max($0, 0), 600_000) }
+        ?? RepositoryLock.defaultWaitMs
+}
