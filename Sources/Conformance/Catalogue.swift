@@ -2,8 +2,9 @@ import Dispatch
 import Foundation
 import Host
 
-/// The checks `reporthost check` runs, in order. Each reads what the host itself noted in the
-/// report's internal log, so a check fails exactly when the host saw the rule broken.
+/// The checks `reporthost check` runs, in order. Each reads the typed rule events the host
+/// itself noted (the events the internal log is written from), so a check fails exactly when
+/// the host saw the rule broken, whatever the wording of the log.
 public enum Catalogue {
     static let handlerSlots: Set<PluginSlot> = [.wrapper, .handler]
 
@@ -65,11 +66,11 @@ public enum Catalogue {
             summary: "for bug, error and exception reports, each callback completes exactly once within the limit",
             slots: handlerSlots
         ) { context in
-            let (host, _, plugin) = try context.host()
+            let (host, events, plugin) = try context.host()
             defer { host.stop() }
             for trigger in [Trigger.upload, .logError, .logException] {
                 let document = try host.raise(ordinary(trigger))
-                if let problem = problem(in: document, of: plugin.name, matching: ["completion called again", "did not complete", "skipped"]) {
+                if let problem = problem(in: document, events, of: plugin.name, [.secondCompletion, .notCompleted, .skipped]) {
                     return (.failed, "\(trigger.name) report: \(problem)")
                 }
             }
@@ -80,7 +81,7 @@ public enum Catalogue {
             summary: "on a recovered report each method returns within the recovered limit (1 s here, 3 s by default)",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["did not return", "abandoned"], passed: "returned in time") { host in
+            try probe(context, kinds: [.notReturned, .returnedLate], passed: "returned in time") { host in
                 [try host.runChain(host.makeReport(ordinary(.crash)), mode: .recovered)]
             }
         },
@@ -89,7 +90,7 @@ public enum Catalogue {
             summary: "with is_terminating, a method returns in time and changes nothing after returning",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["did not return", "through a closed handle"], passed: "all work done before returning") { host in
+            try probe(context, kinds: [.notReturned, .returnedLate, .useAfterClose], passed: "all work done before returning") { host in
                 var request = ordinary(.logException)
                 request.isTerminating = true
                 return [try host.raise(request)]
@@ -99,7 +100,7 @@ public enum Catalogue {
             name: "no-writes-after-completion", summary: "never uses a report handle after completing its callback",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["through a closed handle"], passed: "no use after completion") { host in
+            try probe(context, kinds: [.useAfterClose], passed: "no use after completion") { host in
                 [try host.raise(ordinary(.upload))]
             }
         },
@@ -107,7 +108,7 @@ public enum Catalogue {
             name: "attachment-budget", summary: "adds at most 3 attachments of at most 3 MB, none empty, per callback",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["dropped"], passed: "attachments within the budget") { host in
+            try probe(context, kinds: [.droppedAttachment], passed: "attachments within the budget") { host in
                 [try host.raise(ordinary(.logError))]
             }
         },
@@ -139,7 +140,7 @@ public enum Catalogue {
             name: "completes-once-recovered", summary: "on a recovered report no callback completes twice",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["completion called again"]) { host in
+            try probe(context, kinds: [.secondCompletion]) { host in
                 [try host.runChain(host.makeReport(ordinary(.crash)), mode: .recovered)]
             }
         },
@@ -147,7 +148,7 @@ public enum Catalogue {
             name: "completes-once-terminating", summary: "with is_terminating no callback completes twice",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["completion called again"]) { host in
+            try probe(context, kinds: [.secondCompletion]) { host in
                 var request = ordinary(.logException)
                 request.isTerminating = true
                 return [try host.raise(request)]
@@ -157,7 +158,7 @@ public enum Catalogue {
             name: "late-completion", summary: "never calls a completion after the host stopped waiting for it",
             slots: handlerSlots
         ) { context in
-            try probe(context, phrases: ["after the host stopped waiting"], hostLogPhrases: ["after the host stopped waiting"]) { host in
+            try probe(context, kinds: [.lateCompletion]) { host in
                 [try host.raise(ordinary(.upload)), try host.raise(ordinary(.logError))]
             }
         },
@@ -165,7 +166,7 @@ public enum Catalogue {
             name: "no-handle-use-after-callback", summary: "never uses a report handle once its report is bundled",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: [], hostLogPhrases: ["whose report is gone"]) { host in
+            try probe(context, kinds: [.useAfterBundle], anyHandler: true) { host in
                 [try host.raise(ordinary(.upload)), try host.raise(ordinary(.logError)),
                  try host.raise(ordinary(.logException))]
             }
@@ -174,7 +175,7 @@ public enum Catalogue {
             name: "valid-utf8", summary: "writes only valid UTF-8 and no NULL where a value is required",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: ["not valid UTF-8"]) { host in [try host.raise(ordinary(.upload))] }
+            try probe(context, kinds: [.refusedArgument]) { host in [try host.raise(ordinary(.upload))] }
         },
         ConformanceCheck(
             name: "concurrent-reports", summary: "handles 4 recovered reports at once, its callbacks running on 4 threads together",
@@ -185,7 +186,7 @@ public enum Catalogue {
             var limits = CheckContext.limits
             limits.recoveredReturnMs = 15_000
             limits.reportBudgetMs = 30_000
-            return try probe(context, phrases: Self.callbackProblems, limits: limits) { host in
+            return try probe(context, kinds: Self.callbackProblems, limits: limits) { host in
                 let documents = Locked<[ReportDocument?]>([])
                 let errors = Locked<[String]>([])
                 let group = DispatchGroup()
@@ -211,13 +212,13 @@ public enum Catalogue {
             name: "fuzz-empty", summary: "copes with a report that has no fields at all",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: Self.callbackProblems) { host in [try stress(host, ReportRequest(trigger: .upload))] }
+            try probe(context, kinds: Self.callbackProblems) { host in [try stress(host, ReportRequest(trigger: .upload))] }
         },
         ConformanceCheck(
             name: "fuzz-large-strings", summary: "copes with a 1 MB summary, description and attribute value",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: Self.callbackProblems) { host in
+            try probe(context, kinds: Self.callbackProblems) { host in
                 let big = String(repeating: "x", count: 1 << 20)
                 var request = ReportRequest(trigger: .logError)
                 request.summary = big
@@ -230,7 +231,7 @@ public enum Catalogue {
             name: "fuzz-many-attributes", summary: "copes with 5,000 attributes and 1,000 labels",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: Self.callbackProblems) { host in
+            try probe(context, kinds: Self.callbackProblems) { host in
                 var request = ReportRequest(trigger: .logError)
                 request.summary = "many attributes"
                 for index in 0..<5_000 { request.attributes["key.\(index)"] = "value \(index)" }
@@ -242,7 +243,7 @@ public enum Catalogue {
             name: "fuzz-non-ascii", summary: "copes with non-ASCII text: accents, CJK, emoji, right-to-left, combining marks",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: Self.callbackProblems) { host in
+            try probe(context, kinds: Self.callbackProblems) { host in
                 var request = ReportRequest(trigger: .upload)
                 request.summary = "Überprüfung fehlgeschlagen — 失败 — 🚀🔥 — مرحبا — e\u{301}"
                 request.description = String(repeating: "ñ€𝄞", count: 1_000)
@@ -255,7 +256,7 @@ public enum Catalogue {
             name: "fuzz-seeded", summary: "copes with 20 random reports (reproducible with --seed)",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            try probe(context, phrases: Self.callbackProblems) { host in
+            try probe(context, kinds: Self.callbackProblems) { host in
                 var random = SplitMix64(seed: context.seed)
                 return try (0..<20).map { _ in try stress(host, random.report()) }
             }
@@ -264,7 +265,7 @@ public enum Catalogue {
             name: "delegate-fields", summary: "on a dialog report, add_fields and check_fields return within the limit",
             slots: [.delegate]
         ) { context in
-            try probe(context, phrases: ["did not return", "skipped"]) { host in
+            try probe(context, kinds: [.notReturned, .returnedLate, .skipped]) { host in
                 var request = ordinary(.dialog)
                 request.dialog = SendingDialog()
                 return [try host.raise(request)]
@@ -274,7 +275,7 @@ public enum Catalogue {
             name: "delegate-attachments", summary: "the attachments step returns in time and stays within the delegate's budget",
             slots: [.delegate]
         ) { context in
-            try probe(context, phrases: ["did not return", "dropped", "skipped"]) { host in
+            try probe(context, kinds: [.notReturned, .returnedLate, .droppedAttachment, .skipped]) { host in
                 [try host.raise(ordinary(.logError))]
             }
         },
@@ -282,7 +283,7 @@ public enum Catalogue {
             name: "delegate-decision", summary: "the asynchronous form decides exactly once within the decision limit",
             slots: [.delegate]
         ) { context in
-            try probe(context, phrases: ["decision called again", "did not decide", "after the host stopped waiting"]) { host in
+            try probe(context, kinds: [.secondDecision, .notDecided, .lateDecision]) { host in
                 [try host.raise(ordinary(.upload))]
             }
         },
@@ -293,11 +294,13 @@ public enum Catalogue {
             let (host, _, plugin) = try context.host()
             _ = try stress(host, ordinary(.upload))
             host.stop()
-            let again = try ReportHost(configuration: host.configuration, logger: .silent, mainExecutor: context.mainExecutor)
+            let events = RuleEvents()
+            let again = try ReportHost(
+                configuration: host.configuration, logger: .silent, mainExecutor: context.mainExecutor, observer: events.observe)
             defer { again.stop() }
             let reloaded = try again.loadPlugin(at: plugin.path, into: context.slot)
             let document = try stress(again, ordinary(.logError))
-            if let problem = problem(in: document, of: reloaded.name, matching: Self.callbackProblems) { return (.failed, problem) }
+            if let problem = problem(in: document, events, of: reloaded.name, Self.callbackProblems) { return (.failed, problem) }
             return (.passed, "destroyed, entered again, handled a report")
         },
     ]
@@ -320,32 +323,30 @@ public enum Catalogue {
     }
 
     /// What the host notes when a callback hangs or is given up on.
-    static let callbackProblems = ["did not complete", "did not return", "skipped", "abandoned"]
+    static let callbackProblems: Set<RuleEvent.Kind> = [.notCompleted, .notReturned, .returnedLate, .skipped]
 
-    /// Runs `body` on a fresh host with the plugin, then fails on the first internal-log note
-    /// (or, with `hostLog`, host-log line) about the plugin that contains one of `phrases`.
+    /// Runs `body` on a fresh host with the plugin, then fails on the first rule event of one
+    /// of `kinds` about the plugin (about any handler with `anyHandler`: a use of a handle
+    /// whose report is gone no longer knows its handler).
     static func probe(
-        _ context: CheckContext, phrases: [String], hostLogPhrases: [String] = [], limits: Limits = CheckContext.limits,
+        _ context: CheckContext, kinds: Set<RuleEvent.Kind>, anyHandler: Bool = false, limits: Limits = CheckContext.limits,
         passed: String? = nil, _ body: (ReportHost) throws -> [ReportDocument?]
     ) throws -> (CheckStatus, String) {
-        let (host, log, plugin) = try context.host(limits: limits)
+        let (host, events, plugin) = try context.host(limits: limits)
         defer { host.stop() }
         let documents = try body(host)
-        for document in documents {
-            if let problem = problem(in: document, of: plugin.name, matching: phrases) { return (.failed, problem) }
-        }
-        if let line = log.lines.first(where: { line in hostLogPhrases.contains { line.contains($0) } }) {
-            return (.failed, line)
-        }
+        if documents.contains(where: { $0 == nil }) { return (.failed, "no document") }
+        if let event = events.first(of: kinds, about: anyHandler ? nil : plugin.name) { return (.failed, event.message) }
         return (.passed, passed ?? "\(documents.count) report(s), no problem noted")
     }
 
-    /// The first internal-log message about `plugin` containing one of `phrases`.
-    static func problem(in document: ReportDocument?, of plugin: String, matching phrases: [String]) -> String? {
-        guard let document else { return "no document" }
-        return document.internalLog.first { entry in
-            (entry.handler == plugin || entry.message.hasPrefix(plugin + ".")) && phrases.contains { entry.message.contains($0) }
-        }?.message
+    /// The first rule event of one of `kinds` about `plugin`; "no document" when the chain
+    /// produced none.
+    static func problem(in document: ReportDocument?, _ events: RuleEvents, of plugin: String, _ kinds: Set<RuleEvent.Kind>)
+        -> String?
+    {
+        guard document != nil else { return "no document" }
+        return events.first(of: kinds, about: plugin)?.message
     }
 
     /// The defined dynamic symbols of a library, via nm; nil when nm is missing.

@@ -44,12 +44,19 @@ public struct CheckContext: Sendable {
     public let slot: PluginSlot
     public let seed: UInt64
     let mainExecutor: any MainExecutor
+    /// Where the fresh copies of the plugin go (`reporthost check` hands its children a
+    /// folder it removes even when they crash).
+    let copiesFolder: URL
 
-    public init(pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor) {
+    public init(
+        pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor,
+        copiesFolder: URL = FileManager.default.temporaryDirectory
+    ) {
         self.pluginPath = pluginPath
         self.slot = slot
         self.seed = seed
         self.mainExecutor = mainExecutor
+        self.copiesFolder = copiesFolder
     }
 
     /// Short limits, so a never-completing plugin costs seconds, not minutes.
@@ -63,17 +70,13 @@ public struct CheckContext: Sendable {
     }()
 
     /// A host with the plugin loaded into its slot, from a fresh copy of the library (fresh
-    /// globals), logging into memory.
-    func host(limits: Limits = CheckContext.limits) throws(HostError) -> (host: ReportHost, log: MemoryDestination, plugin: LoadedPlugin) {
+    /// globals), recording the rule events the host notes.
+    func host(limits: Limits = CheckContext.limits) throws(HostError) -> (host: ReportHost, events: RuleEvents, plugin: LoadedPlugin) {
         var configuration = Configuration()
         configuration.limits = limits
-        let log = MemoryDestination()
-        let host = try ReportHost(configuration: configuration, logger: HostLogger(destinations: [log]), mainExecutor: mainExecutor)
-        // Under a parent run, copies go to its folder, which it removes even when this child
-        // crashes or is killed.
-        let folder = ProcessInfo.processInfo.environment[Self.copiesFolderVariable].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.temporaryDirectory
-        let copy = folder.appendingPathComponent("rh-check-\(UUID().uuidString).so").path
+        let events = RuleEvents()
+        let host = try ReportHost(configuration: configuration, logger: .silent, mainExecutor: mainExecutor, observer: events.observe)
+        let copy = copiesFolder.appendingPathComponent("rh-check-\(UUID().uuidString).so").path
         do {
             try FileManager.default.copyItem(atPath: pluginPath, toPath: copy)
         } catch {
@@ -81,7 +84,7 @@ public struct CheckContext: Sendable {
         }
         Self.copies.withLock { $0.append(copy) }
         let plugin = try host.loadPlugin(at: copy, into: slot)
-        return (host, log, plugin)
+        return (host, events, plugin)
     }
 
     /// Set by `reporthost check` for its child processes: where they put their plugin copies.
@@ -93,6 +96,27 @@ public struct CheckContext: Sendable {
 
     public static func removeCopies() {
         for copy in copies.withLock({ list in defer { list = [] }; return list }) { try? FileManager.default.removeItem(atPath: copy) }
+    }
+}
+
+/// The rule events one host noted, in order: what the checks read (never log wording).
+///
+/// # Thread safety
+/// Behind one `Locked`; events arrive from any thread.
+final class RuleEvents: Sendable {
+    private let events = Locked<[(handler: String, event: RuleEvent)]>([])
+
+    var observe: PipelineObserver {
+        { [events] event in
+            if case .broke(let handler, let rule) = event { events.withLock { $0.append((handler, rule)) } }
+        }
+    }
+
+    /// The first event of one of `kinds` about `plugin` (any handler when nil).
+    func first(of kinds: Set<RuleEvent.Kind>, about plugin: String?) -> RuleEvent? {
+        events.withLock { list in
+            list.first { kinds.contains($0.event.kind) && (plugin == nil || $0.handler == plugin) }?.event
+        }
     }
 }
 

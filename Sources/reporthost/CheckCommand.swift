@@ -46,7 +46,12 @@ enum CheckCommand {
                 if let crashes = ProcessInfo.processInfo.environment[crashesFolderVariable] {
                     CrashCapture.process.install(crashes: URL(fileURLWithPath: crashes), session: "check", attributes: [:])
                 }
-                let context = CheckContext(pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main)
+                // Under a parent run, copies go to its folder, which it removes even when this
+                // child crashes or is killed.
+                let copiesFolder = ProcessInfo.processInfo.environment[CheckContext.copiesFolderVariable]
+                    .map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+                let context = CheckContext(
+                    pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, copiesFolder: copiesFolder)
                 results.append(check.run(context))
                 CheckContext.removeCopies()
             } else {

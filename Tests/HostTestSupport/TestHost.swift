@@ -28,6 +28,15 @@ public final class EventRecorder: Sendable {
 
     public var observer: PipelineObserver { { [events] event in events.update { $0.append(event) } } }
 
+    /// The rule events so far (`PipelineEvent.broke`), in order, with the handler each names.
+    public var ruleEvents: [(handler: String, event: RuleEvent)] {
+        events.read { events in
+            events.compactMap { event in
+                if case .broke(let handler, let rule) = event { (handler, rule) } else { nil }
+            }
+        }
+    }
+
     /// Blocks until the host waits for `callback` to finish; returns that wait's deadline.
     @discardableResult
     public func awaitFinishWait(of callback: String) -> HostInstant {

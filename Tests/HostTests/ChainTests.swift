@@ -36,6 +36,28 @@ import Testing
         #expect(document.internalLog.isEmpty)
     }
 
+    @Test("H-14: a timeout is noted under the plugin's name, and the internal log is written from the typed rule events")
+    func timeoutNamesThePlugin() throws {
+        let source = fixtureHandler(
+            name: "silent", before: "on_before",
+            extra: """
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t; (void)done;
+                    host->set_summary(r, "\\xff");  /* not UTF-8: a refused argument, noted too */
+                }
+                """)
+        let events = EventRecorder()
+        let host = try TestHost.make(events: events) { $0.limits.callbackTimeoutMs = 300 }
+        try host.loadPlugin(at: Fixtures.plugin("silent", source: source).path, into: .handler)
+        let document = try host.raiseDocument(ReportRequest(trigger: .upload))
+        let noted = document.internalLog.filter { $0.handler == "silent" }
+        #expect(noted.contains { $0.message.contains("did not complete within 300 ms") })
+        #expect(!document.internalLog.contains { $0.handler == "host" }, "\(document.internalLog)")
+        let broke = events.ruleEvents.filter { $0.handler == "silent" }
+        #expect(broke.map(\.event.kind) == [.refusedArgument, .notCompleted])
+        #expect(broke.map(\.event.message) == noted.map(\.message))
+    }
+
     @Test("H-3: a plugin implementing neither callback is valid and changes nothing")
     func noCallbacks() throws {
         let host = try TestHost.make()
@@ -99,7 +121,7 @@ import Testing
         let document = try #require(run.result() ?? nil)
         #expect(document.content.summary == "from before")
         #expect(document.content.description == "from after")
-        #expect(document.internalLog.contains { $0.handler == "host" && $0.message.contains("did not complete within 30000 ms") })
+        #expect(document.internalLog.contains { $0.handler == "stuck" && $0.message.contains("did not complete within 30000 ms") })
         #expect(document.internalLog.contains { $0.handler == "stuck" && $0.message.contains("after the host stopped waiting") })
     }
 

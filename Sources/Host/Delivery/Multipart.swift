@@ -1,18 +1,20 @@
 import Foundation
 
-/// The multipart/form-data of a Backtrace submission, both ways: the deliverer writes it
-/// (`MultipartBody`), the local receiver reads it (`Multipart.parts`).
+// The multipart/form-data of a Backtrace submission, both ways, in one place: the deliverer
+// writes it (`MultipartBody`), the local receiver reads it (`Multipart.parts`).
 
 /// A multipart/form-data body written to a file, part by part, so attachments stream from
 /// their copies instead of being held in memory.
-struct MultipartBody {
-    let boundary = "reporthost-" + UUID().uuidString
-    var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+public struct MultipartBody: Sendable {
+    public let boundary = "reporthost-" + UUID().uuidString
+    public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+
+    public init() {}
 
     /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file, each
     /// streamed from its copy (at most 3 MB, a regular file). Any failed write (a full disk)
     /// or unreadable copy is an error: no request is built, the record stays as it is.
-    func write(
+    public func write(
         json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL, system: SystemCalls = .live
     ) throws(StorageError) {
         let fd: Int32
@@ -48,7 +50,7 @@ struct MultipartBody {
     }
 }
 
-/// Splits a multipart/form-data body into its named parts.
+/// Reads a multipart/form-data body: its named parts.
 public enum Multipart {
     public struct Part: Sendable {
         public var name: String

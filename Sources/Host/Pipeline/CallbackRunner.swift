@@ -51,11 +51,7 @@ struct CallbackRunner {
                 observer?(.completed(call: label))
             },
             onIgnored: { kind in
-                report.note(
-                    .warn, handler: name,
-                    kind == .second
-                        ? "\(label): completion called again; ignored"
-                        : "\(label): completion called after the host stopped waiting; ignored")
+                report.record(kind == .second ? .secondCompletion(label) : .lateCompletion(label), by: name)
             })
         let closure = handler.needsClosure ? try closures.acquire(for: completion) : nil
         let limitMs = mode == .recovered ? limits.recoveredReturnMs : limits.callbackTimeoutMs
@@ -85,7 +81,7 @@ struct CallbackRunner {
         }
         if let closure, tracker.neverStarted { closures.methodReturned(closure.slot) }
         if notCalled.withLock({ $0 }) {
-            report.note(.warn, handler: name, "\(label) not called: the plugin was replaced and destroyed before the call")
+            report.record(.notCalled(label), by: name)
             release(Pending(closureSlot: closure?.slot, completion: completion))
             report.close(handle)
             return nil
@@ -102,18 +98,18 @@ struct CallbackRunner {
             let why = budgetSpent
                 ? "the report's \(limits.reportBudgetMs) ms budget was spent"
                 : "the main thread could not start it within \(limitMs) ms"
-            report.note(.warn, handler: "host", "\(label) skipped: \(why)")
+            report.record(.skipped(label, why), by: name)
         case .timedOut(let budgetSpent, let completed):
-            let what = mode == .runningApp ? "complete" : "return"
             let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
             if mode == .runningApp && completed {
-                report.note(.warn, handler: "host", "\(label) completed but its method did not return \(within)")
+                report.record(.returnedLate(label, within: within), by: name)
+            } else if mode == .runningApp {
+                report.record(.timedOut(label, awaited: .notCompleted, within: within, outcome: "the report goes on without it"), by: name)
             } else {
-                let outcome = mode == .runningApp ? "the report goes on without it" : "abandoned"
-                report.note(.warn, handler: "host", "\(label) did not \(what) \(within): \(outcome); its later changes are ignored")
+                report.record(.timedOut(label, awaited: .notReturned, within: within, outcome: "abandoned"), by: name)
             }
         case .stopped:
-            report.note(.warn, handler: "host", "\(label) skipped: the host is stopping")
+            report.record(.skipped(label, "the host is stopping"), by: name)
         }
         // The completion is marked late before the handle closes, so a call racing the close
         // is noted as late, never taken for a completion.

@@ -54,7 +54,7 @@ struct Chain {
                 guard let handler = handlers[slot], handler.implements(step) else { continue }
                 let label = "\(handler.name).on_\(step.rawValue)_report_created"
                 if let reason = skipReason(budgetDeadline) {
-                    report.note(.warn, handler: "host", "\(label) skipped: \(reason)")
+                    report.record(.skipped(label, reason), by: handler.name)
                     continue
                 }
                 logger.debug("report \(report.id): \(slot.rawValue) \(label)")
@@ -73,7 +73,8 @@ struct Chain {
                 return
             }
             if let reason = skipReason(budgetDeadline) {
-                report.note(.warn, handler: "host", "\(delegate.name ?? "delegate").\(method) skipped: \(reason)")
+                let name = delegate.name ?? "delegate"
+                report.record(.skipped("\(name).\(method)", reason), by: name)
                 return
             }
             try body(delegate)

@@ -63,7 +63,7 @@ struct DelegateRunner {
             tracker: CallTracker(finish: .returned)
         ) { body(handle) }
         report.close(handle)
-        note(result, label: label, limitMs: limits.callbackTimeoutMs, what: "return", report: report)
+        note(result, label: label, delegate: name, limitMs: limits.callbackTimeoutMs, awaited: .notReturned, report: report)
     }
 
     /// A-2: the asynchronous form on the main thread; the host waits for the decision up to
@@ -87,9 +87,7 @@ struct DelegateRunner {
         let completion = CallbackCompletion(
             onFirst: { arguments in accept(offeredAttachments(arguments)) },
             onIgnored: { kind in
-                report.note(
-                    .warn, handler: name,
-                    "\(label): decision called \(kind == .second ? "again" : "after the host stopped waiting"); ignored")
+                report.record(kind == .second ? .secondDecision(label) : .lateDecision(label), by: name)
             })
         let closure = delegate.needsClosure ? try decisions.acquireDecision(for: completion) : nil
         // Waiting for the method's return too keeps what it notes after deciding (a second
@@ -109,21 +107,24 @@ struct DelegateRunner {
             // Bundled without the delegate's attachments, those added during the call included.
             report.removeAttachments(addedThrough: handle)
         }
-        note(result, label: label, limitMs: limits.attachmentsDecisionMs, what: "decide", report: report)
+        note(result, label: label, delegate: name, limitMs: limits.attachmentsDecisionMs, awaited: .notDecided, report: report)
     }
 
-    private func note(_ result: CallResult, label: String, limitMs: Int, what: String, report: LiveReport) {
+    /// Notes how a call of `delegate` ended when it did not finish, under its name (H-14).
+    private func note(
+        _ result: CallResult, label: String, delegate: String, limitMs: Int, awaited: RuleEvent.Kind, report: LiveReport
+    ) {
         switch result {
         case .finished: return
         case .skipped(let budgetSpent):
             let why = budgetSpent
                 ? "the report's \(limits.reportBudgetMs) ms budget was spent" : "it could not start within \(limitMs) ms"
-            report.note(.warn, handler: "host", "\(label) skipped: \(why)")
+            report.record(.skipped(label, why), by: delegate)
         case .timedOut(let budgetSpent, _):
             let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
-            report.note(.warn, handler: "host", "\(label) did not \(what) \(within); its later changes are ignored")
+            report.record(.timedOut(label, awaited: awaited, within: within), by: delegate)
         case .stopped:
-            report.note(.warn, handler: "host", "\(label) skipped: the host is stopping")
+            report.record(.skipped(label, "the host is stopping"), by: delegate)
         }
     }
 }

@@ -15,6 +15,9 @@ public enum PipelineEvent: Sendable, Equatable {
     /// What a callback changed, once the host stopped waiting for it (sent only when the
     /// content differs; snapshots are taken only while an observer is set).
     case changed(call: String, before: ReportContent, after: ReportContent)
+    /// A handler broke a rule or the host gave up on a call (`handler`: the plugin's name,
+    /// `plugin` when the report is gone); also noted in the internal log (H-14).
+    case broke(handler: String, RuleEvent)
 }
 
 public typealias PipelineObserver = @Sendable (PipelineEvent) -> Void

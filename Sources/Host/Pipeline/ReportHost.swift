@@ -23,6 +23,8 @@ public final class ReportHost: Sendable {
     /// Faults armed for tests (none in production).
     public let faults: Faults
     let observer: PipelineObserver?
+    /// Where reports send their rule events: the observer, as `.broke`.
+    let events: RuleEventSink
     let completions: ClosurePool
     let decisions: ClosurePool
     let active = ActiveCalls()
@@ -51,8 +53,9 @@ public final class ReportHost: Sendable {
         self.clock = clock
         self.mainExecutor = mainExecutor
         self.observer = observer
+        events = { handler, event in observer?(.broke(handler: handler, event)) }
         attributes = HostAttributes(configuration.attributes, mirror: crashCapture.setAttribute)
-        hostID = HostDirectory.shared.register(.init(log: logger, attributes: attributes))
+        hostID = HostDirectory.shared.register(.init(log: logger, attributes: attributes, events: events))
         table = SendablePointer(pointer: UnsafeMutablePointer(mutating: try HostAPITable.make(hostID: hostID, faults: faults)))
         let window = configuration.limits.effectiveCompletionWindowMs
         completions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .completion, faults: faults)
@@ -179,7 +182,7 @@ public final class ReportHost: Sendable {
     /// Makes a report for `request` with the host-wide attributes merged in (SPEC R-4), ready
     /// for `runChain` (a caller that journals reports first uses this).
     public func makeReport(_ request: ReportRequest) -> LiveReport {
-        let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger)
+        let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger, events: events)
         prepare(report, from: request)
         return report
     }

@@ -240,7 +240,8 @@ struct Recovery {
             return (try repository.attachments(of: record.rowID), try repository.countChainRun(record.rowID), skip)
         }
         let report = LiveReport(
-            trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger)
+            trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
+            events: host.events)
         let hostAttributes = host.attributes.snapshot
         report.edit { content in
             content = record.document.content

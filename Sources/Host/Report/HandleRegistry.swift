@@ -41,7 +41,18 @@ public final class HandleRegistry: Sendable {
     }
 
     /// The log of the host that opened `handle`.
-    func hostLog(for handle: ReportHandle) -> HostLogger? {
-        HostDirectory.shared.entry(UInt32(truncatingIfNeeded: handle.rawValue >> Self.sequenceBits))?.log
+    func hostLog(for handle: ReportHandle) -> HostLogger? { host(of: handle)?.log }
+
+    /// Tells the host that opened `handle` of a use after its report was bundled: its log
+    /// (the report is gone, H-14) and its rule events. The handler is unknown by then.
+    func noteUseAfterBundle(_ handle: ReportHandle, _ operation: String) {
+        guard let host = host(of: handle) else { return }
+        let event = RuleEvent.useAfterBundle(operation)
+        host.log.debug(event.message)
+        host.events("plugin", event)
+    }
+
+    private func host(of handle: ReportHandle) -> HostDirectory.Entry? {
+        HostDirectory.shared.entry(UInt32(truncatingIfNeeded: handle.rawValue >> Self.sequenceBits))
     }
 }

@@ -34,6 +34,14 @@ public final class HostDirectory: Sendable {
     public struct Entry: Sendable {
         public let log: HostLogger
         public let attributes: HostAttributes
+        /// The host's rule events (a use of a handle whose report is gone reaches it here).
+        public let events: RuleEventSink
+
+        public init(log: HostLogger, attributes: HostAttributes, events: @escaping RuleEventSink = { _, _ in }) {
+            self.log = log
+            self.attributes = attributes
+            self.events = events
+        }
     }
 
     private let entries = Locked<(next: UInt32, byID: [UInt32: Entry])>((1, [:]))

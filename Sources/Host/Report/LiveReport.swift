@@ -35,6 +35,8 @@ public final class LiveReport: Sendable {
     public let createdAt: Date
     let hostID: UInt32
     let hostLog: HostLogger
+    /// Told of every rule event noted on this report (the host's observer).
+    let events: RuleEventSink
     private let state: Locked<State>
 
     struct HandleState {
@@ -55,6 +57,14 @@ public final class LiveReport: Sendable {
         var attachmentsAdded: [String: Int] = [:]
         var internalLog = BoundedLog()
         var isBundled = false
+        /// Rule events noted under the lock, sent to `events` once it is released.
+        var unsent: [(handler: String, event: RuleEvent)] = []
+
+        /// Notes `event` in the internal log under `handler`'s name, to be sent on.
+        mutating func record(_ event: RuleEvent, by handler: String) {
+            internalLog.append(InternalLogEntry(level: .warn, handler: handler, message: event.message))
+            unsent.append((handler, event))
+        }
     }
 
     /// The internal log of one report, bounded: a plugin that logs in a loop (or misuses a
@@ -79,9 +89,10 @@ public final class LiveReport: Sendable {
 
     public init(
         trigger: Trigger, id: String = UUID().uuidString.lowercased(), createdAt: Date = Date(),
-        hostID: UInt32 = 0, hostLog: HostLogger = .silent
+        hostID: UInt32 = 0, hostLog: HostLogger = .silent, events: @escaping RuleEventSink = { _, _ in }
     ) {
         self.id = id
+        self.events = events
         self.trigger = trigger
         self.createdAt = createdAt
         self.hostID = hostID
@@ -110,17 +121,21 @@ public final class LiveReport: Sendable {
             guard var handleState = state.handles[handle], handleState.isOpen else { return }
             handleState.isOpen = false
             if let pending = handleState.pending, !pending.isEmpty {
-                state.internalLog.append(InternalLogEntry(
-                    level: .warn, handler: handleState.contributor.handler,
-                    message: Self.droppedChangesNote(pending.count)))
+                state.record(.droppedChanges(pending.count), by: handleState.contributor.handler)
             }
             handleState.pending = nil
             state.handles[handle] = handleState
         }
+        sendEvents()
     }
 
-    private static func droppedChangesNote(_ count: Int) -> String {
-        "\(count) change(s) made after the method returned were dropped: no completion before bundling"
+    /// Sends the rule events noted under the lock, outside it.
+    private func sendEvents() {
+        let unsent = state.withLock { state in
+            defer { state.unsent = [] }
+            return state.unsent
+        }
+        for (handler, event) in unsent { events(handler, event) }
     }
 
     /// The callback behind `handle` completed: applies the changes it held back, in order,
@@ -161,6 +176,21 @@ public final class LiveReport: Sendable {
     public var internalLog: [InternalLogEntry] { state.withLock { $0.internalLog.entries } }
     public var isBundled: Bool { state.withLock { $0.isBundled } }
 
+    /// Notes a broken rule in the internal log under `handler`'s name (SPEC H-14); after
+    /// bundling, in the host's log. Either way the event goes to `events`.
+    public func record(_ event: RuleEvent, by handler: String) {
+        let bundled = state.withLock { state -> Bool in
+            if !state.isBundled { state.record(event, by: handler) }
+            return state.isBundled
+        }
+        if bundled {
+            hostLog.log(.warn, "report \(id): \(event.message)", handler: handler)
+            events(handler, event)
+        } else {
+            sendEvents()
+        }
+    }
+
     /// Notes a fact in the internal log (SPEC H-14); after bundling, in the host's log.
     public func note(_ level: LogLevel, handler: String, _ message: String) {
         let bundled = state.withLock { state -> Bool in
@@ -176,7 +206,8 @@ public final class LiveReport: Sendable {
     public func addAttachment(
         name: String, filename: String, data: Data, declaredSize: UInt? = nil, by contributor: Contributor
     ) -> Result<Void, ReportError> {
-        state.withLock {
+        defer { sendEvents() }
+        return state.withLock {
             Self.addAttachment(&$0, name: name, filename: filename, data: data, declaredSize: declaredSize, by: contributor, through: nil)
         }
     }
@@ -197,8 +228,7 @@ public final class LiveReport: Sendable {
                 "is past the \(ReportContent.attachmentsPerSource) attachments allowed to \(contributor.source.rawValue)"
             } else { nil }
         if let reason {
-            state.internalLog.append(InternalLogEntry(
-                level: .warn, handler: contributor.handler, message: "attachment '\(name)' dropped: it \(reason)"))
+            state.record(.droppedAttachment(name, because: reason), by: contributor.handler)
             return .failure(.dropped)
         }
         state.attachmentsAdded[contributor.budgetKey] = used + 1
@@ -214,9 +244,7 @@ public final class LiveReport: Sendable {
         let (document, handles) = state.withLock { state in
             for (handle, handleState) in state.handles where handleState.isOpen {
                 if let pending = handleState.pending, !pending.isEmpty {
-                    state.internalLog.append(InternalLogEntry(
-                        level: .warn, handler: handleState.contributor.handler,
-                        message: Self.droppedChangesNote(pending.count)))
+                    state.record(.droppedChanges(pending.count), by: handleState.contributor.handler)
                 }
                 state.handles[handle]?.isOpen = false
                 state.handles[handle]?.pending = nil
@@ -228,6 +256,7 @@ public final class LiveReport: Sendable {
             return (document, Array(state.handles.keys))
         }
         HandleRegistry.shared.forget(handles)
+        sendEvents()
         return document
     }
 
@@ -241,17 +270,17 @@ public final class LiveReport: Sendable {
         _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true, mutates: Bool = true,
         _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
+        defer { sendEvents() }
         let outcome: AccessOutcome<T> = state.withLock { state in
             guard var handleState = state.handles[handle] else { return .closed(note: nil, bundled: true) }
             guard handleState.isOpen else {
                 let first = noteIfClosed && handleState.notedAfterClose.insert(operation).inserted
                 state.handles[handle] = handleState
-                let note = first ? "\(operation) through a closed handle was ignored" : nil
-                if let note, !state.isBundled {
-                    state.internalLog.append(InternalLogEntry(
-                        level: .warn, handler: handleState.contributor.handler, message: note))
+                let note = first ? (handler: handleState.contributor.handler, event: RuleEvent.useAfterClose(operation)) : nil
+                if let note {
+                    if state.isBundled { state.unsent.append(note) } else { state.record(note.event, by: note.handler) }
                 }
-                return .closed(note: note, bundled: state.isBundled)
+                return .closed(note: note?.event.message, bundled: state.isBundled)
             }
             if mutates, handleState.pending != nil {
                 var scratch = state

@@ -17,7 +17,7 @@ public struct ReportHandle: Hashable, Sendable {
         _ operation: String, mutates: Bool = true, _ body: @escaping @Sendable (inout LiveReport.State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         guard let report = HandleRegistry.shared.report(for: self) else {
-            HandleRegistry.shared.hostLog(for: self)?.debug("\(operation) through a handle whose report is gone was ignored")
+            HandleRegistry.shared.noteUseAfterBundle(self, operation)
             return .failure(.closed)
         }
         return report.access(self, operation, mutates: mutates, body)
@@ -167,8 +167,7 @@ public struct ReportHandle: Hashable, Sendable {
     /// value is required, or not UTF-8), under this handler's name.
     public func noteInvalid(_ operation: String, _ what: String) {
         _ = access(operation, mutates: false) { state, contributor in
-            state.internalLog.append(InternalLogEntry(
-                level: .warn, handler: contributor.handler, message: "\(operation): \(what) (NULL or not valid UTF-8)"))
+            state.record(.refusedArgument(operation, what), by: contributor.handler)
             return .success(())
         }
     }
