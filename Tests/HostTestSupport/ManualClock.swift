@@ -12,7 +12,7 @@ import Host
 /// State is a `WaitableState`; `advance` wakes every condition parked on this clock.
 public final class ManualClock: HostClock {
     fileprivate struct Parked {
-        var condition: NSCondition
+        var condition: Condition
         /// The number of advances when it parked.
         var generation: Int
     }
@@ -97,7 +97,7 @@ public final class ManualClock: HostClock {
         return run
     }
 
-    public func wait(on condition: NSCondition, until deadline: HostInstant) {
+    public func wait(on condition: Condition, until deadline: HostInstant) {
         // The caller holds `condition`, so an `advance` that follows cannot broadcast before
         // this thread is parked in `condition.wait()`.
         let id = state.update { state -> Int? in

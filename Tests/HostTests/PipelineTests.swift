@@ -411,3 +411,17 @@ import Testing
         #expect(messages.contains("h.on_after_report_created skipped: the host is stopping"))
     }
 }
+
+/// Waits run on the monotonic clock the deadlines are taken from.
+struct MonotonicWaitTests {
+    @Test("H-8: a timed wait ends at its monotonic deadline: not at once (a wall-clock reading would put it in 1970), not late")
+    func waitsOnTheMonotonicClock() {
+        let clock = SystemClock()
+        let state = WaitableState(false)
+        let start = clock.now()
+        let satisfied = state.wait(until: start.advanced(byMilliseconds: 50), clock: clock, for: { $0 }) { _, satisfied in satisfied }
+        let waited = clock.now().milliseconds(since: start)
+        #expect(!satisfied)
+        #expect(waited >= 50 && waited < 5_000, "waited \(waited) ms")
+    }
+}

@@ -52,7 +52,7 @@ public final class URLSessionTransport: SubmissionTransport {
         var request = URLRequest(url: url, timeoutInterval: Self.wholeSeconds(timeoutMs))
         request.httpMethod = "POST"
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-        let delegate = Delegate()
+        let delegate = SessionDelegate()
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.invalidateAndCancel() }
         let result = WaitableState<TransportResult?>(nil)
@@ -105,7 +105,7 @@ public final class URLSessionTransport: SubmissionTransport {
     ///
     /// # Thread safety
     /// `@unchecked Sendable`: the only state is the `Locked` table of waiters.
-    final class Delegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         private let waiters = Locked<[Int: @Sendable (TransportResult) -> Void]>([:])
 
         func register(_ task: Int, _ deliver: @escaping @Sendable (TransportResult) -> Void) {

@@ -1,45 +1,6 @@
 import Foundation
 
-/// A plugin that crashed the host inside one of its calls: not loaded again while its file
-/// is unchanged (keyed by real path and sha256), until `reporthost quarantine --clear`.
-public struct QuarantineEntry: Sendable, Equatable {
-    public var path: String
-    public var name: String
-    public var digest: String
-    /// The signal's short name ("SEGV").
-    public var signal: String
-    /// The ABI member that was running ("on_before_report_created").
-    public var callback: String
-    /// The latest crash.
-    public var at: Date
-    public var crashes: Int
-
-    public init(path: String, name: String, digest: String, signal: String, callback: String, at: Date, crashes: Int = 1) {
-        self.path = path
-        self.name = name
-        self.digest = digest
-        self.signal = signal
-        self.callback = callback
-        self.at = at
-        self.crashes = crashes
-    }
-
-    /// The `status --json` form (SPEC I: `quarantine`).
-    public var json: JSONValue {
-        .object([
-            ("path", .string(path)), ("name", .string(name)), ("digest", .string(digest)), ("signal", .string(signal)),
-            ("callback", .string(callback)), ("at", .string(ReportDocument.timestamp(at))), ("crashes", .int(crashes)),
-        ])
-    }
-
-    /// Why the plugin is not loaded, for logs and internal-log entries.
-    public var reason: String {
-        "\(name) (\(path)) is quarantined: it crashed the host with SIG\(signal) in \(callback) at \(ReportDocument.timestamp(at))"
-            + (crashes > 1 ? " (\(crashes) crashes)" : "")
-            + "; not loaded until it is rebuilt or `reporthost quarantine --clear` lifts it"
-    }
-}
-
+// The quarantine's rows (`QuarantineEntry`, in Plugins/, is the value each holds).
 extension Repository {
     /// Adds a crash to the quarantine of the plugin file `(path, digest)`.
     public func quarantine(_ entry: QuarantineEntry) throws(StorageError) {

@@ -139,6 +139,7 @@ public final class HostSession: Sendable {
         } catch {
             host.logger.warn("could not clear session mark \(sessionID): \(error)")
         }
+        lock.release()
     }
 }
 

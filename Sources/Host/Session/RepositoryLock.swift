@@ -1,10 +1,13 @@
 import Foundation
 
 /// The repository lock (SPEC I-2): an `flock` on `reporthost.lock`, so a killed host never
-/// leaves a stale lock. Held for the life of this object; the descriptor closes in `deinit`.
+/// leaves a stale lock. Held until `release()` or the end of this object.
+///
+/// # Thread safety
+/// The descriptor is behind a `Locked`: released once, from any thread.
 public final class RepositoryLock: Sendable {
     public let path: String
-    private let descriptor: Int32
+    private let descriptor: Locked<Int32?>
 
     /// How long a launch waits for another process's lock (SPEC I-2).
     public static let defaultWaitMs = 10_000
@@ -26,8 +29,13 @@ public final class RepositoryLock: Sendable {
             }
             usleep(20_000)  // flock has no timed wait; poll briefly
         }
-        descriptor = fd
+        descriptor = Locked(fd)
     }
 
-    deinit { close(descriptor) }
+    /// Gives the lock up (closing its descriptor); later calls do nothing.
+    public func release() {
+        if let fd = descriptor.withLock({ $0.take() }) { close(fd) }
+    }
+
+    deinit { release() }
 }

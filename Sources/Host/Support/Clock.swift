@@ -31,7 +31,7 @@ public protocol HostClock: Sendable {
     func now() -> HostInstant
     /// Blocks on `condition` (locked by the caller) until it is signalled, `deadline`
     /// passes on this clock, or a spurious wake-up. Callers re-check their predicate.
-    func wait(on condition: NSCondition, until deadline: HostInstant)
+    func wait(on condition: Condition, until deadline: HostInstant)
 }
 
 /// The monotonic system clock (CLOCK_MONOTONIC).
@@ -44,13 +44,10 @@ public struct SystemClock: HostClock {
         return HostInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 
-    public func wait(on condition: NSCondition, until deadline: HostInstant) {
-        let now = now()
-        guard deadline > now else { return }
-        // At most a day per wait (callers re-check and wait again): Foundation traps on a
-        // date past the year 2262.
-        let seconds = min(Double(deadline.nanoseconds - now.nanoseconds) / 1e9, 86_400)
-        _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
+    public func wait(on condition: Condition, until deadline: HostInstant) {
+        guard deadline > now() else { return }
+        // The same clock as `now()`: the deadline is waited for as it is.
+        condition.wait(untilMonotonic: deadline.nanoseconds)
     }
 }
 
@@ -59,7 +56,7 @@ public struct SystemClock: HostClock {
 /// # Thread safety
 /// `@unchecked Sendable`: every access to `state` happens while `condition` is locked.
 public final class WaitableState<State>: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var state: State
 
     public init(_ state: State) { self.state = state }

@@ -2,9 +2,10 @@ import Dispatch
 
 /// Runs work on the host's main thread (SPEC H-8: running-app callbacks run there).
 ///
-/// The CLI uses `DispatchQueue.main` with `dispatchMain()`, so plugins that hop to the main
-/// queue themselves work; tests inject their own serial queue, because test runners keep
-/// the real main thread.
+/// The CLI uses `DispatchQueue.main`, drained by the main thread's run loop, so plugins that
+/// hop to the main queue themselves work; an embedding program gets a thread of the host's
+/// own; tests inject their own serial executor, because test runners keep the real main
+/// thread.
 public protocol MainExecutor: Sendable {
     func execute(_ job: @escaping @Sendable () -> Void)
 }
