@@ -2,10 +2,11 @@
 import Foundation
 import PackageDescription
 
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+
 /// C sample plugins export only `rh_plugin_entry` (their `exports.map` version script).
 func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
-    return [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/\(folder)/exports.map"])]
+    [.unsafeFlags(["-Xlinker", "--version-script=\(packageRoot)/Plugins/\(folder)/exports.map"])]
 }
 
 // Layers, lowest first (ARCHITECTURE.md): PluginAPI (the C ABI headers) and CrashCapture (the
@@ -17,6 +18,12 @@ let package = Package(
     products: [
         .library(name: "Host", targets: ["Host"]),
         .executable(name: "reporthost", targets: ["reporthost"]),
+        // libreporthost-embed.so: the embedding library of reporthost/embed.h. SwiftPM cannot
+        // name a library like the executable, so scripts/build links it as libreporthost.so
+        // beside it. (scripts/build also compiles libreporthost-capture.so, the LD_PRELOAD
+        // crash writer of `reporthost run`, with cc: SwiftPM would link the Swift runtime
+        // into every watched program.)
+        .library(name: "reporthost-embed", type: .dynamic, targets: ["Embed"]),
         .executable(name: "reporthost-bench", targets: ["reporthost-bench"]),
         .library(name: "PluginKit", targets: ["PluginKit"]),
         .library(name: "rh-bench-plugin", type: .dynamic, targets: ["BenchPlugin"]),
@@ -40,6 +47,10 @@ let package = Package(
         .target(name: "CrashCapture"),
         .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture"]),
         .target(name: "Conformance", dependencies: ["Host"]),
+        .target(
+            name: "Embed", dependencies: ["Host"],
+            // Never unloaded: its crash handler and Swift code must outlive any dlclose.
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
         .target(name: "Receiver", dependencies: ["Host"]),
         .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),

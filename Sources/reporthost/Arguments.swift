@@ -7,6 +7,8 @@ struct Arguments {
     var positionals: [String] = []
     /// Options in the order given; repeatable ones appear several times.
     var options: [(name: String, value: String?)] = []
+    /// The words after `--`, taken as they are (`run -- PROGRAM ARGS…`).
+    var trailing: [String] = []
 
     /// Options every host-launching command takes.
     static let common: [String: Bool] = [
@@ -25,6 +27,10 @@ struct Arguments {
         while index < words.count {
             let word = words[index]
             index += 1
+            if word == "--" {
+                arguments.trailing = Array(words[index...])
+                break
+            }
             guard word.hasPrefix("--"), word.count > 2 else {
                 arguments.positionals.append(word)
                 continue

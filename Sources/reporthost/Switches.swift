@@ -11,5 +11,5 @@ enum Switches {
 
     /// `REPORTHOST_LOCK_WAIT_MS` (0 … 10 minutes), or the default 10 s.
     static let lockWaitMs: Int = environment["REPORTHOST_LOCK_WAIT_MS"].flatMap { Int($0) }.map { min(max($0, 0), 600_000) }
-        ?? RepositoryLock.defaultWaitMs
+        ?? HostSession.defaultLockWaitMs
 }

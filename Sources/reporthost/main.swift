@@ -19,6 +19,8 @@ let usage = """
       check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N] [--in-process]
       check --list             the conformance checks, one per line
       quarantine [--clear [PATH]] [--json]   plugins that crashed the host (not loaded again)
+      run [--attach-output KB] -- PROGRAM ARGS...   run a program with crash capture preloaded;
+                               recover what it left when it ends; exit with its status
       demo                     a bug, an error and an exception report through the sample plugins
 
     common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
@@ -35,6 +37,7 @@ let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, Docu
     "receive": (ReceiveCommand.options, ReceiveCommand.run),
     "check": (CheckCommand.options, CheckCommand.run),
     "quarantine": (QuarantineCommand.options, QuarantineCommand.run),
+    "run": (RunCommand.options, RunCommand.run),
 ]
 
 let words = Array(CommandLine.arguments.dropFirst())

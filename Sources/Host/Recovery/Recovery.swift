@@ -7,7 +7,7 @@ struct Recovery {
     let host: ReportHost
     let repository: Repository
 
-    private var log: HostLogger { host.logger }
+    var log: HostLogger { host.logger }
 
     /// What needs no plugin: interrupted purges, crash files (and the quarantine they name),
     /// abnormal exits. Runs before the plugins are loaded, so a plugin that crashed the last
@@ -177,6 +177,8 @@ struct Recovery {
     private func recordAbnormalExits(currentSession: String) throws(StorageError) {
         let sessionsWithCrashes = Set(try repository.records().compactMap { $0.trigger == .crash ? $0.session : nil })
         for (session, startedAt, phase) in try repository.sessions(except: currentSession) {
+            // Another process on this repository (an embedding program's second copy) still runs it.
+            if repository.isAlive(session) { continue }
             if !sessionsWithCrashes.contains(session) {
                 var content = ReportContent()
                 content.summary = "The host exited abnormally (session \(session))"
@@ -208,7 +210,9 @@ struct Recovery {
     private func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
         var documents: [ReportDocument] = []
         let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain]) }
-        for record in pending {
+        // A journal of this session, or of another process still running (an embedding
+        // program raises while its recovery runs), is a chain in progress, not an interrupted one.
+        for record in pending where !(record.session.map { $0 == currentSession || repository.isAlive($0) } ?? false) {
             if record.trigger.isRecovered {
                 documents.append(try rerunChain(record, session: currentSession))
             } else if record.dialogPending {

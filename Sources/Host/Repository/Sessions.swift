@@ -20,6 +20,31 @@ extension Repository {
 
     public func clearSession(_ id: String) throws(StorageError) {
         try database.query("DELETE FROM sessions WHERE id = ?", [.text(id)])
+        try? FileManager.default.removeItem(atPath: alivePath(id))
+    }
+
+    /// Locks `sessions/<id>.alive` for as long as the session's process lives, so another
+    /// process sharing the repository never takes a running session for an abnormal exit.
+    public func holdAlive(_ id: String) throws(StorageError) -> FileLock {
+        let folder = folder.appendingPathComponent("sessions")
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw StorageError(path: folder.path, message: "cannot create the folder (\(errnoText(error)))")
+        }
+        guard let lock = try FileLock.take(alivePath(id), waitMilliseconds: 0) else {
+            throw StorageError(path: alivePath(id), message: "session \(id) is already held by another process")
+        }
+        return lock
+    }
+
+    /// Whether the process of session `id` is still running (it holds its liveness lock).
+    public func isAlive(_ id: String) -> Bool { FileLock.isHeld(alivePath(id)) }
+
+    private func alivePath(_ id: String) -> String {
+        // Ids come from the database: only a plain file name is used as one.
+        let safe = id.isEmpty || id.contains("/") || id.hasPrefix(".") ? "_" : id
+        return folder.appendingPathComponent("sessions").appendingPathComponent(safe + ".alive").path
     }
 
     /// Session marks left by hosts that did not stop cleanly.

@@ -3,75 +3,127 @@ import Foundation
 /// One launch of a host over its repository (SPEC I-2): takes the lock, recovers what
 /// earlier launches left (crash files, interrupted saves and chains, abnormal exits), marks
 /// this session, and then stores every report it raises. Ends with `end()` (a clean stop
-/// clears the session mark); a process that dies instead leaves the mark, and the next
-/// launch reports an abnormal exit (SPEC D-16).
+/// clears the session mark and releases the lock); a process that dies instead leaves the
+/// mark, and the next launch reports an abnormal exit (SPEC D-16).
+///
+/// A launch is `open` (everything that needs no plugin callback: lock, mark, crash capture,
+/// crash files, the configured plugins) then `recover` (the chains of recovered reports);
+/// `launch` does both. An embedding program runs `recover` in the background.
 public final class HostSession: Sendable {
     public let host: ReportHost
     public let repository: Repository
     public let sessionID: String
-    /// Documents of the reports recovered during this launch, oldest first.
-    public let recovered: [ReportDocument]
-    private let lock: RepositoryLock
+    /// Whether this process holds the repository lock, so it recovers and delivers. A
+    /// secondary session (an embedding program's second copy) only marks itself and stores
+    /// what it raises; the holder recovers and delivers for it.
+    public let isPrimary: Bool
+    private let lock: FileLock?
+    private let alive: FileLock
+    private let recoveredDocuments = Locked<[ReportDocument]>([])
 
-    private init(host: ReportHost, repository: Repository, lock: RepositoryLock, sessionID: String, recovered: [ReportDocument]) {
+    /// How long a launch waits for another process's lock (SPEC I-2).
+    public static let defaultLockWaitMs = 10_000
+
+    /// Documents of the reports recovered by `recover`, oldest first.
+    public var recovered: [ReportDocument] { recoveredDocuments.withLock { $0 } }
+
+    private init(host: ReportHost, repository: Repository, lock: FileLock?, alive: FileLock, sessionID: String) {
         self.host = host
         self.repository = repository
         self.lock = lock
+        self.alive = alive
         self.sessionID = sessionID
-        self.recovered = recovered
+        isPrimary = lock != nil
     }
 
-    /// Launches `host` over the repository its configuration names: lock, session mark,
-    /// crash capture, then what earlier launches left (crash files first, so a plugin that
-    /// crashed the host is quarantined before it is opened), then the configured plugins
-    /// (quarantined ones left out), then the chains of recovered reports. Plugins set on
-    /// the host before this call are kept: recovered reports run through them (SPEC H-2).
+    /// Launches `host` over the repository its configuration names: `open`, then `recover`.
+    /// Plugins set on the host before this call are kept: recovered reports run through them
+    /// (SPEC H-2).
     /// - Parameter lockWaitMs: how long to wait for another process's repository lock.
-    public static func launch(host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = RepositoryLock.defaultWaitMs)
+    public static func launch(host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs)
         throws(HostError) -> HostSession
     {
+        let session = try open(host: host, installCrashCapture: installCrashCapture, lockWaitMs: lockWaitMs)
+        try session.recover()
+        return session
+    }
+
+    /// Opens the repository its configuration names for `host`: lock, session mark, crash
+    /// capture, then what earlier launches left (crash files first, so a plugin that crashed
+    /// the host is quarantined before it is opened), then the configured plugins
+    /// (quarantined ones left out). Runs no plugin callback.
+    /// - Parameter secondaryAllowed: when the lock stays held by another process for
+    ///   `lockWaitMs`, open a secondary session instead of failing.
+    public static func open(
+        host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false
+    ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
             throw .io(path: folder.path, reason: "cannot create the repository folder (\(errnoText(error)))")
         }
-        let lock = try storing { () throws(StorageError) in try RepositoryLock(folder: folder, waitMilliseconds: lockWaitMs) }
+        let lockPath = folder.appendingPathComponent(Repository.lockName).path
+        let lock = try storing { () throws(StorageError) in try FileLock.take(lockPath, waitMilliseconds: lockWaitMs) }
+        guard lock != nil || secondaryAllowed else {
+            throw .io(path: lockPath, reason: "another reporthost holds the repository lock (waited \(max(0, lockWaitMs)) ms)")
+        }
         let repository = try storing { () throws(StorageError) in
             try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults)
         }
-        host.logger.debug("repository \(folder.path) opened")
+        host.logger.debug("repository \(folder.path) opened\(lock == nil ? " as a secondary session (another process holds the lock)" : "")")
         let sessionID = UUID().uuidString.lowercased()
+        let alive = try storing { () throws(StorageError) in try repository.holdAlive(sessionID) }
         // I-2: mark the session and arm crash capture before recovering, so a plugin that
         // crashes or hangs on a recovered report is itself recorded.
-        try storing { () throws(StorageError) in try repository.markSession(sessionID, phase: .recovering) }
+        try storing { () throws(StorageError) in
+            try repository.markSession(sessionID, phase: lock == nil ? .running : .recovering)
+        }
+        let session = HostSession(host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID)
         do throws(HostError) {
-            return try finishLaunch(host: host, repository: repository, lock: lock, sessionID: sessionID, installCrashCapture: installCrashCapture)
+            try session.prepare(installCrashCapture: installCrashCapture)
+            return session
         } catch {
             // A clean failure (a plugin that refuses to load, a storage error) is not an
             // abnormal exit: the next launch must not report one.
-            try? repository.clearSession(sessionID)
+            session.end()
             throw error
         }
     }
 
-    /// The rest of a launch, once the session is marked.
-    private static func finishLaunch(
-        host: ReportHost, repository: Repository, lock: RepositoryLock, sessionID: String, installCrashCapture: Bool
-    ) throws(HostError) -> HostSession {
+    /// The rest of `open`, once the session is marked.
+    private func prepare(installCrashCapture: Bool) throws(HostError) {
         if installCrashCapture {
             let capture = host.crashCapture
             capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
             // Running-app callbacks run on the main thread: it needs its own alternate stack.
             _ = host.mainExecutor.sync { capture.prepareThread() }
         }
-        // A host killed between a commit and the file deletions after it left those files.
-        let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
-        if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
-        let recovery = Recovery(host: host, repository: repository)
-        try recovery.collect(currentSession: sessionID)
-        try loadConfiguredPlugins(host: host, repository: repository)
-        let recovered = try recovery.finish(currentSession: sessionID)
+        if isPrimary {
+            // A host killed between a commit and the file deletions after it left those files.
+            let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
+            if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
+            try Recovery(host: host, repository: repository).collect(currentSession: sessionID)
+        }
+        try Self.loadConfiguredPlugins(host: host, repository: repository)
+    }
+
+    /// Records how a program watched by `reporthost run` ended (its crash files are already
+    /// saved by `open`): call between `open` and `recover`, which runs the records' chains.
+    /// Returns the ids of its records. Only a primary session recovers.
+    public func record(_ exit: ProgramExit) throws(HostError) -> [String] {
+        guard isPrimary else { return [] }
+        return try storing { () throws(StorageError) in try Recovery(host: host, repository: repository).record(exit) }
+    }
+
+    /// Runs the chains of what `open` recovered (and of chains an earlier launch did not
+    /// finish), with the plugins loaded now; then settles interrupted submissions (D-9).
+    /// A secondary session recovers nothing. Returns the recovered documents.
+    @discardableResult
+    public func recover() throws(HostError) -> [ReportDocument] {
+        guard isPrimary else { return [] }
+        let recovered = try Recovery(host: host, repository: repository).finish(currentSession: sessionID)
+        recoveredDocuments.withLock { $0 += recovered }
         try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
         try Deliverer(
@@ -79,7 +131,7 @@ public final class HostSession: Sendable {
             faults: host.faults
         ).settleInterrupted()
         _ = try host.launch()
-        return HostSession(host: host, repository: repository, lock: lock, sessionID: sessionID, recovered: recovered)
+        return recovered
     }
 
     /// Loads the plugins the configuration names, except a file that crashed the host before
@@ -139,7 +191,8 @@ public final class HostSession: Sendable {
         } catch {
             host.logger.warn("could not clear session mark \(sessionID): \(error)")
         }
-        lock.release()
+        alive.release()
+        lock?.release()
     }
 }
 

@@ -71,9 +71,10 @@ typedef struct rh_embed rh_embed;
  * (SPEC D-16); installs crash capture in the calling process (handlers for SIGSEGV,
  * SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP that write a crash file into the
  * repository's crashes/ folder and then chain to the handler the program had installed
- * before); loads the configured plugins on the host's own main thread; and then, in the
- * background, recovers what earlier runs left (crash files, abnormal exits: SPEC D-1)
- * and delivers stored reports. Logging goes to the configuration's destinations (by
+ * before: install yours first, since a handler installed after start replaces ours for
+ * that signal); loads the configured plugins on the host's own main thread; and then,
+ * in the background, recovers what earlier runs left (crash files, abnormal exits: SPEC
+ * D-1) and delivers stored reports. Logging goes to the configuration's destinations (by
  * default stderr at `info`). Unlike the `reporthost` executable, start leaves the
  * process's file descriptors and its SIGINT, SIGTERM and SIGPIPE dispositions alone.
  *

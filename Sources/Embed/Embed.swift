@@ -1,0 +1,133 @@
+import Foundation
+import Host
+
+// The C entry points of libreporthost.so (`reporthost/embed.h`). Each checks its arguments,
+// finds the live host by its token, and turns the host's errors into embed.h's codes and
+// one-line messages. Nothing here dereferences a handle: it is a token, compared only.
+
+private let ok: Int32 = 0
+private let errInvalid: Int32 = -1
+private let errStopped: Int32 = -2
+private let errStorage: Int32 = -3
+private let errCancelled: Int32 = -4
+
+/// The live host and the tokens handed out (embed.h: one live handle per process, tokens
+/// never reused). Process-wide because the C caller holds only the token.
+private let registry = Locked<(next: UInt, live: (token: UInt, host: EmbeddedHost)?, starting: Bool)>((1, nil, false))
+
+/// The live host behind `handle`, or nil when it is not the live one.
+private func live(_ handle: OpaquePointer?) -> EmbeddedHost? {
+    guard let handle else { return nil }
+    let token = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle)))
+    return registry.withLock { state in state.live.flatMap { $0.token == token ? $0.host : nil } }
+}
+
+/// Copies `message` into the caller's buffer, NUL-terminated, cut at a UTF-8 character boundary.
+private func copy(_ message: String, into buffer: UnsafeMutablePointer<CChar>?, capacity: Int) {
+    guard let buffer, capacity > 0 else { return }
+    var bytes = Array(message.utf8.prefix(capacity - 1))
+    // Never end inside a multi-byte character: drop continuation bytes and their lead.
+    if bytes.count < message.utf8.count {
+        while let last = bytes.last, last & 0xC0 == 0x80 { bytes.removeLast() }
+        if let last = bytes.last, last >= 0xC0 { bytes.removeLast() }
+    }
+    for (index, byte) in bytes.enumerated() { buffer[index] = CChar(bitPattern: byte) }
+    buffer[bytes.count] = 0
+}
+
+/// A string argument: nil for NULL or text that is not UTF-8.
+private func text(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.flatMap { String(validatingCString: $0) } }
+
+@_cdecl("rh_embed_start")
+public func embedStart(
+    _ configPath: UnsafePointer<CChar>?, _ repository: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<CChar>?,
+    _ errorCapacity: Int
+) -> OpaquePointer? {
+    copy("", into: error, capacity: errorCapacity)
+    func fail(_ message: String) -> OpaquePointer? {
+        copy(message.replacingOccurrences(of: "\n", with: " "), into: error, capacity: errorCapacity)
+        return nil
+    }
+    if configPath != nil && text(configPath) == nil { return fail("rh_embed_start: config_path is not valid UTF-8") }
+    if repository != nil && text(repository) == nil { return fail("rh_embed_start: repository is not valid UTF-8") }
+    let claimed = registry.withLock { state -> Bool in
+        guard state.live == nil, !state.starting else { return false }
+        state.starting = true
+        return true
+    }
+    guard claimed else { return fail("rh_embed_start: a host is already running in this process (call rh_embed_stop first)") }
+    do throws(HostError) {
+        var configuration = try text(configPath).map { path throws(HostError) in try Configuration.load(path: path) } ?? Configuration()
+        if let repository = text(repository) { configuration.repository = Paths.absolute(repository) }
+        let host = try EmbeddedHost(configuration: configuration)
+        let token = registry.withLock { state -> UInt in
+            let token = state.next
+            state.next += 1
+            state.live = (token, host)
+            state.starting = false
+            return token
+        }
+        return OpaquePointer(bitPattern: token)
+    } catch {
+        registry.withLock { $0.starting = false }
+        return fail("rh_embed_start: \(error)")
+    }
+}
+
+@_cdecl("rh_embed_set_attribute")
+public func embedSetAttribute(_ handle: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?) -> Int32 {
+    guard let embedded = live(handle) else { return errStopped }
+    guard let key = text(key), !key.isEmpty, !key.contains("="), !key.contains("\n") else { return errInvalid }
+    if value != nil && text(value) == nil { return errInvalid }
+    return embedded.call {
+        embedded.host.attributes.set(key, text(value))
+        return ok
+    } ?? errStopped
+}
+
+@_cdecl("rh_embed_report")
+public func embedReport(
+    _ handle: OpaquePointer?, _ type: UnsafePointer<CChar>?, _ summary: UnsafePointer<CChar>?,
+    _ description: UnsafePointer<CChar>?, _ reportID: UnsafeMutablePointer<CChar>?
+) -> Int32 {
+    copy("", into: reportID, capacity: 37)
+    guard let embedded = live(handle) else { return errStopped }
+    let trigger: Trigger
+    switch text(type) {
+    case "bug": trigger = .upload
+    case "error": trigger = .logError
+    case "exception": trigger = .logException
+    default: return errInvalid
+    }
+    if (summary != nil && text(summary) == nil) || (description != nil && text(description) == nil) { return errInvalid }
+    // From a callback on the host's main thread, the chain would wait for itself.
+    if embedded.isHostThread { return errInvalid }
+    return embedded.call { () -> Int32 in
+        do throws(HostError) {
+            guard let document = try embedded.report(trigger, summary: text(summary), description: text(description)) else {
+                return errCancelled
+            }
+            copy(document.id, into: reportID, capacity: 37)
+            return ok
+        } catch {
+            embedded.host.logger.error("rh_embed_report: \(error)")
+            return errStorage
+        }
+    } ?? errStopped
+}
+
+@_cdecl("rh_embed_add_attachment")
+public func embedAddAttachment(_ handle: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> Int32 {
+    guard let embedded = live(handle) else { return errStopped }
+    guard let path = text(path), !path.isEmpty else { return errInvalid }
+    return embedded.call { embedded.addAttachment(path) ? ok : errInvalid } ?? errStopped
+}
+
+@_cdecl("rh_embed_stop")
+public func embedStop(_ handle: OpaquePointer?) {
+    guard let embedded = live(handle), !embedded.isHostThread else { return }
+    embedded.stop()
+    registry.withLock { state in
+        if state.live?.host === embedded { state.live = nil }
+    }
+}

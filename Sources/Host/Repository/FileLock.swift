@@ -1,0 +1,53 @@
+import Foundation
+
+/// An `flock` on a file, held until `release()` or the end of this object: a process that
+/// dies never leaves a stale lock. The repository lock (SPEC I-2) and each session's
+/// liveness lock are these.
+///
+/// # Thread safety
+/// The descriptor is behind a `Locked`: released once, from any thread.
+public final class FileLock: Sendable {
+    public let path: String
+    private let descriptor: Locked<Int32?>
+
+    private init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = Locked(descriptor)
+    }
+
+    /// Takes the lock on `path` (created if missing), waiting up to `waitMilliseconds`; nil
+    /// when another process still holds it then.
+    public static func take(_ path: String, waitMilliseconds: Int) throws(StorageError) -> FileLock? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
+        }
+        let clock = SystemClock()
+        let deadline = clock.now().advanced(byMilliseconds: max(0, waitMilliseconds))
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, clock.now() < deadline else {
+                close(fd)
+                return nil
+            }
+            usleep(20_000)  // flock has no timed wait; poll briefly
+        }
+        return FileLock(path: path, descriptor: fd)
+    }
+
+    /// Whether some open file holds the lock on `path` now (false when the file is missing).
+    public static func isHeld(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        flock(fd, LOCK_UN)
+        return false
+    }
+
+    /// Gives the lock up (closing its descriptor); later calls do nothing.
+    public func release() {
+        if let fd = descriptor.withLock({ $0.take() }) { close(fd) }
+    }
+
+    deinit { release() }
+}

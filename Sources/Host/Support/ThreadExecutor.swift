@@ -1,0 +1,39 @@
+import Foundation
+
+/// A serial executor on a thread of its own: the main thread of a host embedded in a program
+/// that has no run loop to lend (embed.h), and the tests' stand-in for the main thread. Unlike
+/// a dispatch queue it never waits for a pool thread, which a blocked program may have used up.
+///
+/// # Thread safety
+/// The job queue is a `WaitableState`.
+public final class ThreadExecutor: MainExecutor {
+    /// Jobs in order; nil tells the thread to end.
+    private let jobs = WaitableState<[(@Sendable () -> Void)?]>([])
+    private let threadID = WaitableState<pthread_t?>(nil)
+
+    public init(name: String) {
+        let jobs = self.jobs
+        let threadID = self.threadID
+        let thread = Thread {
+            threadID.update { $0 = pthread_self() }
+            while let job = jobs.wait(until: nil, clock: SystemClock(), for: { !$0.isEmpty }, then: { queue, _ in queue.removeFirst() }) {
+                job()
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Whether the caller runs on this executor's thread.
+    public var isCurrentThread: Bool {
+        let id = threadID.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { id, _ in id })
+        return id.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+    }
+
+    /// Ends the thread once the jobs queued so far have run.
+    public func finish() { jobs.update { $0.append(nil) } }
+
+    deinit { finish() }
+
+    public func execute(_ job: @escaping @Sendable () -> Void) { jobs.update { $0.append(job) } }
+}

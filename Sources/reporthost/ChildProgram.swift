@@ -1,0 +1,149 @@
+import Foundation
+import Host
+
+/// A program `reporthost run` started: spawned with `posix_spawnp` (never `fork`), with the
+/// default disposition for every signal and an empty signal mask (the CLI ignores SIGPIPE:
+/// the child must not inherit that), standard input and output inherited, standard error
+/// inherited or, with `--attach-output`, a pipe that `run` copies through.
+struct ChildProgram {
+    let pid: pid_t
+    /// The read end of the standard-error pipe, when it is captured.
+    let standardError: Int32?
+
+    static func spawn(_ words: [String], environment: [String: String], captureStandardError: Bool) throws -> ChildProgram {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var pipeEnds: [Int32] = [-1, -1]
+        if captureStandardError {
+            guard pipe(&pipeEnds) == 0 else {
+                throw HostError.runtime("run: cannot make a pipe (\(String(cString: strerror(errno))))")
+            }
+            // Neither end leaks into the child beyond the dup2 onto its fd 2.
+            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], STDERR_FILENO)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+
+        let argv = words.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid = pid_t()
+        let status = posix_spawnp(&pid, words[0], &actions, &attributes, argv, envp)
+        if captureStandardError { close(pipeEnds[1]) }
+        guard status == 0 else {
+            if captureStandardError { close(pipeEnds[0]) }
+            throw HostError.runtime("run: cannot start '\(words[0])' (\(String(cString: strerror(status))))")
+        }
+        return ChildProgram(pid: pid, standardError: captureStandardError ? pipeEnds[0] : nil)
+    }
+
+    /// Waits for the child to end: its exit status, or 128 + the signal that ended it.
+    func wait() -> (status: Int32, signal: Int32?) {
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) < 0 {
+            guard errno == EINTR else { return (1, nil) }
+        }
+        let signal = raw & 0x7f
+        if signal == 0 { return ((raw >> 8) & 0xff, nil) }
+        return (128 + signal, signal)
+    }
+
+    /// Copies the child's standard error to ours as it comes, keeping its last `limit` bytes.
+    func teeStandardError(keeping limit: Int) -> OutputTail {
+        let tail = OutputTail(limit: limit)
+        if let fd = standardError {
+            let thread = Thread { tail.copy(from: fd) }
+            thread.name = "reporthost-run-stderr"
+            thread.start()
+        } else {
+            tail.finished()
+        }
+        return tail
+    }
+}
+
+/// The last bytes of a stream copied through: bounded, whatever the program writes.
+///
+/// # Thread safety
+/// State is a `WaitableState`; one thread copies, another reads the tail.
+final class OutputTail: Sendable {
+    private let state: WaitableState<(bytes: Data, done: Bool)>
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+        state = WaitableState((Data(), false))
+    }
+
+    func copy(from fd: Int32) {
+        defer {
+            close(fd)
+            finished()
+        }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            // Ours may be closed or full: the child's output is still kept for the report.
+            _ = buffer.withUnsafeBytes { SystemCalls.live.writeAll(STDERR_FILENO, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            state.update { state in
+                state.bytes.append(contentsOf: buffer[0..<count])
+                if state.bytes.count > limit { state.bytes = Data(state.bytes.suffix(limit)) }
+            }
+        }
+    }
+
+    func finished() { state.update { $0.done = true } }
+
+    /// The tail once the stream ended, or as it is after `waitingAtMostMs` (a grandchild may
+    /// keep the stream open after the child ended).
+    func finish(waitingAtMostMs: Int) -> Data {
+        let clock = SystemClock()
+        return state.wait(until: clock.now().advanced(byMilliseconds: waitingAtMostMs), clock: clock, for: { $0.done }) { state, _ in
+            state.bytes
+        }
+    }
+}
+
+/// Passes signals sent to `run` on to the child. A signal from the terminal (Ctrl-C) already
+/// reached the child, which is in the same process group: only signals sent by a process
+/// (`kill`) are passed on, so the child never gets one twice.
+enum SignalForwarding {
+    static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT]
+
+    /// Starts passing signals to `pid` (0: stop passing; they are then ignored).
+    static func forward(to pid: pid_t) {
+        forwardedPID = pid
+        guard !installed else { return }
+        installed = true
+        for number in signals {
+            var action = sigaction()
+            action.__sigaction_handler.sa_sigaction = { number, info, _ in
+                let target = forwardedPID
+                // si_code <= 0: sent by a process (SI_USER, SI_QUEUE, SI_TKILL), not the terminal.
+                guard target > 0, let info, info.pointee.si_code <= 0 else { return }
+                kill(target, number)
+            }
+            action.sa_flags = SA_SIGINFO | SA_RESTART
+            sigemptyset(&action.sa_mask)
+            sigaction(number, &action, nil)
+        }
+    }
+
+    nonisolated(unsafe) private static var installed = false
+}
+
+/// Read by the signal handler (a global, so the handler captures nothing): a plain word,
+/// written by the one thread that runs `run`.
+nonisolated(unsafe) private var forwardedPID: pid_t = 0

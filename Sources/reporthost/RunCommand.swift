@@ -1,0 +1,84 @@
+import Dispatch
+import Foundation
+import Host
+
+/// `reporthost run [options] -- PROGRAM ARGS…`: runs an unmodified program as a child with the
+/// crash writer preloaded (`libreporthost-capture.so`, writing into the repository's crashes/
+/// under a session of the run). When it ends, what it left is recovered at once: its crash
+/// files (chain, store, deliver), or an `abnormal_exit` report when a signal ended it without
+/// one (SIGKILL, the OOM killer). Standard input and output are the child's; signals sent to
+/// `run` are passed on; `run` exits with the child's status (128 + the signal that ended it).
+enum RunCommand {
+    static let options: [String: Bool] = Arguments.common.merging(["attach-output": true]) { a, _ in a }
+
+    /// The preloaded library, beside the `reporthost` executable.
+    static let captureLibrary = "libreporthost-capture.so"
+
+    static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
+        guard let program = arguments.trailing.first, !program.isEmpty else {
+            throw UsageError("run: missing program (usage: reporthost run [options] -- PROGRAM ARGS...)")
+        }
+        let keepBytes = try outputLimit(arguments)
+        let configuration = try arguments.configuration()
+        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
+        let repository = URL(fileURLWithPath: Paths.absolute(configuration.repository))
+        let crashes = repository.appendingPathComponent("crashes")
+        do {
+            try FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
+        } catch {
+            throw HostError.io(path: crashes.path, reason: "cannot create the crashes folder (\(error.localizedDescription))")
+        }
+        let library = URL(fileURLWithPath: executableFolder()).appendingPathComponent(captureLibrary).path
+        guard FileManager.default.isReadableFile(atPath: library) else {
+            throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build)")
+        }
+        let session = UUID().uuidString.lowercased()
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = ([library] + (environment["LD_PRELOAD"].map { [$0] } ?? [])).joined(separator: ":")
+        environment["REPORTHOST_CAPTURE_DIR"] = crashes.path
+        environment["REPORTHOST_CAPTURE_SESSION"] = session
+        environment["REPORTHOST_CAPTURE_ATTRIBUTES"] = configuration.attributes
+            .filter { !$0.key.contains("=") && !$0.key.contains("\n") && !$0.value.contains("\n") }
+            .sorted { $0.key < $1.key }.prefix(64).map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
+
+        let child = try ChildProgram.spawn(arguments.trailing, environment: environment, captureStandardError: keepBytes != nil)
+        SignalForwarding.forward(to: child.pid)
+        let tail = keepBytes.map { child.teeStandardError(keeping: $0) }
+        let ended = child.wait()
+        SignalForwarding.forward(to: 0)
+        let exit = ProgramExit(
+            program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
+            output: tail?.finish(waitingAtMostMs: 1_000))
+        if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
+
+        // What it left, recovered now: its crash files (saved by `open`), or an abnormal exit.
+        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
+        defer { host.stop() }
+        let hostSession = try HostSession.open(host: host, lockWaitMs: Switches.lockWaitMs)
+        defer { hostSession.end() }
+        // The chain gives each recovered report its final id; recovery logs it.
+        _ = try hostSession.record(exit)
+        try hostSession.recover()
+        let summary = try hostSession.deliverer().deliver(retries: false)
+        if summary.accepted > 0 { logger.info("run: \(summary.accepted) report(s) delivered") }
+        return exit.status
+    }
+
+    /// `--attach-output KB`: 1 … 3072 (the 3 MB attachment limit).
+    static func outputLimit(_ arguments: Arguments) throws -> Int? {
+        guard let text = arguments.value("attach-output") else { return nil }
+        guard let kb = Int(text), (1...3_072).contains(kb) else {
+            throw UsageError("--attach-output '\(text)' is not a size in KB from 1 to 3072")
+        }
+        return kb * 1024
+    }
+
+    /// The folder of the running executable (`/proc/self/exe`), where the products are.
+    static func executableFolder() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return Paths.absolute(CommandLine.arguments.first ?? ".") + "/.." }
+        buffer[count] = 0
+        return URL(fileURLWithPath: String(cString: buffer)).deletingLastPathComponent().path
+    }
+}
