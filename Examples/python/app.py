@@ -82,12 +82,12 @@ def main():
         lib.rh_embed_stop(host)
         return 1
 
-    status = lib.rh_embed_set_attribute(host, b"example", b"c-app")
+    status = lib.rh_embed_set_attribute(host, b"example", b"python")
     if status != RH_EMBED_OK:
         return fail("rh_embed_set_attribute", status)
     if command in ("report", "both"):
         report_id = ctypes.create_string_buffer(37)
-        status = lib.rh_embed_report(host, b"error", b"c-app error", None, report_id)
+        status = lib.rh_embed_report(host, b"error", b"python error", None, report_id)
         if status != RH_EMBED_OK:
             return fail("rh_embed_report", status)
         print(f"report {report_id.value.decode('ascii')}", flush=True)

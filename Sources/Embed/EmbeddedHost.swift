@@ -114,12 +114,14 @@ final class EmbeddedHost: Sendable {
 }
 
 /// Recovers (primary sessions only), then delivers: a pass at once, then again whenever a
-/// report is stored or the next retry is due. Never on the program's threads.
+/// report is stored or the next retry is due. Never on the program's threads. Asked to stop,
+/// it finishes recovery (local work, bounded by the chain limits), makes one last pass for
+/// reports stored since the previous one, and ends.
 ///
 /// # Thread safety
 /// State is a `WaitableState`.
 final class BackgroundWorker: Sendable {
-    private let state = WaitableState((wakes: 0, stopping: false, finished: false))
+    private let state = WaitableState((wakes: 0, stopping: false, recovered: false, finished: false))
     private let session: HostSession
 
     init(session: HostSession) {
@@ -131,11 +133,14 @@ final class BackgroundWorker: Sendable {
 
     func wake() { state.update { $0.wakes += 1 } }
 
-    /// Asks the worker to end after its current step, waiting for it at most `graceMs`
-    /// (a submission in flight is settled by the next launch: D-9).
-    func stop(graceMs: Int) {
+    /// Asks the worker to end: waits for recovery (at most `recoveryLimitMs`), then at most
+    /// `graceMs` for the last delivery pass (a submission still in flight then is settled by
+    /// the next launch: D-9).
+    func stop(graceMs: Int, recoveryLimitMs: Int = 60_000) {
         state.update { $0.stopping = true }
         let clock = SystemClock()
+        let recoveryDeadline = clock.now().advanced(byMilliseconds: recoveryLimitMs)
+        _ = state.wait(until: recoveryDeadline, clock: clock, for: { $0.recovered }) { _, done in done }
         let deadline = clock.now().advanced(byMilliseconds: graceMs)
         let finished = state.wait(until: deadline, clock: clock, for: { $0.finished }) { _, finished in finished }
         if !finished { session.host.logger.info("stopped with a delivery still in flight: it is settled at the next start") }
@@ -149,28 +154,27 @@ final class BackgroundWorker: Sendable {
         } catch {
             log.warn("recovery: \(error)")
         }
+        state.update { $0.recovered = true }
         guard session.isPrimary, session.host.configuration.submission.url != nil else { return }
         let deliverer = session.deliverer()
         let clock = SystemClock()
         var seen = -1
         while true {
-            let wakes = state.read { $0.wakes }
+            let (wakes, stopping) = state.read { ($0.wakes, $0.stopping) }
             if wakes != seen {
                 seen = wakes
                 do {
-                    _ = try deliverer.deliver(retries: true)
+                    _ = try deliverer.deliver(retries: !stopping)
                 } catch {
                     log.warn("delivery: \(error)")
                 }
             }
+            if stopping { return }
             // Until a new report, the next retry (at most a minute away), or stop.
             let due = (try? deliverer.nextWake()).flatMap { $0 }.map { max(0, $0.timeIntervalSinceNow) } ?? 60
             let deadline = clock.now().advanced(byMilliseconds: Int(min(due, 60) * 1000))
-            let stopping = state.wait(until: deadline, clock: clock, for: { $0.stopping || $0.wakes != seen }) { state, _ in
-                state.stopping
-            }
-            if stopping { return }
-            if clock.now() >= deadline { seen = -1 }
+            let timedOut = state.wait(until: deadline, clock: clock, for: { $0.stopping || $0.wakes != seen }) { _, woken in !woken }
+            if timedOut { seen = -1 }
         }
     }
 }

@@ -10,6 +10,8 @@ import Host
 public enum Fixtures {
     public struct CompileError: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) { self.description = description }
     }
 
     private static let folder = makeTemporaryDirectory("reporthost-fixtures")

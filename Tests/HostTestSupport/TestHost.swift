@@ -72,41 +72,6 @@ public final class EventRecorder: Sendable {
     }
 }
 
-/// A serial executor on a thread of its own: the tests' stand-in for the main thread.
-/// Unlike a dispatch queue it never waits for a pool thread, which parallel tests that
-/// block may have used up.
-///
-/// # Thread safety
-/// The job queue is a `WaitableState`.
-public final class ThreadExecutor: MainExecutor {
-    /// Jobs in order; nil tells the thread to end.
-    private let jobs = WaitableState<[(@Sendable () -> Void)?]>([])
-    private let threadID = WaitableState<pthread_t?>(nil)
-
-    public init(name: String) {
-        let jobs = self.jobs
-        let threadID = self.threadID
-        let thread = Thread {
-            threadID.update { $0 = pthread_self() }
-            while let job = jobs.wait(until: nil, clock: SystemClock(), for: { !$0.isEmpty }, then: { queue, _ in queue.removeFirst() }) {
-                job()
-            }
-        }
-        thread.name = name
-        thread.start()
-    }
-
-    /// Whether the caller runs on this executor's thread (the test's "main thread").
-    public var isCurrentThread: Bool {
-        let id = threadID.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { id, _ in id! })
-        return pthread_equal(id, pthread_self()) != 0
-    }
-
-    deinit { jobs.update { $0.append(nil) } }
-
-    public func execute(_ job: @escaping @Sendable () -> Void) { jobs.update { $0.append(job) } }
-}
-
 /// The C prelude every fixture plugin starts with.
 public let fixturePrelude = """
     #include <reporthost/plugin.h>

@@ -108,13 +108,13 @@ struct Recovery {
     /// recovered reports: neither that crash nor the report whose chain crashed goes through
     /// the chain again (whatever the cause: a crash loop otherwise).
     private func skipChainsTheCrashInterrupted(_ crash: CrashFile, record rowID: Int64) throws(StorageError) {
-        guard let session = crash.session, let state = try repository.sessionState(session), state.phase == .recovering else {
-            return
-        }
+        // Only a crash while a recovered report's chain ran: an embedding program recovers in
+        // the background, and its own crash then has nothing to do with the recovery.
+        guard let session = crash.session, let state = try repository.sessionState(session), state.phase == .recovering,
+            let interrupted = state.chainRecord
+        else { return }
         try repository.skipChain(rowID, reason: "the crash happened while the host was recovering earlier reports")
-        if let interrupted = state.chainRecord {
-            try repository.skipChain(interrupted, reason: "the handler chain over this report crashed the host (SIG\(crash.signalName))")
-        }
+        try repository.skipChain(interrupted, reason: "the handler chain over this report crashed the host (SIG\(crash.signalName))")
     }
 
     private func purge(_ path: String?, record rowID: Int64) throws(StorageError) {
