@@ -10,10 +10,15 @@ struct ChildProgram {
     /// The read end of the standard-error pipe, when it is captured.
     let standardError: Int32?
 
-    static func spawn(_ words: [String], environment: [String: String], captureStandardError: Bool) throws -> ChildProgram {
+    /// - Parameter standardOutput: the CLI's real standard output (it pointed fd 1 at stderr
+    ///   for itself); it becomes the child's fd 1.
+    static func spawn(_ words: [String], environment: [String: String], standardOutput: Int32, captureStandardError: Bool) throws
+        -> ChildProgram
+    {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, standardOutput, STDOUT_FILENO)
         var pipeEnds: [Int32] = [-1, -1]
         if captureStandardError {
             guard pipe(&pipeEnds) == 0 else {

@@ -41,7 +41,11 @@ enum RunCommand {
             .filter { !$0.key.contains("=") && !$0.key.contains("\n") && !$0.value.contains("\n") }
             .sorted { $0.key < $1.key }.prefix(64).map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
 
-        let child = try ChildProgram.spawn(arguments.trailing, environment: environment, captureStandardError: keepBytes != nil)
+        // Handlers first: a signal that comes before the child exists is ignored, never fatal
+        // to `run` (which would orphan the child).
+        SignalForwarding.forward(to: 0)
+        let child = try ChildProgram.spawn(
+            arguments.trailing, environment: environment, standardOutput: output.fileDescriptor, captureStandardError: keepBytes != nil)
         SignalForwarding.forward(to: child.pid)
         let tail = keepBytes.map { child.teeStandardError(keeping: $0) }
         let ended = child.wait()

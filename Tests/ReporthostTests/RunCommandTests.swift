@@ -1,0 +1,151 @@
+import Foundation
+import Glibc
+import Host
+import HostTestSupport
+import Receiver
+import Testing
+
+/// `reporthost run -- PROGRAM`: unmodified C programs under the preloaded crash writer, real
+/// signals, a real loopback receiver.
+@Suite struct RunCommandTests {
+    let folder = makeTemporaryDirectory("run")
+    var repository: String { folder.appendingPathComponent("repo").path }
+
+    /// A C program, compiled once per run.
+    static func program(_ name: String, _ source: String) throws -> String {
+        let output = makeTemporaryDirectory("run-programs").appendingPathComponent(name)
+        let file = try Fixtures.file("\(name).c", source)
+        try Fixtures.compile(["-std=gnu11", "-Wall", file.path, "-o", output.path])
+        return output.path
+    }
+
+    static let segv = Result { try program("segv", """
+        #include <stdio.h>
+        int main(void) { fprintf(stderr, "segv: about to crash\\n"); volatile int *p = 0; *p = 1; return 0; }
+        """) }
+    static let killed = Result { try program("killed", """
+        #include <signal.h>
+        #include <stdio.h>
+        #include <unistd.h>
+        int main(void) { fprintf(stderr, "killed: goodbye\\n"); fflush(stderr); kill(getpid(), SIGKILL); return 0; }
+        """) }
+    /// Installs its own SIGSEGV handler after the capture library loaded, then crashes: the
+    /// handler writes a marker and exits 3.
+    static let ownHandler = Result { try program("own-handler", """
+        #include <signal.h>
+        #include <stdio.h>
+        #include <string.h>
+        #include <unistd.h>
+        #include <fcntl.h>
+        static const char *marker;
+        static void mine(int s) { (void)s; int fd = open(marker, O_WRONLY | O_CREAT, 0600); if (fd >= 0) { write(fd, "mine", 4); close(fd); } _exit(3); }
+        int main(int argc, char **argv) {
+            if (argc < 2) return 2;
+            marker = argv[1];
+            struct sigaction action;
+            memset(&action, 0, sizeof action);
+            action.sa_handler = mine;
+            sigaction(SIGSEGV, &action, NULL);
+            volatile int *p = 0; *p = 1;
+            return 0;
+        }
+        """) }
+
+    static let marker = fixtureHandler(
+        name: "marker", before: "on_before",
+        extra: """
+            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)t;
+                host->set_attribute(r, "changed.by", "marker");
+                done();
+            }
+            """)
+
+    func config(_ receiver: LocalReceiver) throws -> String {
+        let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: Self.marker))
+        let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
+        try #"{"plugins": {"handler": "\#(plugin.path)"}, "attributes": {"deployment": "test"}, "submission": {"url": "\#(receiver.url)", "timeoutMs": 5000}, "retry": {"intervalSeconds": 0}}"#
+            .write(to: file, atomically: true, encoding: .utf8)
+        return file.path
+    }
+
+    func run(_ arguments: [String], program: [String], input: Data? = nil) throws -> ChildProcess.Result {
+        try ChildProcess.run(
+            Products.reporthost.path, ["run", "--repository", repository] + arguments + ["--"] + program,
+            environment: ["SWIFT_BACKTRACE": "enable=no"], directory: folder, input: input)
+    }
+
+    func records() throws -> [JSONValue] {
+        let status = try ChildProcess.reporthost(["status", "--json", "--repository", repository], directory: folder)
+        return try JSONValue.parse(status.stdout)["records"]?.arrayValue ?? []
+    }
+
+    @Test("D-1, run: a C program that segfaults: run exits 139, its crash is recovered at once, changed by a plugin, with its stderr, and delivered")
+    func segfault() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let result = try run(["--config", try config(receiver), "--attach-output", "1"], program: [try Self.segv.get()])
+            #expect(result.status == 139 && result.signal == nil, "\(result.stderr)")
+            #expect(result.stderr.contains("segv: about to crash"), "stderr passes through")
+            let received = try #require(receiver.received.first, "\(result.stderr)")
+            #expect(receiver.received.count == 1)
+            #expect(received.report["attributes"]?["error.type"] == .string("Crash"))
+            #expect(received.report["attributes"]?["changed.by"] == .string("marker"))
+            #expect(received.report["attributes"]?["deployment"] == .string("test"), "the configuration's attributes reach the crash file")
+            #expect(received.report["attributes"]?["reporthost.program"] == .string("segv"))
+            #expect(received.attachments["stderr.txt"] == Data("segv: about to crash\n".utf8))
+            #expect(try records().map { $0["state"] } == [.string("terminal")])
+        }
+    }
+
+    @Test("D-16, run: a program killed with SIGKILL: run exits 137, and an abnormal_exit report names the signal and status")
+    func sigkill() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let result = try run(["--config", try config(receiver), "--attach-output", "1"], program: [try Self.killed.get()])
+            #expect(result.status == 137 && result.signal == nil, "\(result.stderr)")
+            let report = try #require(receiver.received.first?.report, "\(result.stderr)")
+            #expect(report["attributes"]?["reporthost.trigger"] == .string("abnormal_exit"))
+            #expect(report["attributes"]?["reporthost.exit_signal"] == .string("SIGKILL"))
+            #expect(report["attributes"]?["reporthost.exit_status"] == .string("137"))
+            #expect(report["attributes"]?["changed.by"] == .string("marker"))
+            #expect(receiver.received.first?.attachments["stderr.txt"] == Data("killed: goodbye\n".utf8))
+        }
+    }
+
+    @Test("D-1, run: a program that installs its own SIGSEGV handler keeps it: the crash file is written, then its handler runs")
+    func programHandlerChained() async throws {
+        try await offPool { [self] in
+            let marker = folder.appendingPathComponent("marker").path
+            let result = try run([], program: [try Self.ownHandler.get(), marker])
+            #expect(result.status == 3, "its handler's exit status: \(result.stderr)")
+            #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "mine")
+            let crash = try records().first { $0["trigger"] == .string("crash") }
+            #expect(crash != nil, "the crash was captured before its handler ran")
+        }
+    }
+
+    @Test("I-1, run: standard input and output are the program's, its exit status is run's, and a clean exit stores nothing")
+    func passThrough() async throws {
+        try await offPool { [self] in
+            let result = try run([], program: ["/bin/sh", "-c", "read line; echo \"got $line\"; exit 7"], input: Data("hello\n".utf8))
+            #expect(result.status == 7)
+            #expect(result.stdout == "got hello\n")
+            #expect(try records().isEmpty)
+        }
+    }
+
+    @Test("I-4, run: a missing program or a bad --attach-output is a usage error (exit 2), a program that cannot start is exit 1")
+    func badInput() async throws {
+        try await offPool { [self] in
+            let missing = try ChildProcess.reporthost(["run", "--repository", repository], directory: folder)
+            #expect(missing.status == 2 && missing.stderr.contains("missing program"))
+            let size = try run(["--attach-output", "0"], program: ["/bin/true"])
+            #expect(size.status == 2 && size.stderr.contains("--attach-output '0'"))
+            let absent = try run([], program: [folder.appendingPathComponent("no-such-program").path])
+            #expect(absent.status == 1 && absent.stderr.contains("cannot start"), "\(absent.stderr)")
+        }
+    }
+}
