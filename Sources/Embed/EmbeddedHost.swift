@@ -110,7 +110,8 @@ final class EmbeddedHost: Sendable {
         pendingAttachments.withLock { $0 = [:] }
     }
 
-    private static var threadKey: UInt { UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))) }
+    /// The calling thread (`pthread_t` is an integer on Linux).
+    private static var threadKey: UInt { UInt(pthread_self()) }
 }
 
 /// Recovers (primary sessions only), then delivers: a pass at once, then again whenever a

@@ -124,3 +124,15 @@ extension HostError {
         if case .configuration = self { true } else { false }
     }
 }
+
+/// A C handler that marks every report it sees (`changed.by` = `marker`): proof that a
+/// report went through the chain.
+public let markerHandler = fixtureHandler(
+    name: "marker", before: "on_before",
+    extra: """
+        static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+            (void)c; (void)t;
+            host->set_attribute(r, "changed.by", "marker");
+            done();
+        }
+        """)

@@ -12,17 +12,6 @@ import Testing
     let folder = makeTemporaryDirectory("embed")
     var repository: String { folder.appendingPathComponent("repo").path }
 
-    /// A C plugin that marks every report it sees.
-    static let marker = fixtureHandler(
-        name: "marker", before: "on_before",
-        extra: """
-            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
-                (void)c; (void)t;
-                host->set_attribute(r, "changed.by", "marker");
-                done();
-            }
-            """)
-
     /// The embedding library as `libreporthost.so` in a folder of its own (a link to the
     /// built `libreporthost-embed.so`: the name the examples link with).
     static let library: URL = {
@@ -71,7 +60,7 @@ import Testing
     func crashThenReport(_ command: [String], environment: [String: String] = [:], attribute: String) throws {
         let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
         defer { receiver.stop() }
-        let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: Self.marker))
+        let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
         let common = ["--config", try config(receiver, plugin: plugin), "--repository", repository]
         let crashed = try example(command, common + ["crash"], environment: environment)
         #expect(crashed.signal == SIGSEGV, "status \(crashed.status): \(crashed.stderr)")

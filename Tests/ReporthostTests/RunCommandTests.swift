@@ -51,18 +51,8 @@ import Testing
         }
         """) }
 
-    static let marker = fixtureHandler(
-        name: "marker", before: "on_before",
-        extra: """
-            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
-                (void)c; (void)t;
-                host->set_attribute(r, "changed.by", "marker");
-                done();
-            }
-            """)
-
     func config(_ receiver: LocalReceiver) throws -> String {
-        let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: Self.marker))
+        let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
         try #"{"plugins": {"handler": "\#(plugin.path)"}, "attributes": {"deployment": "test"}, "submission": {"url": "\#(receiver.url)", "timeoutMs": 5000}, "retry": {"intervalSeconds": 0}}"#
             .write(to: file, atomically: true, encoding: .utf8)
