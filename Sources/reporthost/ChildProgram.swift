@@ -127,9 +127,30 @@ final class OutputTail: Sendable {
 enum SignalForwarding {
     static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT]
 
-    /// Starts passing signals to `pid` (0: stop passing; they are then ignored).
-    static func forward(to pid: pid_t) {
-        forwardedPID = pid
+    /// Starts the child with `spawn` and passes signals on to it until `stop()`.
+    ///
+    /// The signals are blocked in the calling thread while the child starts: one sent in that
+    /// window stays pending and is passed on once its pid is known (the child may already be
+    /// running and telling others it is ready). Afterwards they are unblocked in this thread
+    /// even if `run` inherited a mask that blocks them (a parent spawning from a libdispatch
+    /// worker thread hands one down): a signal blocked in every thread would stay pending for
+    /// ever. Call it from the thread that then waits for the child.
+    static func start(_ spawn: () throws -> ChildProgram) rethrows -> ChildProgram {
+        install()
+        var set = sigset_t()
+        sigemptyset(&set)
+        for number in signals { sigaddset(&set, number) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        defer { pthread_sigmask(SIG_UNBLOCK, &set, nil) }
+        let child = try spawn()
+        forwardedPID = child.pid
+        return child
+    }
+
+    /// Stops passing signals on (they are then ignored: the child has ended).
+    static func stop() { forwardedPID = 0 }
+
+    private static func install() {
         guard !installed else { return }
         installed = true
         for number in signals {

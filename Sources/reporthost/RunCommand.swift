@@ -41,15 +41,16 @@ enum RunCommand {
             .filter { !$0.key.contains("=") && !$0.key.contains("\n") && !$0.value.contains("\n") }
             .sorted { $0.key < $1.key }.prefix(64).map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
 
-        // Handlers first: a signal that comes before the child exists is ignored, never fatal
-        // to `run` (which would orphan the child).
-        SignalForwarding.forward(to: 0)
-        let child = try ChildProgram.spawn(
-            arguments.trailing, environment: environment, standardOutput: output.fileDescriptor, captureStandardError: keepBytes != nil)
-        SignalForwarding.forward(to: child.pid)
+        // Handlers before the child: a signal sent to `run` is never fatal to it (which would
+        // orphan the child), and one sent while the child starts still reaches it.
+        let child = try SignalForwarding.start {
+            try ChildProgram.spawn(
+                arguments.trailing, environment: environment, standardOutput: output.fileDescriptor,
+                captureStandardError: keepBytes != nil)
+        }
         let tail = keepBytes.map { child.teeStandardError(keeping: $0) }
         let ended = child.wait()
-        SignalForwarding.forward(to: 0)
+        SignalForwarding.stop()
         let exit = ProgramExit(
             program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
             output: tail?.finish(waitingAtMostMs: 1_000))
@@ -79,10 +80,10 @@ enum RunCommand {
 
     /// The folder of the running executable (`/proc/self/exe`), where the products are.
     static func executableFolder() -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
+        let count = readlink("/proc/self/exe", &buffer, buffer.count)
         guard count > 0 else { return Paths.absolute(CommandLine.arguments.first ?? ".") + "/.." }
-        buffer[count] = 0
-        return URL(fileURLWithPath: String(cString: buffer)).deletingLastPathComponent().path
+        let path = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return URL(fileURLWithPath: path).deletingLastPathComponent().path
     }
 }

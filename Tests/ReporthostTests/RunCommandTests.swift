@@ -51,6 +51,23 @@ import Testing
         }
         """) }
 
+    /// Says "ready" on stdout, then waits; SIGTERM ends it with status 42. It gives up by
+    /// itself after 20 s (SIGALRM: status 142), so a signal that never arrives fails the test
+    /// instead of hanging it.
+    static let waitsForTerm = Result { try program("waits-for-term", """
+        #include <signal.h>
+        #include <stdio.h>
+        #include <unistd.h>
+        static void term(int s) { (void)s; _exit(42); }
+        int main(void) {
+            signal(SIGTERM, term);
+            alarm(20);
+            printf("ready\\n");
+            fflush(stdout);
+            for (;;) pause();
+        }
+        """) }
+
     func config(_ receiver: LocalReceiver) throws -> String {
         let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
@@ -127,6 +144,19 @@ import Testing
         }
     }
 
+    @Test("I-1, run: a SIGTERM sent to run reaches the program, even when run started with the signal blocked, and run exits with its status")
+    func signalPassedOn() async throws {
+        try await offPool { [self] in
+            let words = [Products.reporthost.path, "run", "--repository", repository, "--", try Self.waitsForTerm.get()]
+            // The mask a parent spawning from a libdispatch worker thread hands down.
+            let run = try BlockedSignalChild(words, blocking: [SIGTERM], environment: ChildProcess.environment, log: folder.appendingPathComponent("run.log"))
+            #expect(run.readLine() == "ready", "\(run.log)")
+            kill(run.pid, SIGTERM)
+            #expect(run.wait() == 42, "the program's own SIGTERM status, not 142 (it never heard the signal): \(run.log)")
+            #expect(try records().isEmpty, "a program that ended itself on SIGTERM is no abnormal exit")
+        }
+    }
+
     @Test("I-4, run: a missing program or a bad --attach-output is a usage error (exit 2), a program that cannot start is exit 1")
     func badInput() async throws {
         try await offPool { [self] in
@@ -138,4 +168,70 @@ import Testing
             #expect(absent.status == 1 && absent.stderr.contains("cannot start"), "\(absent.stderr)")
         }
     }
+}
+
+/// A child spawned with some signals blocked and its standard output on a pipe.
+struct BlockedSignalChild {
+    let pid: pid_t
+    let output: Int32
+    let logFile: URL
+
+    init(_ words: [String], blocking signals: [Int32], environment: [String: String], log: URL) throws {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw POSIXError(.EMFILE) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO)
+        posix_spawn_file_actions_addclose(&actions, ends[0])
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for number in signals { sigaddset(&mask, number) }
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        let argv = words.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid = pid_t()
+        let status = posix_spawn(&pid, words[0], &actions, &attributes, argv, envp)
+        close(ends[1])
+        guard status == 0 else {
+            close(ends[0])
+            throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EINVAL)
+        }
+        self.pid = pid
+        output = ends[0]
+        logFile = log
+    }
+
+    /// One line of its standard output, without the newline (nil at end of file).
+    func readLine() -> String? {
+        var line = Data()
+        var byte: UInt8 = 0
+        while line.count < 4_096 {
+            let count = read(output, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count == 1 else { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }
+            if byte == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Its exit status, or 128 + the signal that ended it.
+    func wait() -> Int32 {
+        defer { close(output) }
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) < 0 {
+            guard errno == EINTR else { return -1 }
+        }
+        return raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+    }
+
+    /// What it wrote to standard error.
+    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 }
