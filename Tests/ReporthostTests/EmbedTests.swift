@@ -39,6 +39,117 @@ import Testing
         }
     }()
 
+    /// A test driver of the embedding API: `embed-driver CONFIG|- REPOSITORY MODE [FOLDER]`.
+    /// Prints `started <ms>` (the time rh_embed_start took), then by MODE:
+    /// - `hold`: waits for the end of its standard input, then stops;
+    /// - `report`: raises an error report and prints `report <result> <id>`;
+    /// - `misuse`: calls the API wrongly, a line `<case> <result>` each (FOLDER holds the files
+    ///   a.txt … d.txt to attach).
+    static let driver: Result<URL, Fixtures.CompileError> = {
+        let source = #"""
+            #include <reporthost/embed.h>
+            #include <stdint.h>
+            #include <stdio.h>
+            #include <string.h>
+            #include <time.h>
+
+            static double now_ms(void) {
+                struct timespec t;
+                clock_gettime(CLOCK_MONOTONIC, &t);
+                return t.tv_sec * 1000.0 + t.tv_nsec / 1e6;
+            }
+
+            static void misuse(rh_embed *h, const char *config, const char *repository, const char *folder) {
+                char error[512], id[37], path[4096];
+                rh_embed *second = rh_embed_start(config, repository, error, sizeof error);
+                printf("second-start %s %s\n", second ? "handle" : "NULL", error);
+                printf("attribute-null-key %d\n", rh_embed_set_attribute(h, NULL, "v"));
+                printf("attribute-key-with-equals %d\n", rh_embed_set_attribute(h, "a=b", "v"));
+                printf("attribute-bad-utf8 %d\n", rh_embed_set_attribute(h, "k", "\xff\xfe"));
+                printf("attribute-remove-absent %d\n", rh_embed_set_attribute(h, "never-set", NULL));
+                char long_value[600];
+                memset(long_value, 'v', sizeof long_value - 1);
+                long_value[sizeof long_value - 1] = 0;
+                printf("attribute-past-crash-file-limits %d\n", rh_embed_set_attribute(h, "long", long_value));
+                rh_embed *stale = (rh_embed *)(uintptr_t)0x1234;
+                printf("stale-attribute %d\n", rh_embed_set_attribute(stale, "k", "v"));
+                memset(id, 'x', sizeof id);
+                printf("stale-report %d [%s]\n", rh_embed_report(stale, "bug", "s", NULL, id), id);
+                printf("stale-attachment %d\n", rh_embed_add_attachment(stale, "/etc/hostname"));
+                memset(id, 'x', sizeof id);
+                printf("unknown-type %d [%s]\n", rh_embed_report(h, "crash", "s", NULL, id), id);
+                printf("null-type %d\n", rh_embed_report(h, NULL, "s", NULL, id));
+                printf("empty-attachment %d\n", rh_embed_add_attachment(h, ""));
+                const char *names[] = {"a.txt", "b.txt", "c.txt", "d.txt"};
+                for (int i = 0; i < 4; i++) {
+                    snprintf(path, sizeof path, "%s/%s", folder, names[i]);
+                    printf("attachment-%d %d\n", i + 1, rh_embed_add_attachment(h, path));
+                }
+                int status = rh_embed_report(h, "bug", "misuse", NULL, id);
+                printf("report %d %s %zu\n", status, id, strlen(id));
+                printf("no-id-buffer %d\n", rh_embed_report(h, "exception", "no id", NULL, NULL));
+                rh_embed_stop(stale);
+                printf("live-after-stale-stop %d\n", rh_embed_set_attribute(h, "still", "live"));
+                rh_embed_stop(h);
+                printf("stopped-attribute %d\n", rh_embed_set_attribute(h, "k", "v"));
+                memset(id, 'x', sizeof id);
+                printf("stopped-report %d [%s]\n", rh_embed_report(h, "bug", "s", NULL, id), id);
+                rh_embed_stop(h);
+                char small[8];
+                rh_embed *bad = rh_embed_start("/nonexistent/config.json", repository, small, sizeof small);
+                printf("bad-config %s %zu\n", bad ? "handle" : "NULL", strlen(small));
+                rh_embed *again = rh_embed_start(config, repository, error, sizeof error);
+                printf("restart %s\n", again != NULL && again != h ? "new-handle" : "no-new-handle");
+                printf("old-handle-after-restart %d\n", rh_embed_set_attribute(h, "k", "v"));
+                rh_embed_stop(again);
+            }
+
+            int main(int argc, char **argv) {
+                if (argc < 4) return 2;
+                const char *config = strcmp(argv[1], "-") == 0 ? NULL : argv[1];
+                const char *repository = argv[2], *mode = argv[3];
+                char error[512];
+                double start = now_ms();
+                rh_embed *h = rh_embed_start(config, repository, error, sizeof error);
+                double took = now_ms() - start;
+                if (h == NULL) {
+                    printf("start failed: %s\n", error);
+                    return 1;
+                }
+                printf("started %.0f\n", took);
+                fflush(stdout);
+                if (strcmp(mode, "hold") == 0) {
+                    char buffer[64];
+                    while (fread(buffer, 1, sizeof buffer, stdin) > 0) {}
+                } else if (strcmp(mode, "report") == 0) {
+                    char id[37];
+                    int status = rh_embed_report(h, "error", "from the driver", NULL, id);
+                    printf("report %d %s\n", status, id);
+                } else if (strcmp(mode, "misuse") == 0 && argc > 4) {
+                    misuse(h, config, repository, argv[4]);
+                    return 0;
+                }
+                rh_embed_stop(h);
+                printf("stopped\n");
+                return 0;
+            }
+            """#
+        let output = makeTemporaryDirectory("embed-driver").appendingPathComponent("embed-driver")
+        let lib = library.deletingLastPathComponent().path
+        do {
+            let file = try Fixtures.file("embed-driver.c", source)
+            try Fixtures.compile([
+                "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror", "-I", Products.pluginAPIInclude.path, file.path,
+                "-o", output.path, "-L", lib, "-lreporthost", "-Wl,-rpath,\(lib)",
+            ])
+            return .success(output)
+        } catch let error as Fixtures.CompileError {
+            return .failure(error)
+        } catch {
+            return .failure(Fixtures.CompileError(description: "\(error)"))
+        }
+    }()
+
     func config(_ receiver: LocalReceiver, plugin: URL) throws -> String {
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
         try #"{"plugins": {"handler": "\#(plugin.path)"}, "submission": {"url": "\#(receiver.url)", "timeoutMs": 5000}, "retry": {"intervalSeconds": 0}}"#
@@ -93,6 +204,92 @@ import Testing
         try await offPool { [self] in
             let script = Products.packageRoot.appendingPathComponent("Examples/python/app.py").path
             try crashThenReport(["/usr/bin/env", "python3", script], environment: ["REPORTHOST_LIB": Self.library.path], attribute: "python")
+        }
+    }
+
+    /// The records of the shared repository: report id → trigger.
+    func storedTriggers() throws -> [String: String] {
+        guard let stored = try Repository.openForReading(folder: URL(fileURLWithPath: repository)) else { return [:] }
+        return Dictionary(try stored.records().map { ($0.reportID, $0.trigger.name) }) { a, _ in a }
+    }
+
+    func launch() throws -> ChildProcess.Result {
+        try ChildProcess.reporthost(["launch", "--repository", repository], directory: folder)
+    }
+
+    @Test("I-2, D-16, embed: a second process starts at once as a secondary and stores its report; a running secondary is never an abnormal exit, a killed one is")
+    func secondaryProcess() async throws {
+        try await offPool { [self] in
+            let driver = try Self.driver.get().path
+            let primary = try SpawnedChild([driver, "-", repository, "hold"], log: folder.appendingPathComponent("primary.log"))
+            #expect(primary.readLine()?.hasPrefix("started ") == true, "\(primary.log)")
+
+            // Another copy of the program while the first holds the repository lock.
+            let second = try ChildProcess.run(driver, ["-", repository, "report"], directory: folder)
+            let lines = second.stdout.split(separator: "\n").map(String.init)
+            let startMs = try #require(lines.first { $0.hasPrefix("started ") }.flatMap { Int($0.dropFirst(8)) }, "\(second.stdout) \(second.stderr)")
+            // It waits 100 ms for the lock, not the command line's 10 s (SPEC I-2): the margin
+            // is for a loaded machine.
+            #expect(startMs >= 100 && startMs < 5_000, "rh_embed_start took \(startMs) ms")
+            let report = try #require(lines.first { $0.hasPrefix("report 0 ") }, "\(second.stdout) \(second.stderr)")
+            #expect(try storedTriggers()[String(report.dropFirst(9))] == "log_error", "the secondary's report is stored in the shared repository")
+
+            // Two secondaries hold their sessions; the primary stops, `launch` takes the lock.
+            let running = try SpawnedChild([driver, "-", repository, "hold"], log: folder.appendingPathComponent("running.log"))
+            let killed = try SpawnedChild([driver, "-", repository, "hold"], log: folder.appendingPathComponent("killed.log"))
+            #expect(running.readLine()?.hasPrefix("started ") == true, "\(running.log)")
+            #expect(killed.readLine()?.hasPrefix("started ") == true, "\(killed.log)")
+            primary.closeInput()
+            #expect(primary.wait() == 0, "\(primary.log)")
+            kill(killed.pid, SIGKILL)
+            #expect(killed.wait() == 137)
+            let launched = try launch()
+            #expect(launched.status == 0, "\(launched.stderr)")
+            let abnormal = try storedTriggers().filter { $0.value == "abnormal_exit" }
+            #expect(abnormal.count == 1, "only the killed secondary is an abnormal exit: \(launched.stderr)")
+
+            // The running one stops cleanly: it leaves no mark, so nothing new is reported.
+            running.closeInput()
+            #expect(running.wait() == 0, "\(running.log)")
+            #expect(try launch().status == 0)
+            #expect(try storedTriggers().filter { $0.value == "abnormal_exit" }.count == 1)
+        }
+    }
+
+    @Test("I-4, embed: misuse is refused without harm: a second live start, bad keys and types, stale handles, a fourth attachment, a short error buffer")
+    func misuse() async throws {
+        try await offPool { [self] in
+            let files = folder.appendingPathComponent("files")
+            try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+            for name in ["a.txt", "b.txt", "c.txt", "d.txt"] { try Data(name.utf8).write(to: files.appendingPathComponent(name)) }
+            let result = try ChildProcess.run(try Self.driver.get().path, ["-", repository, "misuse", files.path], directory: folder)
+            #expect(result.status == 0 && result.signal == nil, "\(result.stderr)")
+            var said: [String: String] = [:]
+            for line in result.stdout.split(separator: "\n") {
+                let words = line.split(separator: " ", maxSplits: 1).map(String.init)
+                if words.count == 2 { said[words[0]] = words[1] }
+            }
+            #expect(said["second-start"]?.hasPrefix("NULL ") == true && (said["second-start"]?.count ?? 0) > 10, "NULL with a message: \(result.stdout)")
+            for invalid in ["attribute-null-key", "attribute-key-with-equals", "attribute-bad-utf8", "null-type", "empty-attachment", "attachment-4"] {
+                #expect(said[invalid] == "-1", "\(invalid): \(said[invalid] ?? "missing")")
+            }
+            #expect(said["unknown-type"] == "-1 []", "an unknown type: invalid, and the id buffer emptied")
+            for stopped in ["stale-attribute", "stale-attachment", "old-handle-after-restart", "stopped-attribute"] {
+                #expect(said[stopped] == "-2", "\(stopped): \(said[stopped] ?? "missing")")
+            }
+            #expect(said["stale-report"] == "-2 []" && said["stopped-report"] == "-2 []")
+            for fine in ["attribute-remove-absent", "attribute-past-crash-file-limits", "attachment-1", "attachment-2", "attachment-3", "no-id-buffer", "live-after-stale-stop"] {
+                #expect(said[fine] == "0", "\(fine): \(said[fine] ?? "missing")")
+            }
+            #expect(said["bad-config"] == "NULL 7", "a message cut to the 8-byte buffer")
+            #expect(said["restart"] == "new-handle")
+            let report = try #require(said["report"]?.split(separator: " ").map(String.init), "\(result.stdout)")
+            #expect(report.count == 3 && report[0] == "0" && report[2] == "36", "\(report)")
+            let stored = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+            let record = try #require(try stored.records().first { $0.reportID == report[1] })
+            #expect(record.document.content.attachments.map(\.name).sorted() == ["a.txt", "b.txt", "c.txt"], "three kept, the fourth refused")
+            #expect(record.document.content.attributes["long"]?.count == 599, "an attribute crash files cannot carry still reaches reports")
+            #expect(result.stderr.contains("crash files omit the attribute 'long'"), "\(result.stderr)")
         }
     }
 }

@@ -149,7 +149,7 @@ import Testing
         try await offPool { [self] in
             let words = [Products.reporthost.path, "run", "--repository", repository, "--", try Self.waitsForTerm.get()]
             // The mask a parent spawning from a libdispatch worker thread hands down.
-            let run = try BlockedSignalChild(words, blocking: [SIGTERM], environment: ChildProcess.environment, log: folder.appendingPathComponent("run.log"))
+            let run = try SpawnedChild(words, log: folder.appendingPathComponent("run.log"), blocking: [SIGTERM])
             #expect(run.readLine() == "ready", "\(run.log)")
             kill(run.pid, SIGTERM)
             #expect(run.wait() == 42, "the program's own SIGTERM status, not 142 (it never heard the signal): \(run.log)")
@@ -168,70 +168,4 @@ import Testing
             #expect(absent.status == 1 && absent.stderr.contains("cannot start"), "\(absent.stderr)")
         }
     }
-}
-
-/// A child spawned with some signals blocked and its standard output on a pipe.
-struct BlockedSignalChild {
-    let pid: pid_t
-    let output: Int32
-    let logFile: URL
-
-    init(_ words: [String], blocking signals: [Int32], environment: [String: String], log: URL) throws {
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { throw POSIXError(.EMFILE) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO)
-        posix_spawn_file_actions_addclose(&actions, ends[0])
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        for number in signals { sigaddset(&mask, number) }
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
-        let argv = words.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid = pid_t()
-        let status = posix_spawn(&pid, words[0], &actions, &attributes, argv, envp)
-        close(ends[1])
-        guard status == 0 else {
-            close(ends[0])
-            throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EINVAL)
-        }
-        self.pid = pid
-        output = ends[0]
-        logFile = log
-    }
-
-    /// One line of its standard output, without the newline (nil at end of file).
-    func readLine() -> String? {
-        var line = Data()
-        var byte: UInt8 = 0
-        while line.count < 4_096 {
-            let count = read(output, &byte, 1)
-            if count < 0 && errno == EINTR { continue }
-            guard count == 1 else { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }
-            if byte == UInt8(ascii: "\n") { break }
-            line.append(byte)
-        }
-        return String(decoding: line, as: UTF8.self)
-    }
-
-    /// Its exit status, or 128 + the signal that ended it.
-    func wait() -> Int32 {
-        defer { close(output) }
-        var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) < 0 {
-            guard errno == EINTR else { return -1 }
-        }
-        return raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
-    }
-
-    /// What it wrote to standard error.
-    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 }

@@ -23,21 +23,36 @@ public struct CrashCapture: Sendable {
     public static let off = CrashCapture(isLive: false)
 
     /// Installs the handlers writing into `crashes`, naming `session`; registers the host-wide
-    /// attributes. Returns false if the handlers could not be installed.
+    /// attributes, telling `omitted` the keys crash files cannot carry. Returns false if the
+    /// handlers could not be installed.
     @discardableResult
-    public func install(crashes: URL, session: String, attributes: [String: String]) -> Bool {
+    public func install(
+        crashes: URL, session: String, attributes: [String: String], omitted: (String) -> Void = { _ in }
+    ) -> Bool {
         guard isLive else { return false }
-        for (key, value) in attributes { setAttribute(key, value) }
+        for (key, value) in attributes.sorted(by: { $0.key < $1.key }) where !setAttribute(key, value) { omitted(key) }
         return rh_crash_install(crashes.path, session)
     }
 
     /// Whether the handlers are installed in this process.
     public var isInstalled: Bool { isLive && rh_crash_is_installed() }
 
-    /// Sets (nil: removes) a host-wide attribute recorded in crash files.
-    public func setAttribute(_ key: String, _ value: String?) {
-        guard isLive else { return }
-        if let value { _ = rh_crash_set_attribute(key, value) } else { rh_crash_remove_attribute(key) }
+    /// The log line for an attribute crash files cannot carry.
+    public static func omission(of key: String) -> String {
+        "crash files omit the attribute '\(key.prefix(64))' (at most 64 attributes, each key=value of at most 511 bytes "
+            + "with no newline); reports still carry it"
+    }
+
+    /// Sets (nil: removes) a host-wide attribute recorded in crash files. Returns false when
+    /// crash files cannot carry it (`omission(of:)` says why); the previous value, if any, stays.
+    @discardableResult
+    public func setAttribute(_ key: String, _ value: String?) -> Bool {
+        guard isLive else { return true }
+        guard let value else {
+            rh_crash_remove_attribute(key)
+            return true
+        }
+        return rh_crash_set_attribute(key, value)
     }
 
     /// Gives the calling thread an alternate signal stack (freed when the thread ends), so a

@@ -54,7 +54,10 @@ public final class ReportHost: Sendable {
         self.mainExecutor = mainExecutor
         self.observer = observer
         events = { handler, event in observer?(.broke(handler: handler, event)) }
-        attributes = HostAttributes(configuration.attributes, mirror: crashCapture.setAttribute)
+        attributes = HostAttributes(configuration.attributes) { key, value in
+            guard !crashCapture.setAttribute(key, value) else { return }
+            logger.info(CrashCapture.omission(of: key))
+        }
         hostID = HostDirectory.shared.register(.init(log: logger, attributes: attributes, events: events))
         table = SendablePointer(pointer: UnsafeMutablePointer(mutating: try HostAPITable.make(hostID: hostID, faults: faults)))
         let window = configuration.limits.effectiveCompletionWindowMs

@@ -95,7 +95,9 @@ public final class HostSession: Sendable {
     private func prepare(installCrashCapture: Bool) throws(HostError) {
         if installCrashCapture {
             let capture = host.crashCapture
-            capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot)
+            capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot) { key in
+                host.logger.info(CrashCapture.omission(of: key))
+            }
             // Running-app callbacks run on the main thread: it needs its own alternate stack.
             _ = host.mainExecutor.sync { capture.prepareThread() }
         }

@@ -1,0 +1,106 @@
+import Foundation
+import Glibc
+
+/// A child process a test talks to while it runs: its standard input and output are pipes
+/// (read a line, close the input), its standard error goes to a file; it may start with
+/// signals blocked. Spawned with `posix_spawn` (never `fork`), with `ChildProcess.environment`.
+///
+/// # Thread safety
+/// One test thread uses it.
+public final class SpawnedChild {
+    public let pid: pid_t
+    private let output: Int32
+    private var input: Int32
+    private let logFile: URL
+    private var status: Int32?
+
+    /// - Parameter blocking: signals blocked in the child from its start (the mask a parent
+    ///   spawning from a libdispatch worker thread hands down).
+    public init(_ words: [String], log: URL, blocking signals: [Int32] = []) throws {
+        guard let program = words.first else { throw POSIXError(.EINVAL) }
+        var outEnds: [Int32] = [-1, -1]
+        var inEnds: [Int32] = [-1, -1]
+        guard pipe(&outEnds) == 0 else { throw POSIXError(.EMFILE) }
+        guard pipe(&inEnds) == 0 else {
+            outEnds.forEach { close($0) }
+            throw POSIXError(.EMFILE)
+        }
+        // The test's ends stay out of every child (tests run in parallel).
+        _ = fcntl(outEnds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(inEnds[1], F_SETFD, FD_CLOEXEC)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, outEnds[1], STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, inEnds[0], STDIN_FILENO)
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for number in signals { sigaddset(&mask, number) }
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        let argv = words.map { strdup($0) } + [nil]
+        let envp = ChildProcess.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
+        close(outEnds[1])
+        close(inEnds[0])
+        guard spawned == 0 else {
+            close(outEnds[0])
+            close(inEnds[1])
+            throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EINVAL)
+        }
+        self.pid = pid
+        output = outEnds[0]
+        input = inEnds[1]
+        logFile = log
+    }
+
+    deinit {
+        closeInput()
+        close(output)
+        if status == nil { kill(pid, SIGKILL) }
+        _ = wait()
+    }
+
+    /// One line of its standard output, without the newline (nil at end of file).
+    public func readLine() -> String? {
+        var line = Data()
+        var byte: UInt8 = 0
+        while line.count < 4_096 {
+            let count = read(output, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count == 1 else { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }
+            if byte == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Closes its standard input (it reads end of file).
+    public func closeInput() {
+        guard input >= 0 else { return }
+        close(input)
+        input = -1
+    }
+
+    /// Waits for it to end: its exit status, or 128 + the signal that ended it.
+    @discardableResult
+    public func wait() -> Int32 {
+        if let status { return status }
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) < 0 {
+            guard errno == EINTR else { return -1 }
+        }
+        let ended = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+        status = ended
+        return ended
+    }
+
+    /// What it wrote to standard error so far.
+    public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+}
