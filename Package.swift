@@ -12,7 +12,7 @@ func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
 // Layers, lowest first (ARCHITECTURE.md): PluginAPI (the C ABI headers) and CrashCapture (the
 // signal-safe writer, C) → Host (the engine) → Conformance (the validator) and Receiver (the
 // local submission endpoint) → reporthost (the CLI). CFFI, CSQLite and CCrypto are thin shims
-// over Debian's libffi, libsqlite3 and libcrypto.
+// over Debian's libffi, libsqlite3 and libcrypto; HTTPPost is one POST through libcurl (C).
 let package = Package(
     name: "ReportHost",
     products: [
@@ -45,7 +45,10 @@ let package = Package(
             name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]),
         .target(name: "CrashCapture"),
-        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture"]),
+        // libcurl (libcurl4-openssl-dev), not FoundationNetworking: its `try!` on some curl
+        // errors could end the host when a server misbehaves.
+        .target(name: "HTTPPost", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture", "HTTPPost"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(
             name: "Embed", dependencies: ["Host"],

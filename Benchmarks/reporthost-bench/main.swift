@@ -97,7 +97,7 @@ let saveRate = try measure("save a report to the repository (baseline), reports"
 var delivery = Configuration()
 delivery.submission.url = receiver.url
 delivery.reportsPerMin = 0
-let deliverer = Deliverer(repository: repository, configuration: delivery, transport: URLSessionTransport(), logger: .silent)
+let deliverer = Deliverer(repository: repository, configuration: delivery, transport: CurlTransport(), logger: .silent)
 let deliverRate = try measure("deliver to the local receiver (2xx, terminal), reports", deliveries) {
     let summary = try deliverer.deliver(retries: false)
     precondition(summary.accepted == deliveries, "delivered \(summary.accepted) of \(deliveries)")

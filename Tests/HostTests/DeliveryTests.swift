@@ -26,7 +26,7 @@ import Testing
         configuration.reportsPerMin = 0
         configure(&configuration)
         return Deliverer(
-            repository: repository, configuration: configuration, transport: URLSessionTransport(timeoutMs: configuration.submission.timeoutMs),
+            repository: repository, configuration: configuration, transport: CurlTransport(),
             logger: HostLogger(destinations: [log]), now: { now })
     }
 
@@ -249,7 +249,7 @@ import Testing
         let other = try Repository.open(folder: repository.folder)
         let sharing = Deliverer(
             repository: other, configuration: { var c = Configuration(); c.submission.url = server.url; c.reportsPerMin = 2; return c }(),
-            transport: URLSessionTransport(), logger: .silent, now: { now.addingTimeInterval(30) })
+            transport: CurlTransport(), logger: .silent, now: { now.addingTimeInterval(30) })
         #expect(try sharing.deliver(retries: false).rateLimited)
         #expect(server.received.count == 2)
         #expect(try repository.nextAdmission(perMinute: 2, now: now) != nil)

@@ -30,7 +30,7 @@ import Testing
         for (errno, from) in [(ENOSPC, 1), (EIO, 3), (ENOSPC, 5)] {
             let plan = FaultPlan([FaultPlan.Fault(.write, from: from, errno: errno)])
             let failing = Deliverer(
-                repository: repository, configuration: configuration, transport: URLSessionTransport(), logger: HostLogger(destinations: [log]),
+                repository: repository, configuration: configuration, transport: CurlTransport(), logger: HostLogger(destinations: [log]),
                 system: SystemCalls(faults: plan))
             let summary = try failing.deliver(retries: true)
             #expect(summary == Deliverer.Summary())
@@ -40,7 +40,7 @@ import Testing
             #expect(receiver.received.isEmpty)
         }
         #expect(log.lines.contains { $0.contains("cannot build the request") && $0.contains("No space left on device") })
-        let live = Deliverer(repository: repository, configuration: configuration, transport: URLSessionTransport(), logger: HostLogger(destinations: [log]))
+        let live = Deliverer(repository: repository, configuration: configuration, transport: CurlTransport(), logger: HostLogger(destinations: [log]))
         #expect(try live.deliver(retries: true).accepted == 1)
         #expect(receiver.received.first?.attachments["a.log"]?.count == 100_000)
     }

@@ -201,6 +201,37 @@ import Testing
         }
     }
 
+    @Test("D-9: a hostile answer head never ends the host: each is a clear outcome, a redirect is an answer never followed")
+    func hostileHeads() async throws {
+        try await offPool { [self] in
+            let header = String(repeating: "h", count: 200_000)
+            let many = (0..<20_000).map { "X-\($0): y\r\n" }.joined()
+            let cases: [(name: String, answer: String, state: String, outcome: String)] = [
+                ("no status line", "HELLO\r\n\r\n", "retry", "not an HTTP answer"),
+                ("a cut-off head", "HTTP/1.1 20", "retry", "connection closed without an answer"),
+                ("a six-digit status", "HTTP/1.1 200000 OK\r\nContent-Length: 0\r\n\r\n", "retry", "not an HTTP answer"),
+                ("a 200 KB header", "HTTP/1.1 200 OK\r\nX-Big: \(header)\r\nContent-Length: 0\r\n\r\n", "retry", "an answer head over libcurl's limits"),
+                ("20,000 headers", "HTTP/1.1 200 OK\r\n\(many)Content-Length: 0\r\n\r\n", "terminal", "accepted (HTTP 200)"),
+                ("an over-long Retry-After", "HTTP/1.1 503 No\r\nRetry-After: \(String(repeating: "9", count: 100))\r\n\r\n", "retry", "HTTP 503"),
+                ("a redirect to itself", "HTTP/1.1 307 Again\r\nLocation: /post?again\r\nContent-Length: 0\r\n\r\n", "terminal", "rejected (HTTP 307)"),
+            ]
+            for (index, item) in cases.enumerated() {
+                let server = try RawHTTPServer(.respond(item.answer))
+                defer { server.stop() }
+                let result = try run(["report", "error", "--config", try config(server.url, timeoutMs: 2_000)])
+                #expect(result.status == 0 && result.signal == nil, "\(item.name): \(result.stderr)")
+                let records = try status()["records"]?.arrayValue ?? []
+                #expect(records.count == index + 1, "\(item.name): the report is stored whatever the answer")
+                let record = try #require(records.last)
+                #expect(record["state"] == .string(item.state), "\(item.name): \(record)")
+                #expect(record["outcome"] == .string(item.outcome), "\(item.name): \(record)")
+                #expect(server.requests == 1, "\(item.name): sent once, never followed or repeated")
+                // A record kept for retry waits at least the configured interval (0 s here).
+                if item.state == "retry" { #expect(record["next_attempt_at"] != .null, "\(item.name)") }
+            }
+        }
+    }
+
     @Test("I-4: a full or closed stderr never kills the host: the report is stored, errors keep their exit status")
     func fullOrClosedStderr() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the
@@ -265,7 +296,7 @@ import Testing
         }
     }
 
-    @Test("D-9: a submission timeout under a second still delivers (FoundationNetworking keeps whole seconds: rounded up)")
+    @Test("D-9: a submission timeout under a second still delivers (libcurl's idle check counts whole seconds: rounded up)")
     func subSecondTimeout() async throws {
         try await offPool { [self] in
             let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))

@@ -182,7 +182,7 @@ public final class HostSession: Sendable {
     public func deliverer(transport: (any SubmissionTransport)? = nil) -> Deliverer {
         Deliverer(
             repository: repository, configuration: host.configuration,
-            transport: transport ?? URLSessionTransport(timeoutMs: host.configuration.submission.timeoutMs), logger: host.logger,
+            transport: transport ?? CurlTransport(), logger: host.logger,
             faults: host.faults)
     }
 

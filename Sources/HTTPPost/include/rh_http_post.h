@@ -1,0 +1,29 @@
+/* One HTTP(S) POST through libcurl, for delivery (Sources/Host/Delivery/HTTPClient.swift).
+ *
+ * What a server sends is bounded here: the status line and one header (Retry-After) are
+ * kept, within fixed buffers; the response body is never read (the transfer ends at the
+ * end of the final head); redirects are not followed; only http and https are spoken. */
+#pragma once
+
+#include <stddef.h>
+
+/* What one attempt came to. */
+typedef struct {
+    /* The final answer's HTTP status (100…999), or 0 when there was no answer. */
+    int status;
+    /* The answer's Retry-After value, trimmed, NUL-terminated; "" when absent or over 64 bytes. */
+    char retry_after[65];
+    /* Without an answer: what went wrong, in a few words ("connection refused", "timed out",
+     * "host not found (DNS)", "TLS failure", "not an HTTP answer", or curl's own message). */
+    char failure[320];
+} rh_http_result;
+
+/* POSTs the file at body_path to url with the Content-Type content_type.
+ *
+ * idle_timeout_ms: the limit for connecting, and for any stretch in which no byte moves
+ * (counted in whole seconds, rounded up, at least 1 s). total_timeout_ms: the limit for the
+ * whole request. Returns 0 with result->status set when the server answered, -1 with
+ * result->failure set when it did not. Blocks the calling thread; any thread; never raises
+ * a signal (CURLOPT_NOSIGNAL). */
+int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
+                 long total_timeout_ms, rh_http_result *result);
