@@ -349,7 +349,8 @@ public enum Catalogue {
         return events.first(of: kinds, about: plugin)?.message
     }
 
-    /// The defined dynamic symbols of a library, via nm; nil when nm is missing.
+    /// The defined dynamic symbols of a library, via nm; nil when nm is missing. Of nm's
+    /// output the first 4 MB are kept (a plugin's symbol table is input from outside).
     static func exportedSymbols(_ path: String) -> [String]? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -358,7 +359,7 @@ public enum Catalogue {
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return nil }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let data = SystemCalls.live.drain(out.fileHandleForReading.fileDescriptor, keep: .first(4 << 20))
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { return nil }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }

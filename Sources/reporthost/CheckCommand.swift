@@ -100,11 +100,11 @@ enum CheckCommand {
         // Bounded: a plugin printing in a loop must not fill the parent's memory. The result
         // document is small (first 1 MB kept); of stderr only the tail is shown.
         Thread.detachNewThread {
-            let data = drain(out.fileHandleForReading.fileDescriptor, keep: .first(1 << 20))
+            let data = SystemCalls.live.drain(out.fileHandleForReading.fileDescriptor, keep: .first(1 << 20))
             drained.update { $0.out = data }
         }
         Thread.detachNewThread {
-            let data = drain(err.fileHandleForReading.fileDescriptor, keep: .last(64 * 1024))
+            let data = SystemCalls.live.drain(err.fileHandleForReading.fileDescriptor, keep: .last(64 * 1024))
             drained.update { $0.err = data }
         }
         let finished = ended.wait(until: start.advanced(byMilliseconds: timeoutMs), clock: clock, for: { $0 }, then: { value, _ in value })
@@ -132,27 +132,6 @@ enum CheckCommand {
         }
         let stderrTail = String(decoding: errors.suffix(400), as: UTF8.self)
         return CheckResult(check: name, status: .failed, details: "no result (exit \(process.terminationStatus)): \(stderrTail)", durationMs: elapsed)
-    }
-
-    /// Which bytes of a drained pipe are kept.
-    enum Keep {
-        case first(Int)
-        case last(Int)
-    }
-
-    /// Reads `fd` to its end, keeping at most the chosen bytes (the rest is read and dropped).
-    static func drain(_ fd: Int32, keep: Keep) -> Data {
-        var kept = Data()
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while case .success(let count) = buffer.withUnsafeMutableBytes({ SystemCalls.live.read(fd, into: $0) }), count > 0 {
-            switch keep {
-            case .first(let limit): if kept.count < limit { kept.append(contentsOf: buffer[0..<min(count, limit - kept.count)]) }
-            case .last(let limit):
-                kept.append(contentsOf: buffer[0..<count])
-                if kept.count > limit { kept = Data(kept.suffix(limit)) }
-            }
-        }
-        return kept
     }
 
     /// The folder a check child writes its crash file into (set by the parent).
