@@ -40,8 +40,41 @@ extension SwiftHandler {
 
 /// Runs blocking host work on a thread of its own and awaits it, so an `async` test does not
 /// hold one of the few cooperative threads that `async` handlers need.
+///
+/// The body stays in the test's task (a task executor preference, not a detached thread), so
+/// an `#expect` that fails inside it is recorded against its test by name.
 public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    let executor = OwnThreadExecutor()
+    defer { executor.finish() }
+    return try await withTaskExecutorPreference(executor) { try body() }
+}
+
+/// A task executor with one thread of its own: runs the jobs given to it in order, until
+/// `finish()` and the queue is empty.
+///
+/// # Thread safety
+/// The queue is a `WaitableState`.
+final class OwnThreadExecutor: TaskExecutor {
+    private let jobs = WaitableState<(queue: [UnownedJob], finished: Bool)>(([], false))
+
+    init() {
+        let thread = Thread { [self] in
+            while let job = next() { job.runSynchronously(on: asUnownedTaskExecutor()) }
+        }
+        thread.name = "test-off-pool"
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        jobs.update { $0.queue.append(job) }
+    }
+
+    func finish() { jobs.update { $0.finished = true } }
+
+    private func next() -> UnownedJob? {
+        jobs.wait(until: nil, clock: SystemClock(), for: { !$0.queue.isEmpty || $0.finished }) { state, _ in
+            state.queue.isEmpty ? nil : state.queue.removeFirst()
+        }
     }
 }
