@@ -22,22 +22,23 @@ import Testing
         return link
     }()
 
-    /// Examples/c-app, built with the README's line (once per run).
-    static let cApp: Result<URL, Fixtures.CompileError> = {
-        let output = makeTemporaryDirectory("c-app").appendingPathComponent("c-app")
+    /// A C program linked with libreporthost.so, as the README's build line links it.
+    static func linked(_ name: String, source: () throws -> URL, flags: [String] = []) -> Result<URL, Fixtures.CompileError> {
+        let output = makeTemporaryDirectory(name).appendingPathComponent(name)
         let lib = library.deletingLastPathComponent().path
         do {
-            try Fixtures.compile([
-                "-I", Products.pluginAPIInclude.path, Products.packageRoot.appendingPathComponent("Examples/c-app/main.c").path,
-                "-o", output.path, "-L", lib, "-lreporthost", "-Wl,-rpath,\(lib)",
-            ])
+            try Fixtures.compile(
+                flags + ["-I", Products.pluginAPIInclude.path, try source().path, "-o", output.path, "-L", lib, "-lreporthost", "-Wl,-rpath,\(lib)"])
             return .success(output)
         } catch let error as Fixtures.CompileError {
             return .failure(error)
         } catch {
             return .failure(Fixtures.CompileError(description: "\(error)"))
         }
-    }()
+    }
+
+    /// Examples/c-app, built with the README's line (once per run).
+    static let cApp = linked("c-app") { Products.packageRoot.appendingPathComponent("Examples/c-app/main.c") }
 
     /// A test driver of the embedding API: `embed-driver CONFIG|- REPOSITORY MODE [FOLDER]`.
     /// Prints `started <ms>` (the time rh_embed_start took), then by MODE:
@@ -134,20 +135,7 @@ import Testing
                 return 0;
             }
             """#
-        let output = makeTemporaryDirectory("embed-driver").appendingPathComponent("embed-driver")
-        let lib = library.deletingLastPathComponent().path
-        do {
-            let file = try Fixtures.file("embed-driver.c", source)
-            try Fixtures.compile([
-                "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror", "-I", Products.pluginAPIInclude.path, file.path,
-                "-o", output.path, "-L", lib, "-lreporthost", "-Wl,-rpath,\(lib)",
-            ])
-            return .success(output)
-        } catch let error as Fixtures.CompileError {
-            return .failure(error)
-        } catch {
-            return .failure(Fixtures.CompileError(description: "\(error)"))
-        }
+        return linked("embed-driver", source: { try Fixtures.file("embed-driver.c", source) }, flags: ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror"])
     }()
 
     func config(_ receiver: LocalReceiver, plugin: URL) throws -> String {
