@@ -79,6 +79,15 @@ let abiCalls = measure("rh_host_api.set_attribute, calls", calls) {
 }
 print(String(format: "ratio ABI / Swift: %.2f", abiCalls / swiftCalls))
 
+// A JSON object repeating one key against one with as many distinct keys (the baseline):
+// a document from outside must not cost more for repeating itself.
+let keyCount = 20_000
+let distinct = Data(("{" + (0..<keyCount).map { "\"k\($0)\": \($0)" }.joined(separator: ",") + "}").utf8)
+let repeated = Data(("{" + (0..<keyCount).map { "\"k\($0 % 100)\": \($0)" }.joined(separator: ",") + "}").utf8)
+let distinctRate = try measure("parse \(keyCount) distinct keys (baseline), keys", keyCount) { _ = try JSONValue.parse(distinct) }
+let repeatedRate = try measure("parse \(keyCount) keys, 100 distinct, each repeated, keys", keyCount) { _ = try JSONValue.parse(repeated) }
+print(String(format: "ratio repeated / distinct: %.2f", repeatedRate / distinctRate))
+
 // Delivery to the local receiver against saving the same records (the baseline).
 let deliveryFolder = FileManager.default.temporaryDirectory.appendingPathComponent("reporthost-bench-\(UUID().uuidString)")
 let repository = try Repository.open(folder: deliveryFolder.appendingPathComponent("repo"))

@@ -222,6 +222,16 @@ import Testing
         }
     }
 
+    @Test("JSON: a repeated key keeps its last value, in its last position; thousands of repeats leave one key")
+    func jsonRepeatedKeys() throws {
+        let object = try JSONValue.parse(#"{"a": 1, "b": 2, "a": 3, "c": {"a": 4, "a": 5}}"#)
+        #expect(object.objectValue?.map(\.0) == ["b", "a", "c"])
+        #expect(object["a"] == .number(3) && object["c"]?["a"] == .number(5) && object["c"]?.objectValue?.count == 1)
+        let repeated = "{" + (0..<20_000).map { "\"k\($0 % 3)\": \($0)" }.joined(separator: ",") + "}"
+        let parsed = try JSONValue.parse(repeated)
+        #expect(parsed.objectValue?.map(\.0) == ["k2", "k0", "k1"] && parsed["k1"] == .number(19_999))
+    }
+
     // MARK: The receiver, over a real socket
 
     @Test("I: the receiver answers or closes every malformed request, and goes on serving well-formed ones")

@@ -187,12 +187,14 @@ extension JSONValue {
                 }
             case UInt8(ascii: "{"):
                 index += 1
-                var pairs: [(String, JSONValue)] = []
-                // Where each key sits in `pairs`: a repeated key replaces in place, not by a
-                // scan per key (quadratic on a document with many keys).
+                // A repeated key: the last value wins, in the position of the last occurrence.
+                // The earlier one is left as a hole (nil), closed once at the end: a document
+                // repeating keys costs no more than one with as many distinct keys.
+                var pairs: [(String, JSONValue)?] = []
                 var positions: [String: Int] = [:]
+                func object() -> JSONValue { .object(pairs.compactMap { $0 }) }
                 skipSpace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
+                if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return object() }
                 while true {
                     skipSpace()
                     guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key") }
@@ -202,17 +204,13 @@ extension JSONValue {
                     index += 1
                     skipSpace()
                     let item = try value(depth: depth + 1)
-                    if let position = positions[key] {
-                        // The last value wins, in the position of the last occurrence.
-                        pairs.remove(at: position)
-                        for (other, index) in positions where index > position { positions[other] = index - 1 }
-                    }
+                    if let position = positions[key] { pairs[position] = nil }
                     positions[key] = pairs.count
                     pairs.append((key, item))
                     skipSpace()
                     guard index < bytes.count else { throw fail("unterminated object") }
                     if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                    if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
+                    if bytes[index] == UInt8(ascii: "}") { index += 1; return object() }
                     throw fail("expected , or }")
                 }
             default: return try number()
