@@ -80,8 +80,7 @@ public func embedSetAttribute(_ handle: OpaquePointer?, _ key: UnsafePointer<CCh
     guard let key = text(key), !key.isEmpty, !key.contains("="), !key.contains("\n") else { return errInvalid }
     if value != nil && text(value) == nil { return errInvalid }
     return embedded.call {
-        embedded.host.attributes.set(key, text(value))
-        return ok
+        return embedded.host.attributes.set(key, text(value)) ? ok : errInvalid
     } ?? errStopped
 }
 

@@ -40,7 +40,9 @@ enum HostAPITable {
 
     static func log(hostID: UInt32, report: OpaquePointer?, level: Int32, message: UnsafePointer<CChar>?) {
         guard let message else { return }
-        let text = String(decoding: UnsafeRawBufferPointer(start: message, count: strlen(message)), as: UTF8.self)
+        // Never more than the report keeps, plus enough to say how long it was.
+        let length = strnlen(message, ReportContent.textMaxBytes)
+        let text = String(decoding: UnsafeRawBufferPointer(start: message, count: length), as: UTF8.self)
         let level = LogLevel(rawValue: level) ?? .info
         if let handle = handle(report) {
             handle.log(level, text)
@@ -57,8 +59,7 @@ enum HostAPITable {
             newValue = decoded
         }
         guard let entry = HostDirectory.shared.entry(hostID) else { return RH_ERR_CLOSED }
-        entry.attributes.set(key, newValue)
-        return RH_OK
+        return entry.attributes.set(key, newValue) ? RH_OK : RH_ERR_INVALID
     }
 
     // MARK: Conversions
@@ -89,6 +90,15 @@ enum HostAPITable {
     /// Notes a refused argument in the report's internal log and answers RH_ERR_INVALID.
     static func invalid(_ handle: ReportHandle, _ operation: String, _ what: String) -> rh_status {
         handle.noteInvalid(operation, what)
+        return RH_ERR_INVALID
+    }
+
+    /// A label count past what a report holds, refused before the array is read (a count is
+    /// outside input: mapping 2^40 elements would end the host; a `size_t` past `Int.max`
+    /// arrives negative); nil when it may be read.
+    static func refuseLabelCount(_ handle: ReportHandle, _ operation: String, _ count: Int) -> rh_status? {
+        guard count < 0 || count > ReportContent.labelsMax else { return nil }
+        handle.note(.countRefused(operation, "labels", limit: ReportContent.labelsMax), during: operation)
         return RH_ERR_INVALID
     }
 
@@ -207,6 +217,7 @@ enum HostAPITable {
 
         t.pointee.set_labels = { r, labels, count in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            if let refused = HostAPITable.refuseLabelCount(h, "set_labels", count) { return refused }
             guard let values = HostAPITable.strings(labels, count) else { return HostAPITable.invalid(h, "set_labels", "NULL array refused") }
             HostAPITable.noteDropped(h, "set_labels", values)
             return HostAPITable.status { () throws(ReportError) in try h.setLabels(values) }
@@ -218,6 +229,7 @@ enum HostAPITable {
         }
         t.pointee.add_labels = { r, labels, count in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            if let refused = HostAPITable.refuseLabelCount(h, "add_labels", count) { return refused }
             guard let values = HostAPITable.strings(labels, count) else { return HostAPITable.invalid(h, "add_labels", "NULL array refused") }
             HostAPITable.noteDropped(h, "add_labels", values)
             return HostAPITable.status { () throws(ReportError) in try h.addLabels(values) }

@@ -13,10 +13,20 @@ public final class HostAttributes: Sendable {
         self.mirror = mirror
     }
 
-    /// Sets `key`; nil removes it.
-    public func set(_ key: String, _ value: String?) {
-        values.withLock { $0[key] = value }
-        mirror(key, value)
+    /// Sets `key`; nil removes it. Returns false, changing nothing, for a new key past
+    /// `ReportContent.attributesMax` or a key or value over `ReportContent.textMaxBytes`
+    /// (host-wide attributes reach every report: they are held to a report's limits).
+    @discardableResult
+    public func set(_ key: String, _ value: String?) -> Bool {
+        let fits = { (text: String) in text.utf8.count <= ReportContent.textMaxBytes }
+        guard fits(key), value.map(fits) ?? true else { return false }
+        let stored = values.withLock { values -> Bool in
+            guard value == nil || values[key] != nil || values.count < ReportContent.attributesMax else { return false }
+            values[key] = value
+            return true
+        }
+        if stored { mirror(key, value) }
+        return stored
     }
 
     public var snapshot: [String: String] { values.withLock { $0 } }

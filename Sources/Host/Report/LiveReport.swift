@@ -47,7 +47,13 @@ public final class LiveReport: Sendable {
         /// Set once a recovered callback's method has returned without completing: its later
         /// changes wait here and apply only if completion arrives before bundling (SPEC H-9).
         var pending: [Change]?
+        /// The report as the held changes would leave it, what the next held change is
+        /// checked against (nil until the first).
+        var heldView: State?
     }
+
+    /// The most changes a held handle keeps; later ones are dropped and noted once.
+    static let heldChangesMax = 1_000
 
     typealias Change = @Sendable (inout State, Contributor) -> Void
 
@@ -124,6 +130,7 @@ public final class LiveReport: Sendable {
                 state.record(.droppedChanges(pending.count), by: handleState.contributor.handler)
             }
             handleState.pending = nil
+            handleState.heldView = nil
             state.handles[handle] = handleState
         }
         sendEvents()
@@ -145,6 +152,7 @@ public final class LiveReport: Sendable {
             guard var handleState = state.handles[handle], handleState.isOpen else { return }
             for change in handleState.pending ?? [] { change(&state, handleState.contributor) }
             handleState.pending = nil
+            handleState.heldView = nil
             handleState.isOpen = false
             state.handles[handle] = handleState
         }
@@ -248,6 +256,7 @@ public final class LiveReport: Sendable {
                 }
                 state.handles[handle]?.isOpen = false
                 state.handles[handle]?.pending = nil
+                state.handles[handle]?.heldView = nil
             }
             state.isBundled = true
             let document = ReportDocument(
@@ -282,10 +291,28 @@ public final class LiveReport: Sendable {
                 }
                 return .closed(note: note?.event.message, bundled: state.isBundled)
             }
-            if mutates, handleState.pending != nil {
-                var scratch = state
+            if mutates, let pending = handleState.pending {
+                // Checked against the report as its held changes would leave it (so a held
+                // handle's attachment budget is spent too); only a change that took is kept,
+                // and at most `heldChangesMax` of them (each may hold 3 MB of bytes).
+                guard pending.count < Self.heldChangesMax else {
+                    if pending.count == Self.heldChangesMax {
+                        state.record(.heldChangesFull(Self.heldChangesMax), by: handleState.contributor.handler)
+                        handleState.pending?.append { _, _ in }
+                        state.handles[handle] = handleState
+                    }
+                    return .done(.failure(.dropped))
+                }
+                var scratch = handleState.heldView ?? state
                 let result = body(&scratch, handleState.contributor)
-                handleState.pending?.append { state, contributor in _ = body(&state, contributor) }
+                if case .success = result {
+                    handleState.pending?.append { state, contributor in _ = body(&state, contributor) }
+                    // Content and budgets only: no handles (each would keep the view before).
+                    scratch.handles = [:]
+                    scratch.internalLog = BoundedLog()
+                    scratch.unsent = []
+                    handleState.heldView = scratch
+                }
                 state.handles[handle] = handleState
                 return .done(result)
             }

@@ -51,13 +51,32 @@ public struct ReportHandle: Hashable, Sendable {
     // MARK: Text fields
 
     public func summary() throws(ReportError) -> String { try read("summary") { $0.summary } }
-    public func setSummary(_ value: String?) throws(ReportError) { try change("set_summary") { $0.summary = value } }
+    public func setSummary(_ value: String?) throws(ReportError) { try setText("set_summary", value) { $0.summary = $1 } }
     public func description() throws(ReportError) -> String { try read("description") { $0.description } }
     public func setDescription(_ value: String?) throws(ReportError) {
-        try change("set_description") { $0.description = value }
+        try setText("set_description", value) { $0.description = $1 }
     }
     public func email() throws(ReportError) -> String { try read("email") { $0.email } }
-    public func setEmail(_ value: String?) throws(ReportError) { try change("set_email") { $0.email = value } }
+    public func setEmail(_ value: String?) throws(ReportError) { try setText("set_email", value) { $0.email = $1 } }
+
+    /// Sets a text field through `assign`, cut to `ReportContent.textMaxBytes` (the cut noted).
+    private func setText(
+        _ operation: String, _ value: String?, _ assign: @escaping @Sendable (inout ReportContent, String?) -> Void
+    ) throws(ReportError) {
+        let bounded = value.map { ReportContent.bounded($0) }
+        try self.access(operation) { state, contributor in
+            if let from = bounded?.cutFrom { state.record(.textCut(operation, from: from), by: contributor.handler) }
+            assign(&state.content, bounded?.text)
+            return .success(())
+        }.get()
+    }
+
+    /// Notes the cuts `ReportContent.bounded` made to the texts of one call.
+    private static func noteCuts(
+        _ texts: [(text: String, cutFrom: Int?)], _ operation: String, in state: inout LiveReport.State, by handler: String
+    ) {
+        for case let from? in texts.map(\.cutFrom) { state.record(.textCut(operation, from: from), by: handler) }
+    }
 
     // MARK: Severity (SPEC R-3)
 
@@ -81,9 +100,22 @@ public struct ReportHandle: Hashable, Sendable {
 
     public func attribute(_ key: String) throws(ReportError) -> String { try read("attribute") { $0.attributes[key] } }
 
-    /// Sets `key`; nil removes it (and succeeds whether or not it existed).
+    /// Sets `key`; nil removes it (and succeeds whether or not it existed). A new key past
+    /// `ReportContent.attributesMax` is refused (`.invalid`, noted); a key or value over
+    /// `textMaxBytes` is cut (noted).
     public func setAttribute(_ key: String, _ value: String?) throws(ReportError) {
-        try change("set_attribute") { $0.attributes[key] = value }
+        let key = ReportContent.bounded(key)
+        let value = value.map { ReportContent.bounded($0) }
+        try self.access("set_attribute") { (state, contributor) -> Result<Void, ReportError> in
+            let limit = ReportContent.attributesMax
+            if value != nil, state.content.attributes[key.text] == nil, state.content.attributes.count >= limit {
+                state.record(.countRefused("set_attribute", "attributes", limit: limit), by: contributor.handler)
+                return .failure(.invalid)
+            }
+            Self.noteCuts([key] + (value.map { [$0] } ?? []), "set_attribute", in: &state, by: contributor.handler)
+            state.content.attributes[key.text] = value?.text
+            return .success(())
+        }.get()
     }
 
     public func removeAttribute(_ key: String) throws(ReportError) {
@@ -103,16 +135,33 @@ public struct ReportHandle: Hashable, Sendable {
 
     public func labels() throws(ReportError) -> [String] { try read("each_label") { $0.labels } }
 
-    /// Replaces the whole list; nil elements are dropped.
+    /// Replaces the whole list; nil elements are dropped. A list over
+    /// `ReportContent.labelsMax` is refused whole (`.invalid`, noted).
     public func setLabels(_ labels: [String?]) throws(ReportError) {
-        try change("set_labels") { $0.labels = labels.compactMap { $0 } }
+        try changeLabels("set_labels", labels, replacing: true)
     }
 
     /// Appends, even a label already present.
-    public func addLabel(_ label: String) throws(ReportError) { try change("add_label") { $0.labels.append(label) } }
+    public func addLabel(_ label: String) throws(ReportError) { try changeLabels("add_label", [label], replacing: false) }
 
+    /// Appends; refused whole (`.invalid`, noted) when the list would pass `labelsMax`.
     public func addLabels(_ labels: [String?]) throws(ReportError) {
-        try change("add_labels") { $0.labels.append(contentsOf: labels.compactMap { $0 }) }
+        try changeLabels("add_labels", labels, replacing: false)
+    }
+
+    private func changeLabels(_ operation: String, _ labels: [String?], replacing: Bool) throws(ReportError) {
+        let bounded = labels.compactMap { $0 }.map { ReportContent.bounded($0) }
+        try self.access(operation) { (state, contributor) -> Result<Void, ReportError> in
+            let limit = ReportContent.labelsMax
+            guard (replacing ? 0 : state.content.labels.count) + bounded.count <= limit else {
+                state.record(.countRefused(operation, "labels", limit: limit), by: contributor.handler)
+                return .failure(.invalid)
+            }
+            Self.noteCuts(bounded, operation, in: &state, by: contributor.handler)
+            if replacing { state.content.labels = [] }
+            state.content.labels.append(contentsOf: bounded.map(\.text))
+            return .success(())
+        }.get()
     }
 
     /// Removes every occurrence.
@@ -165,9 +214,12 @@ public struct ReportHandle: Hashable, Sendable {
 
     /// Notes in the internal log that a call's argument was refused or dropped (NULL where a
     /// value is required, or not UTF-8), under this handler's name.
-    public func noteInvalid(_ operation: String, _ what: String) {
+    public func noteInvalid(_ operation: String, _ what: String) { note(.refusedArgument(operation, what), during: operation) }
+
+    /// Notes `event` in the internal log, under this handler's name.
+    public func note(_ event: RuleEvent, during operation: String) {
         _ = access(operation, mutates: false) { state, contributor in
-            state.record(.refusedArgument(operation, what), by: contributor.handler)
+            state.record(event, by: contributor.handler)
             return .success(())
         }
     }
@@ -177,6 +229,7 @@ public struct ReportHandle: Hashable, Sendable {
     /// Notes `message` in the report's internal log under this handler's name (and in the
     /// host's log); through a closed handle, in the host's log only.
     public func log(_ level: LogLevel, _ message: String) {
+        let message = InternalLogEntry.bounded(message)
         guard let report = HandleRegistry.shared.report(for: self) else {
             HandleRegistry.shared.hostLog(for: self)?.log(level, message)
             return

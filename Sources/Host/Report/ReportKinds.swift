@@ -108,6 +108,15 @@ public struct InternalLogEntry: Sendable, Equatable {
         self.handler = handler
         self.message = message
     }
+
+    /// The longest message a plugin's log call keeps (at most 1,000 entries per report).
+    public static let messageMaxBytes = 4 * 1024
+
+    /// `message` cut to `messageMaxBytes` at a character boundary, saying so.
+    public static func bounded(_ message: String) -> String {
+        let cut = ReportContent.bounded(message, limit: messageMaxBytes)
+        return cut.cutFrom.map { "\(cut.text) … (cut from \($0) bytes)" } ?? message
+    }
 }
 
 /// The fields a handler can change (SPEC R-2).
@@ -126,4 +135,29 @@ public struct ReportContent: Sendable, Equatable {
     public static let severityRange: ClosedRange<Int32> = 1...5
     public static let attachmentMaxBytes = 3 * 1024 * 1024
     public static let attachmentsPerSource = 3
+
+    // What a handler sets is bounded, so a plugin cannot grow a report (and its repository
+    // row, parsed again by every delivery pass) without end.
+
+    /// The longest text kept (summary, description, email, each label, attribute key and
+    /// value): longer text is cut at a character boundary, and the cut is noted.
+    public static let textMaxBytes = 64 * 1024
+    /// The most labels a report holds: a change past it is refused whole.
+    public static let labelsMax = 1_000
+    /// The most attributes a report holds: a new key past it is refused.
+    public static let attributesMax = 1_000
+
+    /// `text` cut to `limit` bytes at a character boundary, and its length in bytes when it
+    /// was cut.
+    public static func bounded(_ text: String, limit: Int = textMaxBytes) -> (text: String, cutFrom: Int?) {
+        let bytes = text.utf8.count
+        guard bytes > limit else { return (text, nil) }
+        var prefix = Array(text.utf8.prefix(limit))
+        // Back off to the start of the character the limit cut through.
+        if let lead = prefix.lastIndex(where: { $0 & 0xC0 != 0x80 }) {
+            let width = prefix[lead] < 0x80 ? 1 : prefix[lead] >= 0xF0 ? 4 : prefix[lead] >= 0xE0 ? 3 : 2
+            if lead + width > prefix.count { prefix.removeSubrange(lead...) }
+        }
+        return (String(decoding: prefix, as: UTF8.self), bytes)
+    }
 }

@@ -33,8 +33,12 @@ public struct RuleEvent: Sendable, Equatable {
         case refusedArgument
         /// An attachment dropped: empty, over 3 MB, or past its source's budget.
         case droppedAttachment
-        /// Changes held back for a completion that never came before bundling (H-9).
+        /// Changes held back for a completion that never came before bundling (H-9), or past
+        /// the most a held handle keeps.
         case droppedChanges
+        /// A value past the host's size limits: a text cut, or labels or attributes past their
+        /// count refused (`ReportContent.textMaxBytes`, `labelsMax`, `attributesMax`).
+        case overLimit
     }
 
     public let kind: Kind
@@ -105,6 +109,22 @@ public struct RuleEvent: Sendable, Equatable {
 
     public static func droppedAttachment(_ name: String, because reason: String) -> RuleEvent {
         RuleEvent(.droppedAttachment, subject: name, message: "attachment '\(name)' dropped: it \(reason)")
+    }
+
+    public static func textCut(_ operation: String, from bytes: Int) -> RuleEvent {
+        RuleEvent(
+            .overLimit, subject: operation,
+            message: "\(operation): a text of \(bytes) bytes was cut to the \(ReportContent.textMaxBytes)-byte limit")
+    }
+
+    public static func countRefused(_ operation: String, _ what: String, limit: Int) -> RuleEvent {
+        RuleEvent(.overLimit, subject: operation, message: "\(operation) refused: it would make more than \(limit) \(what)")
+    }
+
+    public static func heldChangesFull(_ limit: Int) -> RuleEvent {
+        RuleEvent(
+            .droppedChanges, subject: "\(limit)",
+            message: "changes made after the method returned are dropped past the first \(limit)")
     }
 
     public static func droppedChanges(_ count: Int) -> RuleEvent {

@@ -110,8 +110,9 @@ rh_embed *rh_embed_start(const char *config_path, const char *repository, char *
  * value: copied before return.
  *
  * Returns RH_EMBED_OK; RH_EMBED_ERR_INVALID for a NULL or empty key, a key holding '='
- * or a newline, or non-UTF-8 text; RH_EMBED_ERR_STOPPED for a handle that is not the live
- * one. Crash files carry at most 64 attributes, each `key=value` of at most 511 bytes
+ * or a newline, non-UTF-8 text, a key or value over 64 KiB, or a new key past 1,000
+ * host-wide attributes (nothing changes); RH_EMBED_ERR_STOPPED for a handle that is not
+ * the live one. Crash files carry at most 64 attributes, each `key=value` of at most 511 bytes
  * with no newline in the value; an attribute past those limits still applies to
  * running-app reports and the host logs that crash files omit it. [any-thread] */
 int rh_embed_set_attribute(rh_embed *h, const char *key, const char *value);
