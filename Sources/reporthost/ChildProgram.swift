@@ -104,7 +104,9 @@ final class OutputTail: Sendable {
             _ = buffer.withUnsafeBytes { SystemCalls.live.writeAll(STDERR_FILENO, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             state.update { state in
                 state.bytes.append(contentsOf: buffer[0..<count])
-                if state.bytes.count > limit { state.bytes = Data(state.bytes.suffix(limit)) }
+                // Trimmed when twice the limit: each byte is copied a bounded number of
+                // times, however much the program writes.
+                if state.bytes.count > 2 * limit { state.bytes = Data(state.bytes.suffix(limit)) }
             }
         }
     }
@@ -116,7 +118,7 @@ final class OutputTail: Sendable {
     func finish(waitingAtMostMs: Int) -> Data {
         let clock = SystemClock()
         return state.wait(until: clock.now().advanced(byMilliseconds: waitingAtMostMs), clock: clock, for: { $0.done }) { state, _ in
-            state.bytes
+            Data(state.bytes.suffix(limit))
         }
     }
 }

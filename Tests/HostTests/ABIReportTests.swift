@@ -375,6 +375,9 @@ func cString(_ buffer: [CChar]) -> String {
         #expect(document.content.summary == nil)
         #expect(report.content.labels.isEmpty)
         #expect(log.lines.contains { $0.contains("late note") })
+        // A setter called in a loop on the stale handle is noted once per operation.
+        for _ in 0..<1_000 { _ = api.set_summary(r, "again") }
+        #expect(log.lines.filter { $0.contains("set_summary through a handle whose report is gone") }.count == 1, "\(log.lines.suffix(3))")
         // A handle that was never issued is just closed.
         #expect(api.set_summary(OpaquePointer(bitPattern: 0xdead_beef)!, "x") == RH_ERR_CLOSED)
     }

@@ -122,6 +122,21 @@ import Testing
         }
     }
 
+    @Test("D-16, run: --attach-output keeps exactly the last KB of a long stderr, which still passes through whole")
+    func outputTail() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let script = #"i=0; while [ $i -lt 5000 ]; do echo "line $i" >&2; i=$((i+1)); done; kill -9 $$"#
+            let result = try run(["--config", try config(receiver), "--attach-output", "1"], program: ["/bin/sh", "-c", script])
+            #expect(result.status == 137, "\(result.stderr.suffix(300))")
+            let whole = (0..<5_000).map { "line \($0)\n" }.joined()
+            #expect(result.stderr.contains(whole), "the whole stream passes through")
+            let attached = try #require(receiver.received.first?.attachments["stderr.txt"])
+            #expect(attached == Data(whole.utf8.suffix(1_024)))
+        }
+    }
+
     @Test("D-1, run: a program that installs its own SIGSEGV handler keeps it: the crash file is written, then its handler runs")
     func programHandlerChained() async throws {
         try await offPool { [self] in

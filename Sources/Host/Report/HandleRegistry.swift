@@ -14,7 +14,18 @@ public final class HandleRegistry: Sendable {
     private struct State {
         var nextSequence: UInt64 = 1
         var reports: [UInt64: LiveReport] = [:]
+        /// Uses after bundling already noted, one per handle and operation: a plugin calling
+        /// a setter in a loop on a stale handle is noted once, not a million times.
+        var notedAfterBundle: Set<NotedUse> = []
     }
+
+    private struct NotedUse: Hashable {
+        let handle: UInt64
+        let operation: String
+    }
+
+    /// The most uses after bundling remembered; past it, further ones are not noted.
+    static let notedAfterBundleMax = 4_096
 
     private static let sequenceBits: UInt64 = 40
     private static let sequenceMask: UInt64 = (1 << sequenceBits) - 1
@@ -44,9 +55,14 @@ public final class HandleRegistry: Sendable {
     func hostLog(for handle: ReportHandle) -> HostLogger? { host(of: handle)?.log }
 
     /// Tells the host that opened `handle` of a use after its report was bundled: its log
-    /// (the report is gone, H-14) and its rule events. The handler is unknown by then.
+    /// (the report is gone, H-14) and its rule events, once per handle and operation. The
+    /// handler is unknown by then.
     func noteUseAfterBundle(_ handle: ReportHandle, _ operation: String) {
-        guard let host = host(of: handle) else { return }
+        let first = state.withLock { state in
+            state.notedAfterBundle.count < Self.notedAfterBundleMax
+                && state.notedAfterBundle.insert(NotedUse(handle: handle.rawValue, operation: operation)).inserted
+        }
+        guard first, let host = host(of: handle) else { return }
         let event = RuleEvent.useAfterBundle(operation)
         host.log.debug(event.message)
         host.events("plugin", event)
