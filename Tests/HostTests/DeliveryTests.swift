@@ -259,6 +259,26 @@ import Testing
         server.stop()
     }
 
+    @Test("D-8: the next wake is the earliest retry due, or now while a report awaits its first attempt; terminal rows are not read")
+    func nextWake() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let url = "http://127.0.0.1:9/post?format=json&token=t"
+        #expect(try deliverer(url, now: now).nextWake() == nil, "nothing stored: nothing to wake for")
+        let later = try store()
+        let sooner = try store()
+        try repository.settle(later.rowID, state: .retry, outcome: "HTTP 503", nextAttemptAt: now.addingTimeInterval(600))
+        try repository.settle(sooner.rowID, state: .retry, outcome: "HTTP 503", nextAttemptAt: now.addingTimeInterval(60))
+        let retry = try #require(try deliverer(url, now: now).nextWake())
+        #expect(abs(retry.timeIntervalSince(now.addingTimeInterval(60))) < 0.01)
+        #expect(try deliverer(url, now: now) { $0.retry.behaviour = .none }.nextWake() == nil, "no retries under behaviour none")
+        try store()
+        #expect(try deliverer(url, now: now).nextWake() == now, "an initial attempt is due now")
+        // A terminal row changes nothing.
+        let finished = try store()
+        try repository.finish(finished.rowID, outcome: "accepted (HTTP 200)")
+        #expect(try deliverer(url, now: now).nextWake() == now)
+    }
+
     @Test("D-9: a record found submitting at launch counts that attempt as a retryable failure, due now")
     func interruptedSubmission() throws {
         let stored = try store()

@@ -49,7 +49,8 @@ public struct Deliverer: Sendable {
             logger.debug("no submission URL configured: reports stay awaiting_first_attempt")
             return summary
         }
-        let records = try storing { () throws(StorageError) in try repository.records() }
+        // Only the states a pass sends from: terminal rows are never read.
+        let records = try storing { () throws(StorageError) in try repository.records(in: [.awaitingFirstAttempt, .retry]) }
         let initial = records.filter { $0.state == .awaitingFirstAttempt }
         let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
         var due: [ReportRecord] = []
@@ -187,12 +188,10 @@ public struct Deliverer: Sendable {
     public func nextWake() throws(HostError) -> Date? {
         guard configuration.submission.url != nil else { return nil }
         return try storing { () throws(StorageError) -> Date? in
-            let records = try repository.records()
+            let pending = try repository.pendingTimes()
             var times: [Date] = []
-            if configuration.retry.behaviour == .interval {
-                times += records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt)
-            }
-            if records.contains(where: { $0.state == .awaitingFirstAttempt }) {
+            if configuration.retry.behaviour == .interval, let retry = pending.earliestRetry { times.append(retry) }
+            if pending.awaitingFirst {
                 times.append(try repository.nextAdmission(perMinute: configuration.reportsPerMin, now: now()) ?? now())
             }
             return times.min()

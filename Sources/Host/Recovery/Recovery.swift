@@ -175,7 +175,7 @@ struct Recovery {
 
     /// D-16: a session mark without a crash file of that session is an abnormal exit.
     private func recordAbnormalExits(currentSession: String) throws(StorageError) {
-        let sessionsWithCrashes = Set(try repository.records().compactMap { $0.trigger == .crash ? $0.session : nil })
+        let sessionsWithCrashes = try repository.sessionsWithCrashReports()
         for (session, startedAt, phase) in try repository.sessions(except: currentSession) {
             // Another process on this repository (an embedding program's second copy) still runs it.
             if repository.isAlive(session) { continue }
