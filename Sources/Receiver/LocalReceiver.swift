@@ -41,13 +41,16 @@ public final class LocalReceiver: Sendable {
     /// an error and its connection closed.
     public struct Limits: Sendable {
         /// Connections served at once; more are answered 503 and closed.
-        public var maxConnections = 64
+        public var maxConnections = 16
         /// A request head (request line and headers).
         public var maxHeadBytes = 64 * 1024
         /// A request body, with or without chunked encoding.
         public var maxBodyBytes = 64 << 20
         /// How long a connection may stay silent (between bytes) before it is closed.
         public var idleTimeoutMs = 30_000
+        /// How long one request may take to arrive whole: a client sending a byte just
+        /// inside the idle timeout cannot hold a connection for ever.
+        public var requestDeadlineMs = 120_000
 
         public init() {}
     }
@@ -169,6 +172,7 @@ public final class LocalReceiver: Sendable {
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         while true {
+            reader.deadline = SystemClock().now().advanced(byMilliseconds: limits.requestDeadlineMs)
             let head: String
             switch reader.readHead() {
             case .success(let text): head = text
@@ -289,6 +293,8 @@ private struct SocketReader {
     var buffer = Data()
     /// Where the next search for a separator starts (no byte is scanned twice).
     private var scanned = 0
+    /// When the request being read must have arrived (nil: no limit).
+    var deadline: HostInstant?
 
     init(fd: Int32, limits: LocalReceiver.Limits) {
         self.fd = fd
@@ -297,7 +303,8 @@ private struct SocketReader {
 
     /// Why a request could not be read.
     enum Failure: Error, Equatable {
-        /// The client closed the connection, reset it, or stayed silent past the idle timeout.
+        /// The client closed the connection, reset it, stayed silent past the idle timeout,
+        /// or was still sending past the request deadline.
         case closed
         case headTooLarge
         case bodyTooLarge
@@ -322,6 +329,7 @@ private struct SocketReader {
     }
 
     mutating func fill() -> Bool {
+        if let deadline, SystemClock().now() >= deadline { return false }
         var chunk = [UInt8](repeating: 0, count: 65_536)
         let count = recv(fd, &chunk, chunk.count, 0)
         guard count > 0 else { return false }

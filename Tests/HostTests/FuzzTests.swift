@@ -280,6 +280,43 @@ import Testing
         }
     }
 
+    @Test("I: a client trickling its request a byte at a time, each inside the idle timeout, is closed at the request deadline")
+    func receiverRequestDeadline() async throws {
+        try await offPool {
+            var limits = LocalReceiver.Limits()
+            limits.idleTimeoutMs = 2_000
+            limits.requestDeadlineMs = 300
+            let receiver = try LocalReceiver(folder: makeTemporaryDirectory("deadline-receiver"), limits: limits)
+            defer { receiver.stop() }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            #expect(fd >= 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = receiver.port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            #expect(connected == 0)
+            // 400 bytes, one each 50 ms (20 s in all), never idle: the receiver must close first.
+            let head = Array("POST /post HTTP/1.1\r\nX-Slow: \(String(repeating: "s", count: 400))".utf8)
+            var sent = 0
+            while sent < head.count {
+                let result = head[sent...].withUnsafeBytes { send(fd, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+                if result <= 0 { break }
+                sent += 1
+                var poll = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                // The receiver closing shows up as readable (end of file) within the 50 ms pause.
+                if Glibc.poll(&poll, 1, 50) > 0 {
+                    var byte: UInt8 = 0
+                    if recv(fd, &byte, 1, 0) <= 0 { break }
+                }
+            }
+            #expect(sent < head.count, "closed after \(sent) of \(head.count) bytes")
+        }
+    }
+
     /// Sends `request`, half-closes, and returns what came back within `timeoutMs`.
     static func exchange(port: UInt16, _ request: [UInt8], timeoutMs: Int) -> String {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
