@@ -21,7 +21,9 @@ public enum Catalogue {
             slots: Set(PluginSlot.allCases)
         ) { context in
             let host = try ReportHost(configuration: Configuration(), logger: .silent, mainExecutor: context.mainExecutor)
-            guard let declared = try PluginLoader.declaredVersion(path: context.pluginPath, table: host.hostAPI, on: context.mainExecutor) else {
+            guard let declared = try PluginLoader.declaredVersion(
+                path: context.pluginPath, table: host.hostAPI, on: context.mainExecutor, timeoutMs: CheckContext.limits.callbackTimeoutMs)
+            else {
                 return (.failed, "rh_plugin_entry is missing or returned NULL")
             }
             let text = "plugin ABI \(declared.major).\(declared.minor), host \(PluginLoader.hostVersion.major).\(PluginLoader.hostVersion.minor)"

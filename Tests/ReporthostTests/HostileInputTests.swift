@@ -348,6 +348,13 @@ import Testing
             let result = try run(["report", "error", "--handler", plugin.path, "--config", config.path], limitSeconds: 30)
             #expect(result.status == 2, "\(result)")
             #expect(result.stderr.contains("did not return within 500 ms"), "\(result.stderr)")
+            // The version check reads the entry on its own path: bounded too, in process.
+            let checked = try ChildProcess.run(
+                "/usr/bin/timeout", ["-s", "KILL", "30", Products.reporthost.path, "check", plugin.path, "--in-process", "--include", "^abi-version$", "--json"],
+                directory: folder)
+            #expect(checked.signal == nil && checked.status != 137, "killed by the test's limit: it hung")
+            let results = try JSONValue.parse(checked.stdout)["results"]?.arrayValue ?? []
+            #expect(results.first?["check"] == .string("abi-version") && results.first?["status"] != .string("passed"), "\(checked.stdout)")
         }
     }
 

@@ -59,10 +59,11 @@ public enum PluginLoader {
 
     /// The ABI version a plugin's entry declares, read without validating anything else (the
     /// conformance check of version negotiation); nil when there is no entry or it refuses.
-    /// The entry runs on `mainExecutor`.
-    public static func declaredVersion(path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor)
-        throws(HostError) -> (major: UInt32, minor: UInt32)?
-    {
+    /// The entry runs on `mainExecutor`, for at most `timeoutMs` (an entry that never returns
+    /// is a load failure, as in `ReportHost.loadPlugin`).
+    public static func declaredVersion(
+        path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor, timeoutMs: Int
+    ) throws(HostError) -> (major: UInt32, minor: UInt32)? {
         let path = Paths.absolute(path)
         guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
             throw .plugin(PluginLoadError(path: path, reason: .notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "dlopen failed")))
@@ -70,11 +71,21 @@ public enum PluginLoader {
         guard let symbol = dlsym(image, "rh_plugin_entry") else { return nil }
         let entry = SendableEntry(function: unsafeBitCast(symbol, to: rh_plugin_entry_fn.self))
         let table = SendableTable(pointer: table)
-        return mainExecutor.sync { () -> (major: UInt32, minor: UInt32)? in
-            guard let descriptor = entry.function(table.pointer) else { return nil }
+        // The outer optional is the wait (nil: timed out), the inner one the entry's answer.
+        let declared = mainExecutor.sync(timeoutMilliseconds: timeoutMs) { () -> DeclaredVersion in
+            guard let descriptor = entry.function(table.pointer) else { return DeclaredVersion(value: nil) }
             let header = UnsafeRawPointer(descriptor).bindMemory(to: UInt32.self, capacity: 2)
-            return (header[0], header[1])
+            return DeclaredVersion(value: (header[0], header[1]))
         }
+        guard let declared else {
+            throw .plugin(PluginLoadError(path: path, reason: .entryTimedOut(milliseconds: timeoutMs)))
+        }
+        return declared.value
+    }
+
+    /// What an entry declared (nil: no entry, or it refused).
+    private struct DeclaredVersion: Sendable {
+        let value: (major: UInt32, minor: UInt32)?
     }
 
     /// Checks the version header of a plugin struct, then copies it once (ABI: "a reader
