@@ -420,10 +420,13 @@ bool rh_crash_set_attribute(const char *key, const char *value) {
     if (strchr(key, '\n') || strchr(value, '\n') || strchr(key, '=')) return false;
     size_t key_length = strlen(key);
     if (key_length + strlen(value) + 2 > ATTR_TEXT_CAP) return false;
-    int slot = attribute_count;
+    /* The key's own slot, else the first one a removal emptied, else a new one. */
+    int slot = -1, emptied = -1;
     for (int i = 0; i < attribute_count; i++) {
         if (strncmp(attributes[i], key, key_length) == 0 && attributes[i][key_length] == '=') slot = i;
+        else if (attributes[i][0] == '\0' && emptied < 0) emptied = i;
     }
+    if (slot < 0) slot = emptied >= 0 ? emptied : attribute_count;
     if (slot == ATTR_CAP) return false;
     snprintf(attributes[slot], ATTR_TEXT_CAP, "%s=%s", key, value);
     if (slot == attribute_count) attribute_count = slot + 1;

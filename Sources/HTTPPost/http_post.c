@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 /* The head of the answer as it arrives, a line at a time. */
 typedef struct {
     int status;
+    int in_head;  /* a status line began a head that has not ended yet */
     int complete; /* the final (non-1xx) head ended: stop the transfer */
     char retry_after[65];
 } head_state;
@@ -56,10 +58,13 @@ static void keep_retry_after(head_state *head, const char *value, size_t length)
 static size_t on_header(char *line, size_t size, size_t count, void *context) {
     head_state *head = context;
     size_t length = size * count;
-    if (length >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-        head->status = parse_status(line, length);
+    if (!head->in_head) {
+        /* A head starts with its status line (a 1xx head may come before the final one). */
+        head->in_head = 1;
+        head->status = length >= 5 && strncmp(line, "HTTP/", 5) == 0 ? parse_status(line, length) : 0;
         head->retry_after[0] = 0;
     } else if (length <= 2 && (line[0] == '\r' || line[0] == '\n')) {
+        head->in_head = 0;
         if (head->status >= 200 || head->status == 0) {
             head->complete = 1;
             return 0;
@@ -88,10 +93,15 @@ static size_t on_read(char *buffer, size_t size, size_t count, void *context) {
 
 /* The few failures delivery tells apart, in fixed words; NULL for the rest (then curl's own
  * message is used). */
-static const char *describe(CURLcode code) {
+static const char *describe(CURLcode code, long os_error) {
     switch (code) {
     case CURLE_OPERATION_TIMEDOUT: return "timed out";
-    case CURLE_COULDNT_CONNECT: return "connection refused";
+    case CURLE_COULDNT_CONNECT:
+        if (os_error == ECONNREFUSED) return "connection refused";
+        if (os_error == EHOSTUNREACH || os_error == ENETUNREACH) return "host unreachable";
+        return "could not connect";
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR: return os_error == ECONNRESET || os_error == EPIPE ? "connection reset" : NULL;
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY: return "host not found (DNS)";
     case CURLE_GOT_NOTHING: return "connection closed without an answer";
@@ -149,6 +159,9 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    /* Proxies from the environment (https_proxy, no_proxy) are honoured; their CONNECT
+     * answer ("200 Connection established") is not the server's and never reaches on_header. */
+    curl_easy_setopt(curl, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "reporthost/1");
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -180,7 +193,9 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     } else if (head.complete) {
         set_failure(result, "an answer without a readable status line");
     } else {
-        const char *text = describe(code);
+        long os_error = 0;
+        curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_error);
+        const char *text = describe(code, os_error);
         /* libcurl refuses a header line over 100 KB as "out of memory". */
         if (code == CURLE_OUT_OF_MEMORY && head.status != 0) text = "an answer head over libcurl's limits";
         if (text == NULL) text = detail[0] ? detail : curl_easy_strerror(code);

@@ -279,6 +279,20 @@ import Testing
         #expect(try deliverer(url, now: now).nextWake() == now)
     }
 
+    @Test("D-13: a damaged row that delivery skips never makes the next wake due (a watch loop would spin on it)")
+    func nextWakeSkipsDamagedRows() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let damaged = try store()
+        try repository.settle(damaged.rowID, state: .retry, outcome: "HTTP 503", nextAttemptAt: now.addingTimeInterval(-60))
+        let result = try ChildProcess.run("/usr/bin/env", [
+            "python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE reports SET document='{' WHERE rowid=\" + sys.argv[2]); c.commit()",
+            repository.databasePath, String(damaged.rowID),
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try repository.unreadableRecords().map(\.rowID) == [damaged.rowID])
+        #expect(try deliverer("http://127.0.0.1:9/post?format=json&token=t", now: now).nextWake() == nil)
+    }
+
     @Test("D-9: a record found submitting at launch counts that attempt as a retryable failure, due now")
     func interruptedSubmission() throws {
         let stored = try store()

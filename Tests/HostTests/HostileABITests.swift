@@ -153,13 +153,45 @@ extension HostileABITests {
             }
         }
         #expect(results == ["ok", "ok", "ok", "dropped", "dropped"], "the budget of 3 holds for held changes too")
+        // The plugin path checks the held budget before copying a byte out of plugin memory.
+        let copies = Locked(0)
+        #expect(throws: ReportError.dropped) {
+            try handle.addAttachment(name: "c", filename: "c.bin", size: 16) {
+                copies.withLock { $0 += 1 }
+                return Data(count: 16)
+            }
+        }
+        #expect(copies.withLock { $0 } == 0)
         for index in 0..<1_200 { try? handle.setSummary("s\(index)") }
         #expect(throws: ReportError.dropped) { try handle.setSummary("past the limit") }
         report.complete(handle)
         let document = report.bundle()
         #expect(document.content.attachments.map(\.name) == ["a0", "a1", "a2"])
-        // 3 attachments and 997 summaries were kept: the last kept is s996.
+        // 3 attachments and 997 summaries were kept (refused changes are not): the last is s996.
         #expect(document.content.summary == "s996")
-        #expect(document.internalLog.map(\.message).contains("changes made after the method returned are dropped past the first 1000"))
+        let notes = document.internalLog.map(\.message)
+        #expect(notes.filter { $0.hasPrefix("changes made after the method returned are dropped past the first 1000") }.count == 1)
+        #expect(notes.contains { $0.hasPrefix("attachment 'a3' dropped: it is past the 3 attachments") }, "a refused held change is noted: \(notes.prefix(4))")
+    }
+
+    @Test("H-9: a held handle keeps at most 16 MB of texts: replacing 1,000 labels of 64 KiB again and again stops there")
+    func heldBytesAreBounded() throws {
+        let report = LiveReport(trigger: .upload)
+        let handle = report.openHandle(for: .extended)
+        report.holdChanges(of: handle)
+        let labels = (0..<100).map { _ in String(repeating: "l", count: ReportContent.textMaxBytes) }
+        var kept = 0
+        for _ in 0..<10 {
+            do {
+                try handle.setLabels(labels)
+                kept += 1
+            } catch {
+                #expect(error == .dropped)
+            }
+        }
+        // Each call holds 6.25 MB: two fit in 16 MB, the third does not.
+        #expect(kept == 2)
+        report.complete(handle)
+        #expect(report.bundle().content.labels.count == 100)
     }
 }

@@ -44,15 +44,14 @@ public struct CrashCapture: Sendable {
     }
 
     /// Sets (nil: removes) a host-wide attribute recorded in crash files. Returns false when
-    /// crash files cannot carry it (`omission(of:)` says why); the previous value, if any, stays.
+    /// crash files cannot carry it (`omission(of:)` says why): they then omit the key, rather
+    /// than keep a value reports no longer carry.
     @discardableResult
     public func setAttribute(_ key: String, _ value: String?) -> Bool {
         guard isLive else { return true }
-        guard let value else {
-            rh_crash_remove_attribute(key)
-            return true
-        }
-        return rh_crash_set_attribute(key, value)
+        if let value, rh_crash_set_attribute(key, value) { return true }
+        rh_crash_remove_attribute(key)
+        return value == nil
     }
 
     /// Gives the calling thread an alternate signal stack (freed when the thread ends), so a

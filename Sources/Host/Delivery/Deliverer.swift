@@ -188,10 +188,14 @@ public struct Deliverer: Sendable {
     public func nextWake() throws(HostError) -> Date? {
         guard configuration.submission.url != nil else { return nil }
         return try storing { () throws(StorageError) -> Date? in
-            let pending = try repository.pendingTimes()
+            // The rows a pass would send, read as `deliver` reads them: a damaged row it skips
+            // must not make the wake-up due for ever (a watch loop would spin on it).
+            let records = try repository.records(in: [.awaitingFirstAttempt, .retry])
             var times: [Date] = []
-            if configuration.retry.behaviour == .interval, let retry = pending.earliestRetry { times.append(retry) }
-            if pending.awaitingFirst {
+            if configuration.retry.behaviour == .interval {
+                times += records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt)
+            }
+            if records.contains(where: { $0.state == .awaitingFirstAttempt }) {
                 times.append(try repository.nextAdmission(perMinute: configuration.reportsPerMin, now: now()) ?? now())
             }
             return times.min()

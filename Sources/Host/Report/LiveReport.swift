@@ -50,10 +50,15 @@ public final class LiveReport: Sendable {
         /// The report as the held changes would leave it, what the next held change is
         /// checked against (nil until the first).
         var heldView: State?
+        /// The bytes the held changes keep (their texts and attachments).
+        var heldBytes = 0
+        /// Whether a held change past the limits was noted (once per handle).
+        var heldFullNoted = false
     }
 
-    /// The most changes a held handle keeps; later ones are dropped and noted once.
+    /// What a held handle keeps at most; later changes are dropped (`.dropped`) and noted once.
     static let heldChangesMax = 1_000
+    static let heldBytesMax = 16 << 20
 
     typealias Change = @Sendable (inout State, Contributor) -> Void
 
@@ -275,8 +280,9 @@ public final class LiveReport: Sendable {
     /// a change and a close never interleave. A use after close is noted once per
     /// operation and handle, and answered `.closed`. A change through a handle that holds
     /// its changes back is answered from a scratch copy and kept for completion.
+    /// - Parameter cost: the bytes a change keeps alive if it is held (its texts, its data).
     func access<T: Sendable>(
-        _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true, mutates: Bool = true,
+        _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true, mutates: Bool = true, cost: Int = 0,
         _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         defer { sendEvents() }
@@ -292,29 +298,7 @@ public final class LiveReport: Sendable {
                 return .closed(note: note?.event.message, bundled: state.isBundled)
             }
             if mutates, let pending = handleState.pending {
-                // Checked against the report as its held changes would leave it (so a held
-                // handle's attachment budget is spent too); only a change that took is kept,
-                // and at most `heldChangesMax` of them (each may hold 3 MB of bytes).
-                guard pending.count < Self.heldChangesMax else {
-                    if pending.count == Self.heldChangesMax {
-                        state.record(.heldChangesFull(Self.heldChangesMax), by: handleState.contributor.handler)
-                        handleState.pending?.append { _, _ in }
-                        state.handles[handle] = handleState
-                    }
-                    return .done(.failure(.dropped))
-                }
-                var scratch = handleState.heldView ?? state
-                let result = body(&scratch, handleState.contributor)
-                if case .success = result {
-                    handleState.pending?.append { state, contributor in _ = body(&state, contributor) }
-                    // Content and budgets only: no handles (each would keep the view before).
-                    scratch.handles = [:]
-                    scratch.internalLog = BoundedLog()
-                    scratch.unsent = []
-                    handleState.heldView = scratch
-                }
-                state.handles[handle] = handleState
-                return .done(result)
+                return .done(Self.hold(body, cost: cost, pending: pending.count, handle: handle, &handleState, in: &state))
             }
             return .done(body(&state, handleState.contributor))
         }
@@ -326,10 +310,43 @@ public final class LiveReport: Sendable {
         }
     }
 
+    /// A change through a held handle: checked against the report as the held changes would
+    /// leave it (so a held handle's attachment budget is spent too), kept only if it took, and
+    /// only within `heldChangesMax` changes and `heldBytesMax` bytes. A change refused by its
+    /// own rule is noted now, in the report itself (the view it was checked on is discarded).
+    private static func hold<T: Sendable>(
+        _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>, cost: Int, pending: Int,
+        handle: ReportHandle, _ handleState: inout HandleState, in state: inout State
+    ) -> Result<T, ReportError> {
+        defer { state.handles[handle] = handleState }
+        guard pending < heldChangesMax, handleState.heldBytes + max(0, cost) <= heldBytesMax else {
+            if !handleState.heldFullNoted {
+                handleState.heldFullNoted = true
+                state.record(.heldChangesFull(heldChangesMax, bytes: heldBytesMax), by: handleState.contributor.handler)
+            }
+            return .failure(.dropped)
+        }
+        var scratch = handleState.heldView ?? state
+        let before = scratch.unsent.count
+        let result = body(&scratch, handleState.contributor)
+        guard case .success = result else {
+            for (handler, event) in scratch.unsent[before...] { state.record(event, by: handler) }
+            return result
+        }
+        handleState.pending?.append { state, contributor in _ = body(&state, contributor) }
+        handleState.heldBytes += max(0, cost)
+        // Content and budgets only: no handles (each would keep the view before), no log.
+        scratch.handles = [:]
+        scratch.internalLog = BoundedLog()
+        scratch.unsent = []
+        handleState.heldView = scratch
+        return result
+    }
+
     func add(
         attachment name: String, filename: String, data: Data, through handle: ReportHandle
     ) -> Result<Void, ReportError> {
-        access(handle, "add_attachment") { state, contributor in
+        access(handle, "add_attachment", cost: data.count) { state, contributor in
             Self.addAttachment(&state, name: name, filename: filename, data: data, by: contributor, through: handle)
         }
     }
@@ -340,12 +357,15 @@ public final class LiveReport: Sendable {
     func add(
         attachment name: String, filename: String, size: UInt, through handle: ReportHandle, copy: () -> Data
     ) -> Result<Void, ReportError> {
-        let budgetLeft = access(handle, "add_attachment", noteIfClosed: false, mutates: false) { state, contributor in
-            .success(state.attachmentsAdded[contributor.budgetKey, default: 0] < ReportContent.attachmentsPerSource)
+        // Through a held handle, the budget its held attachments already spent counts.
+        let budgetLeft = state.withLock { state -> Bool in
+            guard let handleState = state.handles[handle], handleState.isOpen else { return true }
+            let view = handleState.heldView ?? state
+            return view.attachmentsAdded[handleState.contributor.budgetKey, default: 0] < ReportContent.attachmentsPerSource
         }
-        let admissible = size > 0 && size <= UInt(ReportContent.attachmentMaxBytes) && ((try? budgetLeft.get()) ?? true)
+        let admissible = size > 0 && size <= UInt(ReportContent.attachmentMaxBytes) && budgetLeft
         let data = admissible ? copy() : Data()
-        return access(handle, "add_attachment") { state, contributor in
+        return access(handle, "add_attachment", cost: data.count) { state, contributor in
             Self.addAttachment(
                 &state, name: name, filename: filename, data: data, declaredSize: admissible ? nil : size, by: contributor,
                 through: handle)

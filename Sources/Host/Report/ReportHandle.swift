@@ -13,14 +13,16 @@ public struct ReportHandle: Hashable, Sendable {
 
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
+    /// - Parameter cost: the bytes the change keeps alive while it is held (SPEC H-9).
     private func access<T: Sendable>(
-        _ operation: String, mutates: Bool = true, _ body: @escaping @Sendable (inout LiveReport.State, Contributor) -> Result<T, ReportError>
+        _ operation: String, mutates: Bool = true, cost: Int = 0,
+        _ body: @escaping @Sendable (inout LiveReport.State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         guard let report = HandleRegistry.shared.report(for: self) else {
             HandleRegistry.shared.noteUseAfterBundle(self, operation)
             return .failure(.closed)
         }
-        return report.access(self, operation, mutates: mutates, body)
+        return report.access(self, operation, mutates: mutates, cost: cost, body)
     }
 
     private func read<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (ReportContent) -> T?) throws(ReportError) -> T {
@@ -64,7 +66,7 @@ public struct ReportHandle: Hashable, Sendable {
         _ operation: String, _ value: String?, _ assign: @escaping @Sendable (inout ReportContent, String?) -> Void
     ) throws(ReportError) {
         let bounded = value.map { ReportContent.bounded($0) }
-        try self.access(operation) { state, contributor in
+        try self.access(operation, cost: bounded?.text.utf8.count ?? 0) { state, contributor in
             if let from = bounded?.cutFrom { state.record(.textCut(operation, from: from), by: contributor.handler) }
             assign(&state.content, bounded?.text)
             return .success(())
@@ -106,7 +108,8 @@ public struct ReportHandle: Hashable, Sendable {
     public func setAttribute(_ key: String, _ value: String?) throws(ReportError) {
         let key = ReportContent.bounded(key)
         let value = value.map { ReportContent.bounded($0) }
-        try self.access("set_attribute") { (state, contributor) -> Result<Void, ReportError> in
+        let cost = key.text.utf8.count + (value?.text.utf8.count ?? 0)
+        try self.access("set_attribute", cost: cost) { (state, contributor) -> Result<Void, ReportError> in
             let limit = ReportContent.attributesMax
             if value != nil, state.content.attributes[key.text] == nil, state.content.attributes.count >= limit {
                 state.record(.countRefused("set_attribute", "attributes", limit: limit), by: contributor.handler)
@@ -151,7 +154,8 @@ public struct ReportHandle: Hashable, Sendable {
 
     private func changeLabels(_ operation: String, _ labels: [String?], replacing: Bool) throws(ReportError) {
         let bounded = labels.compactMap { $0 }.map { ReportContent.bounded($0) }
-        try self.access(operation) { (state, contributor) -> Result<Void, ReportError> in
+        let cost = bounded.reduce(0) { $0 + $1.text.utf8.count }
+        try self.access(operation, cost: cost) { (state, contributor) -> Result<Void, ReportError> in
             let limit = ReportContent.labelsMax
             guard (replacing ? 0 : state.content.labels.count) + bounded.count <= limit else {
                 state.record(.countRefused(operation, "labels", limit: limit), by: contributor.handler)

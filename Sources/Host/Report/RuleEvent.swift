@@ -121,10 +121,10 @@ public struct RuleEvent: Sendable, Equatable {
         RuleEvent(.overLimit, subject: operation, message: "\(operation) refused: it would make more than \(limit) \(what)")
     }
 
-    public static func heldChangesFull(_ limit: Int) -> RuleEvent {
+    public static func heldChangesFull(_ limit: Int, bytes: Int) -> RuleEvent {
         RuleEvent(
             .droppedChanges, subject: "\(limit)",
-            message: "changes made after the method returned are dropped past the first \(limit)")
+            message: "changes made after the method returned are dropped past the first \(limit) (or \(bytes) bytes)")
     }
 
     public static func droppedChanges(_ count: Int) -> RuleEvent {

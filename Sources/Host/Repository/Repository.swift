@@ -172,18 +172,6 @@ public final class Repository: Sendable {
         try rows(in: states).compactMap { row in try? record(from: row) }
     }
 
-    /// The earliest `next_attempt_at` of the records in `retry` (nil when none has one),
-    /// and whether any record awaits its first attempt: what a delivery pass waits for,
-    /// without reading a document.
-    public func pendingTimes() throws(StorageError) -> (earliestRetry: Date?, awaitingFirst: Bool) {
-        let row = try database.query(
-            """
-            SELECT (SELECT MIN(next_attempt_at) FROM reports WHERE state = ?),
-                   EXISTS(SELECT 1 FROM reports WHERE state = ?)
-            """, [.text(RecordState.retry.rawValue), .text(RecordState.awaitingFirstAttempt.rawValue)]).first
-        return (row?[0].int.map(Self.date), row?[1].int == 1)
-    }
-
     /// The sessions that have a crash report stored (D-16: they are not abnormal exits).
     public func sessionsWithCrashReports() throws(StorageError) -> Set<String> {
         let rows = try database.query(
