@@ -55,7 +55,9 @@ let package = Package(
             // Never unloaded: its crash handler and Swift code must outlive any dlclose.
             linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
         .target(name: "Receiver", dependencies: ["Host"]),
-        .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver"]),
+        // The async-signal-safe handler that passes signals sent to `reporthost run` on.
+        .target(name: "SignalForwarding"),
+        .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",
@@ -77,7 +79,7 @@ let package = Package(
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "HostTestSupport", "PluginAPI"]),
         .testTarget(name: "ReceiverTests", dependencies: ["Host", "Receiver", "HostTestSupport"]),
-        .testTarget(name: "ReporthostTests", dependencies: ["Host", "Conformance", "Receiver", "HostTestSupport"]),
+        .testTarget(name: "ReporthostTests", dependencies: ["Host", "Conformance", "Receiver", "HostTestSupport", "SignalForwarding"]),
     ],
     swiftLanguageModes: [.v6]
 )

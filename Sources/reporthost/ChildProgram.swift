@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import SignalForwarding
 
 /// A program `reporthost run` started: spawned with `posix_spawnp` (never `fork`), with the
 /// default disposition for every signal and an empty signal mask (the CLI ignores SIGPIPE:
@@ -123,55 +124,32 @@ final class OutputTail: Sendable {
     }
 }
 
-/// Passes signals sent to `run` on to the child. A signal from the terminal (Ctrl-C) already
-/// reached the child, which is in the same process group: only signals sent by a process
-/// (`kill`) are passed on, so the child never gets one twice.
+/// Passes signals sent to `run` on to the child (the handler is C: `Sources/SignalForwarding`).
+/// A signal from the terminal (Ctrl-C) already reached the child, which is in the same
+/// process group: only signals sent by a process (`kill`) are passed on, so the child never
+/// gets one twice.
 enum SignalForwarding {
-    static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT]
+    static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT]
 
     /// Starts the child with `spawn` and passes signals on to it until `stop()`.
     ///
-    /// The signals are blocked in the calling thread while the child starts: one sent in that
-    /// window stays pending and is passed on once its pid is known (the child may already be
-    /// running and telling others it is ready). Afterwards they are unblocked in this thread
-    /// even if `run` inherited a mask that blocks them (a parent spawning from a libdispatch
-    /// worker thread hands one down): a signal blocked in every thread would stay pending for
-    /// ever. Call it from the thread that then waits for the child.
+    /// The handlers go in first: a signal sent to `run` is never fatal to it (which would
+    /// orphan the child), and one that comes before the child's pid is known, on whichever
+    /// thread, is sent to the child once it is. The signals are also unblocked in the
+    /// calling thread: `run` may inherit a mask that blocks them (a parent spawning from a
+    /// libdispatch worker thread hands one down), and a signal blocked in every thread would
+    /// stay pending for ever. Call it from the thread that then waits for the child.
     static func start(_ spawn: () throws -> ChildProgram) rethrows -> ChildProgram {
-        install()
+        signals.withUnsafeBufferPointer { rh_forward_install($0.baseAddress, Int32($0.count)) }
         var set = sigset_t()
         sigemptyset(&set)
         for number in signals { sigaddset(&set, number) }
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        defer { pthread_sigmask(SIG_UNBLOCK, &set, nil) }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
         let child = try spawn()
-        forwardedPID = child.pid
+        rh_forward_start(child.pid)
         return child
     }
 
-    /// Stops passing signals on (they are then ignored: the child has ended).
-    static func stop() { forwardedPID = 0 }
-
-    private static func install() {
-        guard !installed else { return }
-        installed = true
-        for number in signals {
-            var action = sigaction()
-            action.__sigaction_handler.sa_sigaction = { number, info, _ in
-                let target = forwardedPID
-                // si_code <= 0: sent by a process (SI_USER, SI_QUEUE, SI_TKILL), not the terminal.
-                guard target > 0, let info, info.pointee.si_code <= 0 else { return }
-                kill(target, number)
-            }
-            action.sa_flags = SA_SIGINFO | SA_RESTART
-            sigemptyset(&action.sa_mask)
-            sigaction(number, &action, nil)
-        }
-    }
-
-    nonisolated(unsafe) private static var installed = false
+    /// Stops passing signals on (the child has ended).
+    static func stop() { rh_forward_stop() }
 }
-
-/// Read by the signal handler (a global, so the handler captures nothing): a plain word,
-/// written by the one thread that runs `run`.
-nonisolated(unsafe) private var forwardedPID: pid_t = 0

@@ -53,7 +53,7 @@ enum RunCommand {
         SignalForwarding.stop()
         let exit = ProgramExit(
             program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
-            output: tail?.finish(waitingAtMostMs: 1_000))
+            output: tail?.finish(waitingAtMostMs: 3_000))
         if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
 
         // What it left, recovered now: its crash files (saved by `open`), or an abnormal exit.

@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
+import Host
 
-/// A child process a test talks to while it runs: its standard input and output are pipes
+/// A child process a test talks to while it runs: its standard input and output are sockets
 /// (read a line, close the input), its standard error goes to a file; it may start with
 /// signals blocked. Spawned with `posix_spawn` (never `fork`), with `ChildProcess.environment`.
 ///
@@ -18,16 +19,17 @@ public final class SpawnedChild {
     ///   spawning from a libdispatch worker thread hands down).
     public init(_ words: [String], log: URL, blocking signals: [Int32] = []) throws {
         guard let program = words.first else { throw POSIXError(.EINVAL) }
+        // Close-on-exec from the start: tests run in parallel, and an end another test's child
+        // inherited would keep this child's input open (it would never see end of file).
         var outEnds: [Int32] = [-1, -1]
         var inEnds: [Int32] = [-1, -1]
-        guard pipe(&outEnds) == 0 else { throw POSIXError(.EMFILE) }
-        guard pipe(&inEnds) == 0 else {
+        // Socket pairs, because the Glibc module has no pipe2.
+        let kind = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        guard socketpair(AF_UNIX, kind, 0, &outEnds) == 0 else { throw POSIXError(.EMFILE) }
+        guard socketpair(AF_UNIX, kind, 0, &inEnds) == 0 else {
             outEnds.forEach { close($0) }
             throw POSIXError(.EMFILE)
         }
-        // The test's ends stay out of every child (tests run in parallel).
-        _ = fcntl(outEnds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(inEnds[1], F_SETFD, FD_CLOEXEC)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -67,11 +69,17 @@ public final class SpawnedChild {
         _ = wait()
     }
 
-    /// One line of its standard output, without the newline (nil at end of file).
-    public func readLine() -> String? {
+    /// One line of its standard output, without the newline (nil at end of file, or when no
+    /// line came within `timeoutMs`: a hung child fails the test instead of hanging it).
+    public func readLine(timeoutMs: Int = 60_000) -> String? {
         var line = Data()
         var byte: UInt8 = 0
+        let clock = SystemClock()
+        let deadline = clock.now().advanced(byMilliseconds: timeoutMs)
         while line.count < 4_096 {
+            let left = deadline.milliseconds(since: clock.now())
+            var ready = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+            guard left > 0, poll(&ready, 1, Int32(clamping: left)) > 0 else { return nil }
             let count = read(output, &byte, 1)
             if count < 0 && errno == EINTR { continue }
             guard count == 1 else { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }

@@ -112,11 +112,11 @@ extension HostileABITests {
         let description = try #require(document.content.description)
         #expect(description.utf8.count == ReportContent.textMaxBytes && description == String(repeating: "é", count: 32 * 1024))
         let notes = document.internalLog.map(\.message)
-        #expect(notes.contains("set_description: a text of 204800 bytes was cut to the 65536-byte limit"), "\(notes.prefix(5))")
+        #expect(notes.contains("set_description: a text over the 65536-byte limit was cut to it"), "\(notes.prefix(5))")
         #expect(notes.contains("add_label refused: it would make more than 1000 labels"))
         #expect(notes.filter { $0.contains("set_labels refused") || $0.contains("add_labels refused") }.count == 2)
         let logged = try #require(notes.first { $0.hasPrefix("éé") })
-        #expect(logged.hasSuffix(" … (cut from 65536 bytes)") && logged.utf8.count < 4_200)
+        #expect(logged.hasSuffix(" … (cut: over 4096 bytes)") && logged.utf8.count < 4_200)
     }
 
     @Test("R-4: a new attribute past 1,000 is refused, an existing one still changes; host-wide attributes keep the same limits")

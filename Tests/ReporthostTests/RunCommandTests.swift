@@ -3,6 +3,7 @@ import Glibc
 import Host
 import HostTestSupport
 import Receiver
+import SignalForwarding
 import Testing
 
 /// `reporthost run -- PROGRAM`: unmodified C programs under the preloaded crash writer, real
@@ -65,6 +66,22 @@ import Testing
             printf("ready\\n");
             fflush(stdout);
             for (;;) pause();
+        }
+        """) }
+
+    /// Waits for SIGUSR1 (blocked from its start, taken with sigwait), then exits 42; gives up
+    /// after 20 s (SIGALRM: 142).
+    static let waitsForUSR1 = Result { try program("waits-for-usr1", """
+        #include <signal.h>
+        #include <unistd.h>
+        int main(void) {
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, SIGUSR1);
+            sigprocmask(SIG_BLOCK, &set, NULL);
+            alarm(20);
+            int number = 0;
+            return sigwait(&set, &number) == 0 && number == SIGUSR1 ? 42 : 1;
         }
         """) }
 
@@ -169,6 +186,29 @@ import Testing
             kill(run.pid, SIGTERM)
             #expect(run.wait() == 42, "the program's own SIGTERM status, not 142 (it never heard the signal): \(run.log)")
             #expect(try records().isEmpty, "a program that ended itself on SIGTERM is no abnormal exit")
+        }
+    }
+
+    @Test("I-1, run: a signal sent before the child's pid is known reaches the child once it is; one sent after goes straight on")
+    func signalBeforeChildStarts() async throws {
+        try await offPool { [self] in
+            defer { rh_forward_stop() }
+            // This process stands in for `run`: its own thread takes the signal, synchronously.
+            rh_forward_install([SIGUSR1], 1)
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, SIGUSR1)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            pthread_kill(pthread_self(), SIGUSR1)
+            let early = try SpawnedChild([try Self.waitsForUSR1.get()], log: folder.appendingPathComponent("early.log"), blocking: [SIGUSR1])
+            rh_forward_start(early.pid)
+            #expect(early.wait() == 42, "the early signal was kept and sent (142: it never came)")
+            rh_forward_stop()
+
+            let late = try SpawnedChild([try Self.waitsForUSR1.get()], log: folder.appendingPathComponent("late.log"), blocking: [SIGUSR1])
+            rh_forward_start(late.pid)
+            pthread_kill(pthread_self(), SIGUSR1)
+            #expect(late.wait() == 42)
         }
     }
 

@@ -40,7 +40,7 @@ enum HostAPITable {
 
     static func log(hostID: UInt32, report: OpaquePointer?, level: Int32, message: UnsafePointer<CChar>?) {
         guard let message else { return }
-        // Never more than the report keeps, plus enough to say how long it was.
+        // Never more than a text may hold (the log line keeps 4 KiB of it).
         let length = strnlen(message, ReportContent.textMaxBytes)
         let text = String(decoding: UnsafeRawBufferPointer(start: message, count: length), as: UTF8.self)
         let level = LogLevel(rawValue: level) ?? .info
@@ -55,7 +55,7 @@ enum HostAPITable {
         guard let key = string(key) else { return RH_ERR_INVALID }
         var newValue: String?
         if let value {
-            guard let decoded = String(validatingCString: value) else { return RH_ERR_INVALID }
+            guard let decoded = string(value) else { return RH_ERR_INVALID }
             newValue = decoded
         }
         guard let entry = HostDirectory.shared.entry(hostID) else { return RH_ERR_CLOSED }
@@ -74,8 +74,15 @@ enum HostAPITable {
     }
 
     /// A valid UTF-8 C string, or nil for NULL and invalid UTF-8.
+    /// A plugin's string, nil for NULL or invalid UTF-8. Read no further than a few bytes past
+    /// `ReportContent.textMaxBytes` (up to a character boundary): a longer string is never
+    /// copied whole, and the setter still sees it is over the limit, cuts and notes it.
     static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
-        pointer.flatMap { String(validatingCString: $0) }
+        guard let pointer else { return nil }
+        let limit = ReportContent.textMaxBytes + 4
+        let length = strnlen(pointer, limit)
+        let bytes = Array(UnsafeRawBufferPointer(start: pointer, count: length))
+        return String(validating: length < limit ? bytes[...] : ReportContent.completeCharacters(bytes), as: UTF8.self)
     }
 
     static func status(_ body: () throws(ReportError) -> Void) -> rh_status {

@@ -24,7 +24,7 @@ public final class HandleRegistry: Sendable {
         let operation: String
     }
 
-    /// The most uses after bundling remembered; past it, further ones are not noted.
+    /// The most uses after bundling remembered; past it, the memory starts again.
     static let notedAfterBundleMax = 4_096
 
     private static let sequenceBits: UInt64 = 40
@@ -58,11 +58,13 @@ public final class HandleRegistry: Sendable {
     /// (the report is gone, H-14) and its rule events, once per handle and operation. The
     /// handler is unknown by then.
     func noteUseAfterBundle(_ handle: ReportHandle, _ operation: String) {
+        guard let host = host(of: handle) else { return }
         let first = state.withLock { state in
-            state.notedAfterBundle.count < Self.notedAfterBundleMax
-                && state.notedAfterBundle.insert(NotedUse(handle: handle.rawValue, operation: operation)).inserted
+            // Full: start again (a flood is then noted once per 4,096 uses, never silenced).
+            if state.notedAfterBundle.count >= Self.notedAfterBundleMax { state.notedAfterBundle = [] }
+            return state.notedAfterBundle.insert(NotedUse(handle: handle.rawValue, operation: operation)).inserted
         }
-        guard first, let host = host(of: handle) else { return }
+        guard first else { return }
         let event = RuleEvent.useAfterBundle(operation)
         host.log.debug(event.message)
         host.events("plugin", event)

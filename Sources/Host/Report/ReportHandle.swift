@@ -67,7 +67,7 @@ public struct ReportHandle: Hashable, Sendable {
     ) throws(ReportError) {
         let bounded = value.map { ReportContent.bounded($0) }
         try self.access(operation, cost: bounded?.text.utf8.count ?? 0) { state, contributor in
-            if let from = bounded?.cutFrom { state.record(.textCut(operation, from: from), by: contributor.handler) }
+            if bounded?.cutFrom != nil { state.record(.textCut(operation), by: contributor.handler) }
             assign(&state.content, bounded?.text)
             return .success(())
         }.get()
@@ -77,7 +77,7 @@ public struct ReportHandle: Hashable, Sendable {
     private static func noteCuts(
         _ texts: [(text: String, cutFrom: Int?)], _ operation: String, in state: inout LiveReport.State, by handler: String
     ) {
-        for case let from? in texts.map(\.cutFrom) { state.record(.textCut(operation, from: from), by: handler) }
+        for text in texts where text.cutFrom != nil { state.record(.textCut(operation), by: handler) }
     }
 
     // MARK: Severity (SPEC R-3)

@@ -115,7 +115,7 @@ public struct InternalLogEntry: Sendable, Equatable {
     /// `message` cut to `messageMaxBytes` at a character boundary, saying so.
     public static func bounded(_ message: String) -> String {
         let cut = ReportContent.bounded(message, limit: messageMaxBytes)
-        return cut.cutFrom.map { "\(cut.text) … (cut from \($0) bytes)" } ?? message
+        return cut.cutFrom == nil ? message : "\(cut.text) … (cut: over \(messageMaxBytes) bytes)"
     }
 }
 
@@ -152,12 +152,13 @@ public struct ReportContent: Sendable, Equatable {
     public static func bounded(_ text: String, limit: Int = textMaxBytes) -> (text: String, cutFrom: Int?) {
         let bytes = text.utf8.count
         guard bytes > limit else { return (text, nil) }
-        var prefix = Array(text.utf8.prefix(limit))
-        // Back off to the start of the character the limit cut through.
-        if let lead = prefix.lastIndex(where: { $0 & 0xC0 != 0x80 }) {
-            let width = prefix[lead] < 0x80 ? 1 : prefix[lead] >= 0xF0 ? 4 : prefix[lead] >= 0xE0 ? 3 : 2
-            if lead + width > prefix.count { prefix.removeSubrange(lead...) }
-        }
-        return (String(decoding: prefix, as: UTF8.self), bytes)
+        return (String(decoding: completeCharacters(Array(text.utf8.prefix(limit))), as: UTF8.self), bytes)
+    }
+
+    /// `bytes` without a UTF-8 sequence cut off at its end (the first bytes of a longer text).
+    public static func completeCharacters(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
+        guard let lead = bytes.lastIndex(where: { $0 & 0xC0 != 0x80 }) else { return bytes[...] }
+        let width = bytes[lead] < 0x80 ? 1 : bytes[lead] >= 0xF0 ? 4 : bytes[lead] >= 0xE0 ? 3 : 2
+        return lead + width > bytes.count ? bytes[..<lead] : bytes[...]
     }
 }

@@ -111,10 +111,8 @@ public struct RuleEvent: Sendable, Equatable {
         RuleEvent(.droppedAttachment, subject: name, message: "attachment '\(name)' dropped: it \(reason)")
     }
 
-    public static func textCut(_ operation: String, from bytes: Int) -> RuleEvent {
-        RuleEvent(
-            .overLimit, subject: operation,
-            message: "\(operation): a text of \(bytes) bytes was cut to the \(ReportContent.textMaxBytes)-byte limit")
+    public static func textCut(_ operation: String) -> RuleEvent {
+        RuleEvent(.overLimit, subject: operation, message: "\(operation): a text over the \(ReportContent.textMaxBytes)-byte limit was cut to it")
     }
 
     public static func countRefused(_ operation: String, _ what: String, limit: Int) -> RuleEvent {
