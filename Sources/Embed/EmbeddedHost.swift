@@ -160,19 +160,21 @@ final class BackgroundWorker: Sendable {
         let deliverer = session.deliverer()
         let clock = SystemClock()
         var seen = -1
+        var last = Deliverer.Summary()
         while true {
             let (wakes, stopping) = state.read { ($0.wakes, $0.stopping) }
             if wakes != seen {
                 seen = wakes
                 do {
-                    _ = try deliverer.deliver(retries: !stopping)
+                    last = try deliverer.deliver(retries: !stopping)
                 } catch {
                     log.warn("delivery: \(error)")
                 }
             }
             if stopping { return }
             // Until a new report, the next retry (at most a minute away), or stop.
-            let due = (try? deliverer.nextWake()).flatMap { $0 }.map { max(0, $0.timeIntervalSinceNow) } ?? 60
+            let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: Date())
+            let due = wake.map { max(0, $0.timeIntervalSinceNow) } ?? 60
             let deadline = clock.now().advanced(byMilliseconds: Int(min(due, 60) * 1000))
             let timedOut = state.wait(until: deadline, clock: clock, for: { $0.stopping || $0.wakes != seen }) { _, woken in !woken }
             if timedOut { seen = -1 }

@@ -22,7 +22,7 @@ enum LaunchCommand {
         logger.info("launch: \(session.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
         while arguments.flag("watch") {
             let clock = SystemClock()
-            let wake = try deliverer.nextWake()
+            let wake = Deliverer.earliestNextPass(after: summary, wake: try deliverer.nextWake(), now: Date())
             if let wake { logger.debug("watch: next pass at \(ReportDocument.timestamp(wake))") }
             // At most a day ahead: a wake time from the database is outside input.
             let deadline = wake.map { clock.now().advanced(byMilliseconds: Int(min(max($0.timeIntervalSinceNow * 1000, 0), 86_400_000)) + 1) }

@@ -37,6 +37,9 @@ public struct Deliverer: Sendable {
         public var terminal = 0
         /// Stopped by the local admission window; the rest stay eligible.
         public var rateLimited = false
+        /// Reports whose request could not be built (a full disk): they stay as they were,
+        /// due again at once, so a loop must not come straight back (`earliestNextPass`).
+        public var notBuilt = 0
 
         public init() {}
     }
@@ -89,6 +92,7 @@ public struct Deliverer: Sendable {
             contentType = try writeBody(record, to: body)
         } catch {
             logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
+            summary.notBuilt += 1
             return true
         }
         let admitted = try storing { () throws(StorageError) in
@@ -200,6 +204,19 @@ public struct Deliverer: Sendable {
             }
             return times.min()
         }
+    }
+
+    /// The pause after a pass whose requests could not be built (a local fault, such as a
+    /// full disk, that the next pass would meet again).
+    public static let localFaultPauseMs = 5_000
+
+    /// When a loop of passes (`launch --watch`, an embedding program's worker) may run the
+    /// next one: at `wake`, but never sooner than `localFaultPauseMs` after a pass that could
+    /// not build a request, so a full disk is not retried in a busy loop. nil: no time set.
+    public static func earliestNextPass(after pass: Summary, wake: Date?, now: Date) -> Date? {
+        guard pass.notBuilt > 0 else { return wake }
+        let floor = now.addingTimeInterval(Double(localFaultPauseMs) / 1000)
+        return wake.map { max($0, floor) } ?? floor
     }
 
     /// D-9: a record found `submitting` at launch (the host died mid-request) counts that
