@@ -182,7 +182,7 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     if (!answered && code == CURLE_OK) {
         long status = 0;
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-        if (status >= 100 && status <= 999) {
+        if (status >= 200 && status <= 999) { /* a 1xx alone is no answer */
             head.status = (int)status;
             answered = 1;
         }

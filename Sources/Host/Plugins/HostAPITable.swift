@@ -73,7 +73,6 @@ enum HostAPITable {
         OpaquePointer(bitPattern: UInt(handle.rawValue))!
     }
 
-    /// A valid UTF-8 C string, or nil for NULL and invalid UTF-8.
     /// A plugin's string, nil for NULL or invalid UTF-8. Read no further than a few bytes past
     /// `ReportContent.textMaxBytes` (up to a character boundary): a longer string is never
     /// copied whole, and the setter still sees it is over the limit, cuts and notes it.
