@@ -139,6 +139,15 @@ import Testing
         let path = Self.sample("async-example")
         let document = try await offPool { try self.raise(ReportRequest(trigger: .upload), handler: path) }
         #expect(document.content.attributes["async.example"] == "done")
+        // A terminating report is left alone: nothing arrives after it was bundled.
+        let terminating = { () -> ReportRequest in
+            var request = ReportRequest(trigger: .logException)
+            request.isTerminating = true
+            return request
+        }()
+        let last = try await offPool { try self.raise(terminating, handler: path) }
+        #expect(last.content.attributes["async.example"] == nil)
+        #expect(!last.internalLog.contains { $0.message.contains("closed handle") }, "\(last.internalLog)")
     }
 
     @Test("ABI: the C samples export only rh_plugin_entry (version script)")
