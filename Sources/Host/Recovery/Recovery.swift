@@ -11,12 +11,18 @@ struct Recovery {
 
     /// What needs no plugin: interrupted purges, crash files (and the quarantine they name),
     /// abnormal exits. Runs before the plugins are loaded, so a plugin that crashed the last
-    /// launch is known before it is opened.
-    func collect(currentSession: String) throws(HostError) {
+    /// launch is known before it is opened. At most `limit` crash files are saved; while some
+    /// are left, abnormal exits wait too (a session whose crash file is still waiting did not
+    /// exit abnormally).
+    func collect(currentSession: String, crashFilesPerLaunch limit: Int) throws(HostError) {
         try storing { () throws(StorageError) in
             try resumePurges()
-            try saveCrashFiles()
-            try recordAbnormalExits(currentSession: currentSession)
+            let left = try saveCrashFiles(atMost: limit)
+            if left > 0 {
+                log.info("\(left) crash file(s) left in \(repository.crashesFolder.path) for the next launch (at most \(limit) a launch)")
+            } else {
+                try recordAbnormalExits(currentSession: currentSession)
+            }
         }
     }
 
@@ -32,16 +38,16 @@ struct Recovery {
         }
     }
 
-    /// D-1 steps 1 and 2 for every crash file: save payload, attributes and attachment copies,
-    /// then purge the file. Files are taken oldest first.
-    private func saveCrashFiles() throws(StorageError) {
+    /// D-1 steps 1 and 2 for the `limit` oldest crash files: save payload, attributes and
+    /// attachment copies, then purge the file. Returns how many were left for later.
+    private func saveCrashFiles(atMost limit: Int) throws(StorageError) -> Int {
         let folder = repository.crashesFolder
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         let files = names.filter { $0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial") }
             .map { folder.appendingPathComponent($0).path }
             .map { ($0, Self.modificationDate($0)) }
             .sorted { $0.1 < $1.1 }
-        for (path, modified) in files {
+        for (path, modified) in files.prefix(max(0, limit)) {
             let crash: CrashFile
             switch CrashFile.read(path, modifiedAt: modified) {
             case .success(let parsed): crash = parsed
@@ -58,6 +64,7 @@ struct Recovery {
             host.faults.hit(.afterSave)
             try purge(path, record: rowID)
         }
+        return max(0, files.count - max(0, limit))
     }
 
     /// A file in `crashes/` that cannot be read as a crash file (not a regular file, too large,

@@ -24,6 +24,10 @@ public final class HostSession: Sendable {
     /// How long a launch waits for another process's lock (SPEC I-2).
     public static let defaultLockWaitMs = 10_000
 
+    /// The most crash files one launch saves (oldest first): a program in a crash loop can
+    /// leave thousands, and each one saved is a chain to run before the launch is done.
+    public static let defaultCrashFilesPerLaunch = 1_000
+
     /// Documents of the reports recovered by `recover`, oldest first.
     public var recovered: [ReportDocument] { recoveredDocuments.withLock { $0 } }
 
@@ -54,8 +58,11 @@ public final class HostSession: Sendable {
     /// (quarantined ones left out). Runs no plugin callback.
     /// - Parameter secondaryAllowed: when the lock stays held by another process for
     ///   `lockWaitMs`, open a secondary session instead of failing.
+    /// - Parameter crashFilesPerLaunch: the most crash files this launch saves (the rest wait
+    ///   for the next one).
     public static func open(
-        host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false
+        host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false,
+        crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         do {
@@ -81,7 +88,7 @@ public final class HostSession: Sendable {
         }
         let session = HostSession(host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID)
         do throws(HostError) {
-            try session.prepare(installCrashCapture: installCrashCapture)
+            try session.prepare(installCrashCapture: installCrashCapture, crashFilesPerLaunch: crashFilesPerLaunch)
             return session
         } catch {
             // A clean failure (a plugin that refuses to load, a storage error) is not an
@@ -92,7 +99,7 @@ public final class HostSession: Sendable {
     }
 
     /// The rest of `open`, once the session is marked.
-    private func prepare(installCrashCapture: Bool) throws(HostError) {
+    private func prepare(installCrashCapture: Bool, crashFilesPerLaunch: Int) throws(HostError) {
         if installCrashCapture {
             let capture = host.crashCapture
             capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot) { key in
@@ -105,7 +112,7 @@ public final class HostSession: Sendable {
             // A host killed between a commit and the file deletions after it left those files.
             let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
             if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
-            try Recovery(host: host, repository: repository).collect(currentSession: sessionID)
+            try Recovery(host: host, repository: repository).collect(currentSession: sessionID, crashFilesPerLaunch: crashFilesPerLaunch)
         }
         try Self.loadConfiguredPlugins(host: host, repository: repository)
     }
