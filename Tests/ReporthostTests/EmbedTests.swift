@@ -41,7 +41,8 @@ import Testing
     static let cApp = linked("c-app") { Products.packageRoot.appendingPathComponent("Examples/c-app/main.c") }
 
     /// A test driver of the embedding API: `embed-driver CONFIG|- REPOSITORY MODE [FOLDER]`.
-    /// Prints `started <ms>` (the time rh_embed_start took), then by MODE:
+    /// Prints `started <ms>` (the time rh_embed_start took), then by MODE, then
+    /// `stopped <ms>` (the time rh_embed_stop took):
     /// - `hold`: waits for the end of its standard input, then stops;
     /// - `report`: raises an error report and prints `report <result> <id>`;
     /// - `misuse`: calls the API wrongly, a line `<case> <result>` each (FOLDER holds the files
@@ -130,17 +131,18 @@ import Testing
                     misuse(h, config, repository, argv[4]);
                     return 0;
                 }
+                start = now_ms();
                 rh_embed_stop(h);
-                printf("stopped\n");
+                printf("stopped %.0f\n", now_ms() - start);
                 return 0;
             }
             """#
         return linked("embed-driver", source: { try Fixtures.file("embed-driver.c", source) }, flags: ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror"])
     }()
 
-    func config(_ receiver: LocalReceiver, plugin: URL) throws -> String {
+    func config(_ receiver: LocalReceiver, plugin: URL, timeoutMs: Int = 5_000) throws -> String {
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
-        try #"{"plugins": {"handler": "\#(plugin.path)"}, "submission": {"url": "\#(receiver.url)", "timeoutMs": 5000}, "retry": {"intervalSeconds": 0}}"#
+        try #"{"plugins": {"handler": "\#(plugin.path)"}, "submission": {"url": "\#(receiver.url)", "timeoutMs": \#(timeoutMs)}, "retry": {"intervalSeconds": 0}}"#
             .write(to: file, atomically: true, encoding: .utf8)
         return file.path
     }
@@ -241,6 +243,32 @@ import Testing
             #expect(running.wait() == 0, "\(running.log)")
             #expect(try launch().status == 0)
             #expect(try storedTriggers().filter { $0.value == "abnormal_exit" }.count == 1)
+        }
+    }
+
+    @Test("D-9, embed: rh_embed_stop with a submission stalled in flight returns after its grace, and the report is delivered by the next start")
+    func stopDuringDelivery() async throws {
+        try await offPool { [self] in
+            let driver = try Self.driver.get().path
+            let stalled = try LocalReceiver(folder: folder.appendingPathComponent("stalled"), script: [.stall])
+            defer { stalled.stop() }
+            let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
+            let stalling = try config(stalled, plugin: plugin, timeoutMs: 20_000)
+            let first = try ChildProcess.run("/usr/bin/timeout", ["-s", "KILL", "60", driver, stalling, repository, "report"], directory: folder)
+            #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
+            let lines = first.stdout.split(separator: "\n").map(String.init)
+            let id = try #require(lines.first { $0.hasPrefix("report 0 ") }.map { String($0.dropFirst(9)) }, "\(first.stdout)")
+            let stopMs = try #require(lines.first { $0.hasPrefix("stopped ") }.flatMap { Int($0.dropFirst(8)) }, "\(first.stdout)")
+            // The grace is 2 s; the stalled request's own limit (20 s) is not waited for.
+            #expect(stopMs < 10_000, "rh_embed_stop took \(stopMs) ms")
+            #expect(try storedTriggers()[id] == "log_error", "stored, not lost")
+
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let second = try ChildProcess.run(
+                "/usr/bin/timeout", ["-s", "KILL", "60", driver, try config(receiver, plugin: plugin), repository, "report"], directory: folder)
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(receiver.received.contains { $0.report["uuid"]?.stringValue == id }, "the interrupted submission is delivered at the next start")
         }
     }
 
