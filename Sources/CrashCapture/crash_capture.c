@@ -1,6 +1,10 @@
 #define _GNU_SOURCE
 #include "crash_capture.h"
 
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -176,6 +180,58 @@ static void write_attribution(int fd, struct line *l, uint32_t mark) {
     add(l, "callback "); add(l, call_names[call]); emit(fd, l);
 }
 
+/* libunwind (Debian's libunwind8), opened at install with RTLD_LOCAL: its local unwinding is
+ * safe in a signal handler and starts at the faulting instruction, from the signal's
+ * context. Local, because the library also exports the C++ exception ABI (_Unwind_*), which
+ * must not replace the program's own (a C++ program under `reporthost run` throws through
+ * libgcc's). Without it the writer falls back to glibc's backtrace(). */
+static int (*unwind_init)(unw_cursor_t *, unw_context_t *, int);
+static int (*unwind_step)(unw_cursor_t *);
+static int (*unwind_get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+
+#define SYMBOL_NAME(x) SYMBOL_TEXT(x)
+#define SYMBOL_TEXT(x) #x
+
+static void open_unwinder(void) {
+    void *library = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (library == NULL) return;
+    void *init = dlsym(library, SYMBOL_NAME(unw_init_local2));
+    void *step = dlsym(library, SYMBOL_NAME(unw_step));
+    void *get_reg = dlsym(library, SYMBOL_NAME(unw_get_reg));
+    if (init == NULL || step == NULL || get_reg == NULL) return;
+    unwind_step = (int (*)(unw_cursor_t *))step;
+    unwind_get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))get_reg;
+    unwind_init = (int (*)(unw_cursor_t *, unw_context_t *, int))init;
+}
+
+/* The stack of the thread that got the signal, innermost frame first: from the signal's
+ * context with libunwind, else from here with backtrace() (the handler's own frames first). */
+static int unwind_frames(void *context, void **frames, int cap) {
+    unw_cursor_t cursor;
+    if (unwind_init == NULL || context == NULL || unwind_init(&cursor, (unw_context_t *)context, UNW_INIT_SIGNAL_FRAME) < 0) {
+        return backtrace(frames, cap);
+    }
+    int count = 0;
+    do {
+        unw_word_t ip = 0;
+        if (unwind_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        frames[count++] = (void *)(uintptr_t)ip;
+    } while (count < cap && unwind_step(&cursor) > 0);
+    return count;
+}
+
+/* Runs both unwinders once, outside any signal handler, so neither loads or sets anything
+ * up for the first time inside one. */
+static void warm_unwinders(void) {
+    void *frames[4];
+    backtrace(frames, 4);
+    ucontext_t here;
+    if (getcontext(&here) == 0 && unwind_init != NULL) {
+        unw_cursor_t cursor;
+        if (unwind_init(&cursor, (unw_context_t *)&here, 0) >= 0) unwind_step(&cursor);
+    }
+}
+
 static void write_crash_file(int signal_number, siginfo_t *info, void *context) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -239,10 +295,10 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     int map = __atomic_load_n(&modules_current, __ATOMIC_ACQUIRE);
     write_all(fd, modules[map], modules_length[map]);
     /* Last, because it is the riskiest step: unwinding a smashed stack may fault, and a fault
-       here ends the file with everything above already in it. backtrace() was called once at
-       install, so it does not load libgcc here. */
+       here ends the file with everything above already in it. Both unwinders ran once at
+       install, so neither loads anything here. */
     void *frames[FRAMES_CAP];
-    int count = backtrace(frames, FRAMES_CAP);
+    int count = unwind_frames(context, frames, FRAMES_CAP);
     for (int i = 0; i < count; i++) {
         add(&l, "frame "); add_unsigned(&l, (uint64_t)(uintptr_t)frames[i], 16); emit(fd, &l);
     }
@@ -368,9 +424,9 @@ bool rh_crash_install(const char *crash_directory, const char *session_id) {
     } else {
         strcpy(executable, "[main]");
     }
+    open_unwinder();
     rh_crash_refresh_modules();
-    void *warm[1];
-    backtrace(warm, 1);
+    warm_unwinders();
     pthread_once(&stack_key_once, make_stack_key);
     installed = true;
     if (!rh_crash_prepare_thread()) {

@@ -100,6 +100,27 @@ import Testing
         }
     }
 
+    @Test("D-1: the stack is unwound by libunwind from the signal's context: it starts at the faulting instruction, not in the handler")
+    func unwindsFromTheFault() async throws {
+        try await offPool { [self] in
+            let program = try Self.driver("unwind", body: """
+                __attribute__((noinline)) static void fault_here(volatile int *nothing) { *nothing = 1; }
+                __attribute__((noinline)) static void caller(void) { fault_here(NULL); __asm__ volatile(""); }
+                static void scenario(const char *crashes) {
+                    rh_crash_install(crashes, "unwind");
+                    caller();
+                }
+                """)
+            let (result, crashes) = try run(program)
+            #expect(result.signal == SIGSEGV, "\(result)")
+            let crash = try #require(crashes.first, "\(result.stderr)")
+            let pc = try #require(crash.programCounter)
+            // backtrace() would start with the writer's own frames and the signal trampoline.
+            #expect(crash.frames.first == pc, "frames \(crash.frames.prefix(4).map { String($0, radix: 16) }), pc \(String(pc, radix: 16))")
+            #expect(crash.frames.count >= 4, "the fault, its caller, scenario, main: \(crash.frames.count)")
+        }
+    }
+
     @Test("D-1: after writing, the handler installed before ours gets the signal")
     func chainsToThePreviousHandler() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

@@ -85,6 +85,26 @@ import Testing
         }
         """) }
 
+    /// Throws and catches 1,000 C++ exceptions: the capture library (and the libunwind it
+    /// opens) must leave the program's exception handling alone.
+    static let thrower = Result { () throws -> String in
+        let output = makeTemporaryDirectory("run-programs").appendingPathComponent("thrower")
+        let file = try Fixtures.file("thrower.cpp", """
+            #include <cstdio>
+            #include <stdexcept>
+            int main() {
+                int caught = 0;
+                for (int i = 0; i < 1000; i++) {
+                    try { throw std::runtime_error("again"); } catch (const std::exception &) { caught++; }
+                }
+                std::printf("caught %d\\n", caught);
+                return caught == 1000 ? 0 : 1;
+            }
+            """)
+        try Fixtures.compile(["-O1", file.path, "-o", output.path], compiler: "g++")
+        return output.path
+    }
+
     func config(_ receiver: LocalReceiver) throws -> String {
         let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
@@ -209,6 +229,14 @@ import Testing
             rh_forward_start(late.pid)
             pthread_kill(pthread_self(), SIGUSR1)
             #expect(late.wait() == 42)
+        }
+    }
+
+    @Test("D-1, run: a C++ program's exceptions still work with the capture library preloaded")
+    func cppExceptions() async throws {
+        try await offPool { [self] in
+            let result = try run([], program: [try Self.thrower.get()])
+            #expect(result.status == 0 && result.stdout == "caught 1000\n", "\(result.stdout) \(result.stderr)")
         }
     }
 
