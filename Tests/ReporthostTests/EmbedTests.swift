@@ -263,12 +263,20 @@ import Testing
             #expect(stopMs < 10_000, "rh_embed_stop took \(stopMs) ms")
             #expect(try storedTriggers()[id] == "log_error", "stored, not lost")
 
-            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            // The next start settles the interrupted attempt and retries it in the background
+            // (a stop that comes first would leave it stored again: the test waits for it).
+            let arrived = WaitableState<Set<String>>([])
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got")) { received in
+                if let uuid = received.report["uuid"]?.stringValue { arrived.update { _ = $0.insert(uuid) } }
+            }
             defer { receiver.stop() }
-            let second = try ChildProcess.run(
-                "/usr/bin/timeout", ["-s", "KILL", "60", driver, try config(receiver, plugin: plugin), repository, "report"], directory: folder)
-            #expect(second.status == 0, "\(second.stderr)")
-            #expect(receiver.received.contains { $0.report["uuid"]?.stringValue == id }, "the interrupted submission is delivered at the next start")
+            let second = try SpawnedChild([driver, try config(receiver, plugin: plugin), repository, "hold"], log: folder.appendingPathComponent("second.log"))
+            #expect(second.readLine()?.hasPrefix("started ") == true, "\(second.log)")
+            let clock = SystemClock()
+            let delivered = arrived.wait(until: clock.now().advanced(byMilliseconds: 30_000), clock: clock, for: { $0.contains(id) }) { _, done in done }
+            second.closeInput()
+            #expect(second.wait() == 0, "\(second.log)")
+            #expect(delivered, "the interrupted submission is delivered by the next start: \(second.log)")
         }
     }
 
