@@ -343,6 +343,33 @@ import Testing
         #expect(document.internalLog.map(\.message) == ["t.on_after_report_created did not return within 30000 ms: abandoned; its later changes are ignored"])
     }
 
+    @Test("H-4: an async Swift handler runs on the host's own thread: a program that fills the cooperative pool with blocking work does not make it miss its limit")
+    func asyncHandlerWithBlockedPool() async throws {
+        let host = try TestHost.make { $0.limits.callbackTimeoutMs = 5_000 }
+        host.setHandler(SwiftHandler(name: "async", before: .async { report, _ in
+            try? report.setSummary("set by async")
+        }), for: .handler)
+        // Every thread of the cooperative pool blocked, as a program doing blocking work
+        // in tasks would leave it.
+        let width = ProcessInfo.processInfo.activeProcessorCount
+        let release = Gate()
+        let blocked = WaitableState(0)
+        for _ in 0..<width {
+            Task.detached {
+                blocked.update { $0 += 1 }
+                release.wait(seconds: 60)
+            }
+        }
+        let document = try await offPool { () throws -> ReportDocument in
+            defer { release.release() }
+            let clock = SystemClock()
+            blocked.wait(until: clock.now().advanced(byMilliseconds: 30_000), clock: clock, for: { $0 == width }) { _, _ in }
+            return try host.raiseDocument(ReportRequest(trigger: .upload))
+        }
+        #expect(document.content.summary == "set by async")
+        #expect(document.internalLog.isEmpty, "\(document.internalLog)")
+    }
+
     @Test("H-12: an async handler on a recovered report counts only if it finishes before bundling")
     func asyncRecovered() async throws {
         let host = try TestHost.make()

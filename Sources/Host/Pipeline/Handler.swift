@@ -69,7 +69,7 @@ public enum Handler: Sendable {
     /// was not called: the plugin was destroyed (replaced) after the chain read its slot.
     func invoke(
         _ step: HandlerStep, handle: ReportHandle, isTerminating: Bool, completion: rh_completion?,
-        swiftCompletion: @escaping @Sendable () -> Void, capture: CrashCapture
+        swiftCompletion: @escaping @Sendable () -> Void, capture: CrashCapture, asyncExecutor: ThreadExecutor
     ) -> Bool {
         switch self {
         case .plugin(let plugin):
@@ -82,9 +82,10 @@ public enum Handler: Sendable {
             switch step == .before ? handler.before : handler.after {
             case .completion(let body): body(handle, isTerminating, swiftCompletion)
             case .async(let body):
-                Task {
-                    // A pool thread: give it an alternate stack, so a stack overflow in the
-                    // method is still captured.
+                // On the host's own thread, not the cooperative pool (see `LazyThreadExecutor`).
+                Task(executorPreference: asyncExecutor) {
+                    // Give the thread an alternate stack, so a stack overflow in the method is
+                    // still captured (after an `await` elsewhere it resumes here again).
                     capture.prepareThread()
                     await body(handle, isTerminating)
                     swiftCompletion()

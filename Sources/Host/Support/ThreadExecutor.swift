@@ -37,3 +37,35 @@ public final class ThreadExecutor: MainExecutor {
 
     public func execute(_ job: @escaping @Sendable () -> Void) { jobs.update { $0.append(job) } }
 }
+
+/// Jobs of tasks that prefer this executor (`Task(executorPreference:)`) run on its thread
+/// too, in order with the rest.
+extension ThreadExecutor: TaskExecutor {
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        execute { job.runSynchronously(on: executor) }
+    }
+}
+
+/// A thread made the first time it is asked for: where a host's `async` Swift handlers run.
+/// Never the program's cooperative pool, which the program may have filled with blocking
+/// work (the handler would then miss its limit through no fault of its own).
+///
+/// # Thread safety
+/// Behind one `Locked`.
+public final class LazyThreadExecutor: Sendable {
+    private let name: String
+    private let made = Locked<ThreadExecutor?>(nil)
+
+    public init(name: String) { self.name = name }
+
+    public var executor: ThreadExecutor {
+        made.withLock { made in
+            if let made { return made }
+            let executor = ThreadExecutor(name: name)
+            made = executor
+            return executor
+        }
+    }
+}
