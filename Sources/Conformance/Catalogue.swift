@@ -115,6 +115,15 @@ public enum Catalogue {
             }
         },
         ConformanceCheck(
+            name: "content-limits",
+            summary: "keeps each text within 64 KiB and labels and attributes within 1,000 (nothing cut or refused)",
+            slots: handlerSlots
+        ) { context in
+            try probe(context, kinds: [.overLimit], passed: "nothing cut or refused") { host in
+                [try host.raise(ordinary(.logError))]
+            }
+        },
+        ConformanceCheck(
             name: "idempotent",
             summary: "running the plugin again over its own result changes nothing (no duplicate labels, attachments or counters)",
             slots: handlerSlots

@@ -68,6 +68,13 @@ import Testing
              ["recovered-returns-in-time"]),
             ("over-budget", try plugin("over-budget", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; for (int i = 0; i < 4; i++) host->add_attachment(r, \"a\", \"a.txt\", \"x\", 1); d(); }"),
              ["attachment-budget"]),
+            ("too-long", try plugin("too-long", before: "on_before", extra: """
+                #include <string.h>
+                static char big[70001];
+                static void on_before(void *c, rh_report *r, bool t, rh_completion d) {
+                    (void)c; (void)t; memset(big, 'x', sizeof big - 1); host->set_summary(r, big); d();
+                }
+                """), ["content-limits"]),
             ("appends", try plugin("appends", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->add_label(r, \"seen\"); d(); }"),
              ["idempotent"]),
             // Returns without completing and calls that completion from the next callback.
@@ -131,7 +138,7 @@ import Testing
     }
 
     @Test("I-8: each broken rule is reported by exactly the check for it",
-          arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "appends", "late", "stale", "bad-utf8", "bad-name",
+          arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "too-long", "appends", "late", "stale", "bad-utf8", "bad-name",
                       "non-reentrant", "needs-summary", "short-buffer", "few-attributes", "ascii-only", "no-at-sign", "no-reload"])
     func brokenRule(_ name: String) async throws {
         let (path, expected) = try Self.brokenCase(name)
