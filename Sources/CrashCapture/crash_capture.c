@@ -214,7 +214,10 @@ static int unwind_frames(void *context, void **frames, int cap) {
     int count = 0;
     do {
         unw_word_t ip = 0;
-        if (unwind_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        if (unwind_get_reg(&cursor, UNW_REG_IP, &ip) < 0) break;
+        /* A call through a NULL pointer faults at 0: keep that frame, and let unw_step find
+           the caller from the return address on the stack. Later, 0 is the end. */
+        if (ip == 0 && count > 0) break;
         frames[count++] = (void *)(uintptr_t)ip;
     } while (count < cap && unwind_step(&cursor) > 0);
     return count;

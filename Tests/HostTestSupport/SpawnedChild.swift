@@ -79,7 +79,10 @@ public final class SpawnedChild {
         while line.count < 4_096 {
             let left = deadline.milliseconds(since: clock.now())
             var ready = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
-            guard left > 0, poll(&ready, 1, Int32(clamping: left)) > 0 else { return nil }
+            guard left > 0 else { return nil }
+            let polled = poll(&ready, 1, Int32(clamping: left))
+            if polled < 0 && errno == EINTR { continue }
+            guard polled > 0 else { return nil }
             let count = read(output, &byte, 1)
             if count < 0 && errno == EINTR { continue }
             guard count == 1 else { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }

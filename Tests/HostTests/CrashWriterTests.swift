@@ -118,6 +118,19 @@ import Testing
             // backtrace() would start with the writer's own frames and the signal trampoline.
             #expect(crash.frames.first == pc, "frames \(crash.frames.prefix(4).map { String($0, radix: 16) }), pc \(String(pc, radix: 16))")
             #expect(crash.frames.count >= 4, "the fault, its caller, scenario, main: \(crash.frames.count)")
+
+            // A call through a NULL function pointer faults at 0: the stack still goes on.
+            let null = try Self.driver("unwind-null", body: """
+                __attribute__((noinline)) static void call_null(void (*volatile function)(void)) { function(); __asm__ volatile(""); }
+                static void scenario(const char *crashes) {
+                    rh_crash_install(crashes, "unwind-null");
+                    call_null(NULL);
+                }
+                """)
+            let (nullResult, nullCrashes) = try run(null)
+            #expect(nullResult.signal == SIGSEGV, "\(nullResult)")
+            let nullCrash = try #require(nullCrashes.first, "\(nullResult.stderr)")
+            #expect(nullCrash.frames.first == 0 && nullCrash.frames.count >= 3, "\(nullCrash.frames.map { String($0, radix: 16) })")
         }
     }
 

@@ -360,12 +360,13 @@ import Testing
                 release.wait(seconds: 60)
             }
         }
-        let document = try await offPool { () throws -> ReportDocument in
+        let (full, document) = try await offPool { () throws -> (Bool, ReportDocument) in
             defer { release.release() }
             let clock = SystemClock()
-            blocked.wait(until: clock.now().advanced(byMilliseconds: 30_000), clock: clock, for: { $0 == width }) { _, _ in }
-            return try host.raiseDocument(ReportRequest(trigger: .upload))
+            let full = blocked.wait(until: clock.now().advanced(byMilliseconds: 5_000), clock: clock, for: { $0 == width }) { _, full in full }
+            return (full, try host.raiseDocument(ReportRequest(trigger: .upload)))
         }
+        #expect(full, "every pool thread was blocked while the report ran")
         #expect(document.content.summary == "set by async")
         #expect(document.internalLog.isEmpty, "\(document.internalLog)")
     }

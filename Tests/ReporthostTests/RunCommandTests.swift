@@ -212,8 +212,14 @@ import Testing
     @Test("I-1, run: a signal sent before the child's pid is known reaches the child once it is; one sent after goes straight on")
     func signalBeforeChildStarts() async throws {
         try await offPool { [self] in
-            defer { rh_forward_stop() }
             // This process stands in for `run`: its own thread takes the signal, synchronously.
+            // The test process's own SIGUSR1 disposition comes back afterwards.
+            var previous = sigaction()
+            sigaction(SIGUSR1, nil, &previous)
+            defer {
+                rh_forward_stop()
+                sigaction(SIGUSR1, &previous, nil)
+            }
             rh_forward_install([SIGUSR1], 1)
             var set = sigset_t()
             sigemptyset(&set)

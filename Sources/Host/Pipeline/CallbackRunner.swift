@@ -70,7 +70,7 @@ struct CallbackRunner {
             if mode == .recovered && handler.isAsync(step) { report.holdChanges(of: handle) }
             let called = handler.invoke(
                 step, handle: handle, isTerminating: mode == .terminating, completion: closure?.code,
-                swiftCompletion: completion.swiftClosure, capture: invoker.capture, asyncExecutor: invoker.asyncHandlers.executor)
+                swiftCompletion: completion.swiftClosure, capture: invoker.capture)
             // The closure's window starts now that the method has returned (never while it runs).
             if let closure { closures.methodReturned(closure.slot) }
             if !called {

@@ -69,7 +69,7 @@ public enum Handler: Sendable {
     /// was not called: the plugin was destroyed (replaced) after the chain read its slot.
     func invoke(
         _ step: HandlerStep, handle: ReportHandle, isTerminating: Bool, completion: rh_completion?,
-        swiftCompletion: @escaping @Sendable () -> Void, capture: CrashCapture, asyncExecutor: ThreadExecutor
+        swiftCompletion: @escaping @Sendable () -> Void, capture: CrashCapture
     ) -> Bool {
         switch self {
         case .plugin(let plugin):
@@ -82,8 +82,12 @@ public enum Handler: Sendable {
             switch step == .before ? handler.before : handler.after {
             case .completion(let body): body(handle, isTerminating, swiftCompletion)
             case .async(let body):
-                // On the host's own thread, not the cooperative pool (see `LazyThreadExecutor`).
-                Task(executorPreference: asyncExecutor) {
+                // On a thread of its own (ended with the task, when its executor is released),
+                // never the cooperative pool: a program may have filled that with blocking
+                // work, and the method would miss its limit through no fault of its own. One
+                // per call, as for recovered callbacks: a method that blocks keeps only its own
+                // thread, and one that raises a report cannot wait on itself.
+                Task(executorPreference: ThreadExecutor(name: "reporthost-async")) {
                     // Give the thread an alternate stack, so a stack overflow in the method is
                     // still captured (after an `await` elsewhere it resumes here again).
                     capture.prepareThread()

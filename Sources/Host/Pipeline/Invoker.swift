@@ -129,8 +129,6 @@ struct Invoker {
     let observer: PipelineObserver?
     let active: ActiveCalls
     let capture: CrashCapture
-    /// Where `async` Swift handlers run.
-    let asyncHandlers: LazyThreadExecutor
 
     func perform(
         _ label: String, on thread: CallThread, limitMs: Int, budgetDeadline: HostInstant, tracker: CallTracker,

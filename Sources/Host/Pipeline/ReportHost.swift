@@ -28,8 +28,6 @@ public final class ReportHost: Sendable {
     let completions: ClosurePool
     let decisions: ClosurePool
     let active = ActiveCalls()
-    /// The thread this host's `async` Swift handlers run on, made at the first one.
-    let asyncHandlers = LazyThreadExecutor(name: "reporthost-async")
     private let table: SendablePointer<rh_host_api>
     private let slots = Locked(Slots())
     /// Set once a `destroy` could not start: later ones do not wait for the main thread again.
@@ -204,9 +202,7 @@ public final class ReportHost: Sendable {
         -> ReportDocument?
     {
         let slots = self.slots.withLock { $0 }
-        let invoker = Invoker(
-            clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture,
-            asyncHandlers: asyncHandlers)
+        let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture)
         let chain = Chain(
             callbacks: CallbackRunner(invoker: invoker, limits: configuration.limits, closures: completions),
             delegates: DelegateRunner(invoker: invoker, limits: configuration.limits, decisions: decisions),

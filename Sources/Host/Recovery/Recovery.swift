@@ -11,9 +11,9 @@ struct Recovery {
 
     /// What needs no plugin: interrupted purges, crash files (and the quarantine they name),
     /// abnormal exits. Runs before the plugins are loaded, so a plugin that crashed the last
-    /// launch is known before it is opened. At most `limit` crash files are saved; while some
-    /// are left, abnormal exits wait too (a session whose crash file is still waiting did not
-    /// exit abnormally).
+    /// launch is known before it is opened. At most `limit` crash files are saved (the
+    /// newest); while some are left, abnormal exits wait too (a session whose crash file is
+    /// still waiting did not exit abnormally).
     func collect(currentSession: String, crashFilesPerLaunch limit: Int) throws(HostError) {
         try storing { () throws(StorageError) in
             try resumePurges()
@@ -38,8 +38,10 @@ struct Recovery {
         }
     }
 
-    /// D-1 steps 1 and 2 for the `limit` oldest crash files: save payload, attributes and
-    /// attachment copies, then purge the file. Returns how many were left for later.
+    /// D-1 steps 1 and 2 for the `limit` newest crash files (the latest crash decides
+    /// quarantine, and is the one a `reporthost run` is waiting for), saved oldest first:
+    /// save payload, attributes and attachment copies, then purge the file. Returns how many
+    /// older ones were left for later.
     private func saveCrashFiles(atMost limit: Int) throws(StorageError) -> Int {
         let folder = repository.crashesFolder
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
@@ -47,7 +49,8 @@ struct Recovery {
             .map { folder.appendingPathComponent($0).path }
             .map { ($0, Self.modificationDate($0)) }
             .sorted { $0.1 < $1.1 }
-        for (path, modified) in files.prefix(max(0, limit)) {
+        let limit = max(1, limit)
+        for (path, modified) in files.suffix(limit) {
             let crash: CrashFile
             switch CrashFile.read(path, modifiedAt: modified) {
             case .success(let parsed): crash = parsed
@@ -64,7 +67,7 @@ struct Recovery {
             host.faults.hit(.afterSave)
             try purge(path, record: rowID)
         }
-        return max(0, files.count - max(0, limit))
+        return max(0, files.count - limit)
     }
 
     /// A file in `crashes/` that cannot be read as a crash file (not a regular file, too large,

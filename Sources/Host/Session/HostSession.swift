@@ -24,8 +24,9 @@ public final class HostSession: Sendable {
     /// How long a launch waits for another process's lock (SPEC I-2).
     public static let defaultLockWaitMs = 10_000
 
-    /// The most crash files one launch saves (oldest first): a program in a crash loop can
-    /// leave thousands, and each one saved is a chain to run before the launch is done.
+    /// The most crash files one launch saves (the newest; older ones wait for the next
+    /// launch): a program in a crash loop can leave thousands, and each one saved is a chain
+    /// to run before the launch is done.
     public static let defaultCrashFilesPerLaunch = 1_000
 
     /// Documents of the reports recovered by `recover`, oldest first.

@@ -47,25 +47,3 @@ extension ThreadExecutor: TaskExecutor {
         execute { job.runSynchronously(on: executor) }
     }
 }
-
-/// A thread made the first time it is asked for: where a host's `async` Swift handlers run.
-/// Never the program's cooperative pool, which the program may have filled with blocking
-/// work (the handler would then miss its limit through no fault of its own).
-///
-/// # Thread safety
-/// Behind one `Locked`.
-public final class LazyThreadExecutor: Sendable {
-    private let name: String
-    private let made = Locked<ThreadExecutor?>(nil)
-
-    public init(name: String) { self.name = name }
-
-    public var executor: ThreadExecutor {
-        made.withLock { made in
-            if let made { return made }
-            let executor = ThreadExecutor(name: name)
-            made = executor
-            return executor
-        }
-    }
-}
