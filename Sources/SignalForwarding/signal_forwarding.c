@@ -8,6 +8,9 @@
 /* The child's pid (0: none yet), and per signal whether one came while there was none. */
 static int target_pid;
 static int pending[NSIG];
+/* What each signal did before install, given back by stop. */
+static struct sigaction previous[NSIG];
+static int installed[NSIG];
 
 static void pass_on(int number, siginfo_t *info, void *context) {
     (void)context;
@@ -24,12 +27,13 @@ static void pass_on(int number, siginfo_t *info, void *context) {
 
 void rh_forward_install(const int *signals, int count) {
     for (int i = 0; i < count; i++) {
+        if (signals[i] <= 0 || signals[i] >= NSIG || installed[signals[i]]) continue;
         struct sigaction action;
         memset(&action, 0, sizeof action);
         action.sa_sigaction = pass_on;
         action.sa_flags = SA_SIGINFO | SA_RESTART;
         sigemptyset(&action.sa_mask);
-        sigaction(signals[i], &action, NULL);
+        if (sigaction(signals[i], &action, &previous[signals[i]]) == 0) installed[signals[i]] = 1;
     }
 }
 
@@ -40,4 +44,12 @@ void rh_forward_start(pid_t pid) {
     }
 }
 
-void rh_forward_stop(void) { __atomic_store_n(&target_pid, 0, __ATOMIC_SEQ_CST); }
+void rh_forward_stop(void) {
+    __atomic_store_n(&target_pid, 0, __ATOMIC_SEQ_CST);
+    for (int number = 1; number < NSIG; number++) {
+        if (!installed[number]) continue;
+        sigaction(number, &previous[number], NULL);
+        installed[number] = 0;
+        __atomic_store_n(&pending[number], 0, __ATOMIC_SEQ_CST);
+    }
+}

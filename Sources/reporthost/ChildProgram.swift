@@ -53,7 +53,15 @@ struct ChildProgram {
         return ChildProgram(pid: pid, standardError: captureStandardError ? pipeEnds[0] : nil)
     }
 
-    /// Waits for the child to end: its exit status, or 128 + the signal that ended it.
+    /// Waits for the child to end, without reaping it: its pid stays its own until `wait`.
+    func awaitExit() {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 {
+            guard errno == EINTR else { return }
+        }
+    }
+
+    /// Reaps the child: its exit status, or 128 + the signal that ended it.
     func wait() -> (status: Int32, signal: Int32?) {
         var raw: Int32 = 0
         while waitpid(pid, &raw, 0) < 0 {
@@ -126,8 +134,8 @@ final class OutputTail: Sendable {
 
 /// Passes signals sent to `run` on to the child (the handler is C: `Sources/SignalForwarding`).
 /// A signal from the terminal (Ctrl-C) already reached the child, which is in the same
-/// process group: only signals sent by a process (`kill`) are passed on, so the child never
-/// gets one twice.
+/// process group: only signals sent by a process (`kill`) are passed on. (One a process
+/// sends to the whole group reaches the child directly and is passed on too.)
 enum SignalForwarding {
     static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT]
 
@@ -150,6 +158,9 @@ enum SignalForwarding {
         return child
     }
 
-    /// Stops passing signals on (the child has ended).
+    /// Stops passing signals on, and gives them back what they did before: call it once the
+    /// child has ended and before it is reaped (its pid must not be reused meanwhile).
+    /// Afterwards SIGINT or SIGTERM ends `run` itself (what it was recovering is finished by
+    /// the next launch).
     static func stop() { rh_forward_stop() }
 }

@@ -49,8 +49,9 @@ enum RunCommand {
                 captureStandardError: keepBytes != nil)
         }
         let tail = keepBytes.map { child.teeStandardError(keeping: $0) }
-        let ended = child.wait()
+        child.awaitExit()
         SignalForwarding.stop()
+        let ended = child.wait()
         let exit = ProgramExit(
             program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
             output: tail?.finish(waitingAtMostMs: 3_000))

@@ -231,6 +231,8 @@ import Testing
             #expect(early.wait() == 42, "the early signal was kept and sent (142: it never came)")
             rh_forward_stop()
 
+            // Stop gave the signal back its earlier disposition: install again.
+            rh_forward_install([SIGUSR1], 1)
             let late = try SpawnedChild([try Self.waitsForUSR1.get()], log: folder.appendingPathComponent("late.log"), blocking: [SIGUSR1])
             rh_forward_start(late.pid)
             pthread_kill(pthread_self(), SIGUSR1)
