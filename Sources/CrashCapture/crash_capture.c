@@ -290,8 +290,9 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
 #else
     (void)context;
 #endif
-    for (int i = 0; i < attribute_count; i++) {
-        if (attributes[i][0] == '\0') continue; /* removed */
+    int attributes_written = __atomic_load_n(&attribute_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < attributes_written; i++) {
+        if (__atomic_load_n(&attributes[i][0], __ATOMIC_ACQUIRE) == '\0') continue; /* removed, or being rewritten */
         add(&l, "attribute "); add(&l, attributes[i]); emit(fd, &l);
     }
     for (int i = 0; i < attachment_count; i++) { add(&l, "attachment "); add(&l, attachments[i]); emit(fd, &l); }
@@ -468,28 +469,52 @@ bool rh_crash_prepare_thread(void) {
     return true;
 }
 
+/* Setters may run on any thread at once; the crash handler reads without this lock. */
+static pthread_mutex_t attributes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Writes `text` (shorter than ATTR_TEXT_CAP) into `slot` so that the handler, reading without
+ * the lock, sees the old text, nothing (a cleared first byte: skipped), or the new text,
+ * never a mix: the first byte is cleared first and set last. */
+static void publish_attribute(int slot, const char *text) {
+    __atomic_store_n(&attributes[slot][0], '\0', __ATOMIC_SEQ_CST);
+    memcpy(&attributes[slot][1], text + 1, strlen(text));
+    __atomic_store_n(&attributes[slot][0], text[0], __ATOMIC_RELEASE);
+}
+
+static bool holds_key(int slot, const char *key, size_t key_length) {
+    return strncmp(attributes[slot], key, key_length) == 0 && attributes[slot][key_length] == '=';
+}
+
 void rh_crash_remove_attribute(const char *key) {
     size_t key_length = strlen(key);
+    pthread_mutex_lock(&attributes_lock);
     for (int i = 0; i < attribute_count; i++) {
-        if (strncmp(attributes[i], key, key_length) == 0 && attributes[i][key_length] == '=') attributes[i][0] = '\0';
+        if (holds_key(i, key, key_length)) __atomic_store_n(&attributes[i][0], '\0', __ATOMIC_RELEASE);
     }
+    pthread_mutex_unlock(&attributes_lock);
 }
 
 bool rh_crash_set_attribute(const char *key, const char *value) {
-    if (strchr(key, '\n') || strchr(value, '\n') || strchr(key, '=')) return false;
+    if (strchr(key, '\n') || strchr(value, '\n') || strchr(key, '=') || key[0] == '\0') return false;
     size_t key_length = strlen(key);
     if (key_length + strlen(value) + 2 > ATTR_TEXT_CAP) return false;
+    char text[ATTR_TEXT_CAP];
+    snprintf(text, sizeof text, "%s=%s", key, value);
+    pthread_mutex_lock(&attributes_lock);
     /* The key's own slot, else the first one a removal emptied, else a new one. */
     int slot = -1, emptied = -1;
     for (int i = 0; i < attribute_count; i++) {
-        if (strncmp(attributes[i], key, key_length) == 0 && attributes[i][key_length] == '=') slot = i;
+        if (holds_key(i, key, key_length)) slot = i;
         else if (attributes[i][0] == '\0' && emptied < 0) emptied = i;
     }
     if (slot < 0) slot = emptied >= 0 ? emptied : attribute_count;
-    if (slot == ATTR_CAP) return false;
-    snprintf(attributes[slot], ATTR_TEXT_CAP, "%s=%s", key, value);
-    if (slot == attribute_count) attribute_count = slot + 1;
-    return true;
+    bool stored = slot < ATTR_CAP;
+    if (stored) {
+        publish_attribute(slot, text);
+        if (slot == attribute_count) __atomic_store_n(&attribute_count, slot + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&attributes_lock);
+    return stored;
 }
 
 bool rh_crash_add_attachment(const char *path) {

@@ -134,6 +134,42 @@ import Testing
         }
     }
 
+    @Test("D-1: host-wide attributes set and removed from 8 threads at once end in the crash file exactly as last set")
+    func attributesFromManyThreads() async throws {
+        try await offPool { [self] in
+            let program = try Self.driver("attributes", body: """
+                static void *churn(void *argument) {
+                    long id = (long)argument;
+                    char key[16], value[32];
+                    /* Keys come and go, so threads race for the same emptied slots. */
+                    for (int i = 0; i < 20000; i++) {
+                        char churned[16];
+                        snprintf(churned, sizeof churned, "c%ld-%d", id, i % 4);
+                        snprintf(value, sizeof value, "v%d", i);
+                        rh_crash_set_attribute(churned, value);
+                        rh_crash_remove_attribute(churned);
+                    }
+                    snprintf(key, sizeof key, "k%ld", id);
+                    snprintf(value, sizeof value, "final%ld", id);
+                    rh_crash_set_attribute(key, value);
+                    return NULL;
+                }
+                static void scenario(const char *crashes) {
+                    rh_crash_install(crashes, "attributes");
+                    pthread_t threads[8];
+                    for (long i = 0; i < 8; i++) pthread_create(&threads[i], NULL, churn, (void *)i);
+                    for (int i = 0; i < 8; i++) pthread_join(threads[i], NULL);
+                    rh_crash_now(SIGSEGV);
+                }
+                """)
+            let (result, crashes) = try run(program)
+            #expect(result.signal == SIGSEGV, "\(result)")
+            let crash = try #require(crashes.first, "\(result.stderr)")
+            let expected = Dictionary(uniqueKeysWithValues: (0..<8).map { ("k\($0)", "final\($0)") })
+            #expect(crash.attributes == expected)
+        }
+    }
+
     @Test("D-1: after writing, the handler installed before ours gets the signal")
     func chainsToThePreviousHandler() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

@@ -20,13 +20,14 @@ public final class HostAttributes: Sendable {
     public func set(_ key: String, _ value: String?) -> Bool {
         let fits = { (text: String) in text.utf8.count <= ReportContent.textMaxBytes }
         guard fits(key), value.map(fits) ?? true else { return false }
-        let stored = values.withLock { values -> Bool in
+        return values.withLock { values -> Bool in
             guard value == nil || values[key] != nil || values.count < ReportContent.attributesMax else { return false }
             values[key] = value
+            // Under the lock, so crash files end with the value reports carry, whichever of
+            // two threads setting one key comes last.
+            mirror(key, value)
             return true
         }
-        if stored { mirror(key, value) }
-        return stored
     }
 
     public var snapshot: [String: String] { values.withLock { $0 } }
