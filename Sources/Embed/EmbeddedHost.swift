@@ -127,8 +127,10 @@ final class BackgroundWorker: Sendable {
 
     init(session: HostSession) {
         self.session = session
-        let thread = Thread { [self] in run() }
-        thread.name = "reporthost-delivery"
+        let thread = Thread { [self] in
+            nameCurrentThread("rh-delivery")
+            run()
+        }
         thread.start()
     }
 

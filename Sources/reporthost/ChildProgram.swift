@@ -76,8 +76,10 @@ struct ChildProgram {
     func teeStandardError(keeping limit: Int) -> OutputTail {
         let tail = OutputTail(limit: limit)
         if let fd = standardError {
-            let thread = Thread { tail.copy(from: fd) }
-            thread.name = "reporthost-run-stderr"
+            let thread = Thread {
+                nameCurrentThread("rh-run-stderr")
+                tail.copy(from: fd)
+            }
             thread.start()
         } else {
             tail.finished()

@@ -87,7 +87,7 @@ public enum Handler: Sendable {
                 // work, and the method would miss its limit through no fault of its own. One
                 // per call, as for recovered callbacks: a method that blocks keeps only its own
                 // thread, and one that raises a report cannot wait on itself.
-                Task(executorPreference: ThreadExecutor(name: "reporthost-async")) {
+                Task(executorPreference: ThreadExecutor(name: "rh-async")) {
                     // Give the thread an alternate stack, so a stack overflow in the method is
                     // still captured (after an `await` elsewhere it resumes here again).
                     capture.prepareThread()

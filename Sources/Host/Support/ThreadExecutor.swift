@@ -11,10 +11,12 @@ public final class ThreadExecutor: MainExecutor {
     private let jobs = WaitableState<[(@Sendable () -> Void)?]>([])
     private let threadID = WaitableState<pthread_t?>(nil)
 
+    /// - Parameter name: the thread's name (the kernel keeps its first 15 bytes).
     public init(name: String) {
         let jobs = self.jobs
         let threadID = self.threadID
         let thread = Thread {
+            nameCurrentThread(name)
             threadID.update { $0 = pthread_self() }
             while let job = jobs.wait(until: nil, clock: SystemClock(), for: { !$0.isEmpty }, then: { queue, _ in queue.removeFirst() }) {
                 job()
@@ -36,6 +38,16 @@ public final class ThreadExecutor: MainExecutor {
     deinit { finish() }
 
     public func execute(_ job: @escaping @Sendable () -> Void) { jobs.update { $0.append(job) } }
+}
+
+/// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
+/// bytes Linux keeps. Foundation's `Thread.name` does not set it on Linux.
+public func nameCurrentThread(_ name: String) {
+    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let bytes = Array(name.utf8.prefix(15))
+    _ = bytes.withUnsafeBytes { SystemCalls.live.writeAll(fd, $0) }
 }
 
 /// Jobs of tasks that prefer this executor (`Task(executorPreference:)`) run on its thread
