@@ -141,9 +141,12 @@ final class PluginBox: @unchecked Sendable {
         guard let handle, let completion else { return }
         let done = Completion(function: completion)
         if let asyncMethod = body(Report(host: host, handle: handle), done) {
-            Task {
+            // On a thread of its own (see `MethodThread`), ended when the method is done.
+            let thread = MethodThread.start()
+            Task(executorPreference: thread) {
                 await asyncMethod()
                 done()
+                thread?.finish()
             }
         }
     }
