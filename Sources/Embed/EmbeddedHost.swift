@@ -124,6 +124,8 @@ final class EmbeddedHost: Sendable {
 final class BackgroundWorker: Sendable {
     private let state = WaitableState((wakes: 0, stopping: false, recovered: false, finished: false))
     private let session: HostSession
+    /// Ends a submission still in flight when stop's grace is over.
+    private let cancellation = Cancellation()
 
     init(session: HostSession) {
         self.session = session
@@ -137,16 +139,23 @@ final class BackgroundWorker: Sendable {
     func wake() { state.update { $0.wakes += 1 } }
 
     /// Asks the worker to end: waits for recovery (at most `recoveryLimitMs`), then at most
-    /// `graceMs` for the last delivery pass (a submission still in flight then is settled by
-    /// the next launch: D-9).
-    func stop(graceMs: Int, recoveryLimitMs: Int = 60_000) {
+    /// `graceMs` for the last delivery pass. A submission still in flight then is cancelled
+    /// and settled as a retryable failure (D-9) before the session ends, so the worker writes
+    /// nothing to the repository after the lock is released; the worker is given at most
+    /// `cancelMs` more for that.
+    func stop(graceMs: Int, recoveryLimitMs: Int = 60_000, cancelMs: Int = 3_000) {
         state.update { $0.stopping = true }
         let clock = SystemClock()
         let recoveryDeadline = clock.now().advanced(byMilliseconds: recoveryLimitMs)
         _ = state.wait(until: recoveryDeadline, clock: clock, for: { $0.recovered }) { _, done in done }
         let deadline = clock.now().advanced(byMilliseconds: graceMs)
-        let finished = state.wait(until: deadline, clock: clock, for: { $0.finished }) { _, finished in finished }
-        if !finished { session.host.logger.info("stopped with a delivery still in flight: it is settled at the next start") }
+        if state.wait(until: deadline, clock: clock, for: { $0.finished }, then: { _, finished in finished }) { return }
+        cancellation.cancel()
+        let cancelDeadline = clock.now().advanced(byMilliseconds: cancelMs)
+        let finished = state.wait(until: cancelDeadline, clock: clock, for: { $0.finished }) { _, finished in finished }
+        session.host.logger.info(
+            finished ? "stopped: the delivery in flight was cancelled and stays stored for the next start"
+                : "stopped with a delivery still in flight: it is settled at the next start")
     }
 
     private func run() {
@@ -159,7 +168,7 @@ final class BackgroundWorker: Sendable {
         }
         state.update { $0.recovered = true }
         guard session.isPrimary, session.host.configuration.submission.url != nil else { return }
-        let deliverer = session.deliverer()
+        let deliverer = session.deliverer(transport: CurlTransport(cancellation: cancellation))
         let clock = SystemClock()
         var seen = -1
         var last = Deliverer.Summary()

@@ -91,6 +91,18 @@ static size_t on_read(char *buffer, size_t size, size_t count, void *context) {
     return got;
 }
 
+/* Called by libcurl about once a second, and at every transfer: a non-zero return ends the
+ * request (CURLE_ABORTED_BY_CALLBACK). */
+static int on_progress(void *context, curl_off_t download_total, curl_off_t downloaded, curl_off_t upload_total,
+                       curl_off_t uploaded) {
+    (void)download_total;
+    (void)downloaded;
+    (void)upload_total;
+    (void)uploaded;
+    const int *cancel = context;
+    return cancel != NULL && __atomic_load_n(cancel, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* The few failures delivery tells apart, in fixed words; NULL for the rest (then curl's own
  * message is used). */
 static const char *describe(CURLcode code, long os_error) {
@@ -114,12 +126,13 @@ static const char *describe(CURLcode code, long os_error) {
      * or HTTP/2 (HTTP/0.9 is refused). */
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_WEIRD_SERVER_REPLY: return "not an HTTP answer";
+    case CURLE_ABORTED_BY_CALLBACK: return "cancelled";
     default: return NULL;
     }
 }
 
 int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
-                 long total_timeout_ms, rh_http_result *result) {
+                 long total_timeout_ms, const int *cancel, rh_http_result *result) {
     memset(result, 0, sizeof *result);
     if (strpbrk(content_type, "\r\n") != NULL || strlen(content_type) > 200) {
         set_failure(result, "an invalid Content-Type");
@@ -176,6 +189,9 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_seconds);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, total_timeout_ms > 0 ? total_timeout_ms : 1L);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *)cancel);
 
     CURLcode code = curl_easy_perform(curl);
     int answered = head.complete && head.status != 0;
@@ -206,3 +222,5 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     fclose(body);
     return answered ? 0 : -1;
 }
+
+void rh_cancel_set(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELEASE); }

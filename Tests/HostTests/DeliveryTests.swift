@@ -293,6 +293,30 @@ import Testing
         #expect(try deliverer("http://127.0.0.1:9/post?format=json&token=t", now: now).nextWake() == nil)
     }
 
+    @Test("D-9: a cancelled submission (the host is stopping) counts as an interrupted one, due again at once, and ends the pass")
+    func cancelledSubmission() throws {
+        let stalled = try receiver([.stall])
+        defer { stalled.stop() }
+        let first = try store()
+        let second = try store()
+        let cancellation = Cancellation()
+        cancellation.cancel()
+        var configuration = Configuration()
+        configuration.submission.url = stalled.url
+        configuration.submission.timeoutMs = 20_000
+        configuration.reportsPerMin = 0
+        let now = Date()
+        let deliverer = Deliverer(
+            repository: repository, configuration: configuration, transport: CurlTransport(cancellation: cancellation),
+            logger: HostLogger(destinations: [log]), now: { now })
+        _ = try deliverer.deliver(retries: false)
+        let cancelled = try record(first.rowID)
+        #expect(cancelled.state == .retry && cancelled.attempts == 1 && cancelled.outcome == "cancelled when the host stopped")
+        #expect(cancelled.nextAttemptAt.map { abs($0.timeIntervalSince(now)) < 0.01 } == true, "due again at once")
+        let untouched = try record(second.rowID)
+        #expect(untouched.state == .awaitingFirstAttempt && untouched.attempts == 0, "the pass stopped")
+    }
+
     @Test("D-9: a record found submitting at launch counts that attempt as a retryable failure, due now")
     func interruptedSubmission() throws {
         let stored = try store()

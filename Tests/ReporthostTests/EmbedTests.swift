@@ -262,6 +262,10 @@ import Testing
             // The grace is 2 s; the stalled request's own limit (20 s) is not waited for.
             #expect(stopMs < 10_000, "rh_embed_stop took \(stopMs) ms")
             #expect(try storedTriggers()[id] == "log_error", "stored, not lost")
+            // Cancelled and settled before the session ended: never left `submitting`.
+            let stored = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+            let record = try #require(try stored.records().first { $0.reportID == id })
+            #expect(record.state != .submitting, "\(record.state) \(record.outcome ?? "")")
 
             // The next start settles the interrupted attempt and retries it in the background
             // (a stop that comes first would leave it stored again: the test waits for it).

@@ -107,7 +107,8 @@ public struct Deliverer: Sendable {
         logger.debug("submitting \(record.reportID) to \(url.redacted)")
         let result = transport.post(url.url, contentType: contentType, bodyFile: body, timeoutMs: configuration.submission.timeoutMs)
         try storing { () throws(StorageError) in try settle(record, attempts: record.attempts + 1, result: result, into: &summary) }
-        return true
+        // The host is stopping: no further attempt in this pass.
+        return result != .cancelled
     }
 
     /// Writes the multipart body; a copy that went missing is left out with a diagnostic in
@@ -159,6 +160,10 @@ public struct Deliverer: Sendable {
         case .transportFailure(let text):
             retryAfter = nil
             reason = text
+        case .cancelled:
+            // As a submission interrupted by a kill (D-9): the attempt counts, due again now.
+            try retain(record, attempts: attempts, reason: "cancelled when the host stopped", retryAfter: nil, dueNow: true, into: &summary)
+            return
         }
         try retain(record, attempts: attempts, reason: reason, retryAfter: retryAfter, into: &summary)
     }

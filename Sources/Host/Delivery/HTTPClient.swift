@@ -7,6 +7,9 @@ public enum TransportResult: Sendable, Equatable {
     case response(status: Int, retryAfter: TimeInterval?)
     /// No HTTP answer: refused, reset, timed out, DNS… (retryable, SPEC D-9).
     case transportFailure(String)
+    /// Ended by the host itself (it is stopping): settled as an interrupted submission, due
+    /// again at once; the pass stops.
+    case cancelled
 }
 
 /// Sends one request. A protocol so delivery can be driven without a network in unit tests;
@@ -29,9 +32,12 @@ public protocol SubmissionTransport: Sendable {
 /// and https are spoken.
 ///
 /// # Thread safety
-/// No state: each call has its own curl handle.
+/// Each call has its own curl handle; `cancellation` is an atomic flag.
 public struct CurlTransport: SubmissionTransport {
-    public init() {}
+    /// Set from another thread, it ends a request in flight within about a second.
+    public let cancellation: Cancellation?
+
+    public init(cancellation: Cancellation? = nil) { self.cancellation = cancellation }
 
     /// - Parameter timeoutMs: the idle limit (`submission.timeoutMs`): for connecting, and for
     ///   any stretch with no byte moving (libcurl counts that in whole seconds: rounded up).
@@ -39,8 +45,12 @@ public struct CurlTransport: SubmissionTransport {
         var result = rh_http_result()
         let totalMs = Self.wholeRequestMilliseconds(timeoutMs)
         let status = rh_http_post(
-            url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs, &result)
-        guard status == 0 else { return .transportFailure(Self.text(of: &result.failure)) }
+            url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs,
+            cancellation?.flag, &result)
+        guard status == 0 else {
+            let failure = Self.text(of: &result.failure)
+            return failure == "cancelled" ? .cancelled : .transportFailure(failure)
+        }
         return .response(status: Int(result.status), retryAfter: Self.retryAfter(Self.text(of: &result.retry_after)))
     }
 
@@ -73,6 +83,21 @@ public struct CurlTransport: SubmissionTransport {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         return formatter.date(from: value).map { min(max(0, $0.timeIntervalSinceNow), maxRetryAfterSeconds) }
     }
+}
+
+/// A flag that ends requests in flight (`CurlTransport`): set once, never cleared.
+///
+/// # Thread safety
+/// The flag is read and written with atomics (the C side reads it on libcurl's thread).
+public final class Cancellation: @unchecked Sendable {
+    let flag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+
+    public init() { flag.initialize(to: 0) }
+
+    deinit { flag.deallocate() }
+
+    /// Ends the requests in flight and refuses later ones ("cancelled").
+    public func cancel() { rh_cancel_set(flag) }
 }
 
 /// For passes that only settle records and never send.

@@ -170,8 +170,9 @@ int rh_embed_add_attachment(rh_embed *h, const char *path);
  *
  * New calls with h return RH_EMBED_ERR_STOPPED from the moment stop begins; reports
  * already journaled are finished and stored (SPEC H-15). A delivery attempt in flight is
- * given at most 2 s to finish; what is not delivered stays stored for the next start (or
- * `reporthost launch`). Plugins' destroy functions run on the host's main thread, which
+ * given at most 2 s to finish, then cancelled (within about a second) and settled as a
+ * retryable failure, due at once; what is not delivered stays stored for the next start
+ * (or `reporthost launch`). Plugins' destroy functions run on the host's main thread, which
  * then ends; the library never dlcloses a plugin. The session mark is cleared and the
  * repository lock released. Returns once all of that is done; h is invalid afterwards.
  *
