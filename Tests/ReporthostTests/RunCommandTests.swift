@@ -248,6 +248,25 @@ import Testing
         }
     }
 
+    @Test("D-1, run: the capture library's libunwind is loaded privately: its exception ABI is not in the program's global scope")
+    func unwinderIsPrivate() async throws {
+        try await offPool { [self] in
+            let probe = try Self.program("unwinder-probe", """
+                #define _GNU_SOURCE
+                #include <dlfcn.h>
+                #include <stdio.h>
+                int main(void) {
+                    int loaded = dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD) != NULL;
+                    int global = dlsym(RTLD_DEFAULT, "_ULx86_64_step") != NULL || dlsym(RTLD_DEFAULT, "_Unwind_RaiseException") == dlsym(dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD), "_Unwind_RaiseException");
+                    printf("loaded=%d global=%d\\n", loaded, global);
+                    return 0;
+                }
+                """)
+            let result = try run([], program: [probe])
+            #expect(result.status == 0 && result.stdout == "loaded=1 global=0\n", "\(result.stdout) \(result.stderr)")
+        }
+    }
+
     @Test("I-4, run: a missing program or a bad --attach-output is a usage error (exit 2), a program that cannot start is exit 1")
     func badInput() async throws {
         try await offPool { [self] in
