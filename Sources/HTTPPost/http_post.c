@@ -126,7 +126,6 @@ static const char *describe(CURLcode code, long os_error) {
      * or HTTP/2 (HTTP/0.9 is refused). */
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_WEIRD_SERVER_REPLY: return "not an HTTP answer";
-    case CURLE_ABORTED_BY_CALLBACK: return "cancelled";
     default: return NULL;
     }
 }
@@ -220,6 +219,7 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
     fclose(body);
+    if (!answered && code == CURLE_ABORTED_BY_CALLBACK) return RH_HTTP_CANCELLED;
     return answered ? 0 : -1;
 }
 

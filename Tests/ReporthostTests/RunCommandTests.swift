@@ -13,10 +13,11 @@ import Testing
     var repository: String { folder.appendingPathComponent("repo").path }
 
     /// A C program, compiled once per run.
-    static func program(_ name: String, _ source: String) throws -> String {
+    static func program(_ name: String, _ source: String, cplusplus: Bool = false) throws -> String {
         let output = makeTemporaryDirectory("run-programs").appendingPathComponent(name)
-        let file = try Fixtures.file("\(name).c", source)
-        try Fixtures.compile(["-std=gnu11", "-Wall", file.path, "-o", output.path])
+        let file = try Fixtures.file(cplusplus ? "\(name).cpp" : "\(name).c", source)
+        try Fixtures.compile(
+            [cplusplus ? "-std=gnu++17" : "-std=gnu11", "-Wall", file.path, "-o", output.path], compiler: cplusplus ? "g++" : "cc")
         return output.path
     }
 
@@ -87,9 +88,7 @@ import Testing
 
     /// Throws and catches 1,000 C++ exceptions: the capture library (and the libunwind it
     /// opens) must leave the program's exception handling alone.
-    static let thrower = Result { () throws -> String in
-        let output = makeTemporaryDirectory("run-programs").appendingPathComponent("thrower")
-        let file = try Fixtures.file("thrower.cpp", """
+    static let thrower = Result { try program("thrower", """
             #include <cstdio>
             #include <stdexcept>
             int main() {
@@ -100,10 +99,7 @@ import Testing
                 std::printf("caught %d\\n", caught);
                 return caught == 1000 ? 0 : 1;
             }
-            """)
-        try Fixtures.compile(["-O1", file.path, "-o", output.path], compiler: "g++")
-        return output.path
-    }
+            """, cplusplus: true) }
 
     func config(_ receiver: LocalReceiver) throws -> String {
         let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))

@@ -7,6 +7,9 @@
 
 #include <stddef.h>
 
+/* What rh_http_post returns when its cancel flag ended the request. */
+#define RH_HTTP_CANCELLED (-2)
+
 /* What one attempt came to. */
 typedef struct {
     /* The final answer's HTTP status (100…999), or 0 when there was no answer. */
@@ -23,8 +26,9 @@ typedef struct {
  * idle_timeout_ms: the limit for connecting, and for any stretch in which no byte moves
  * (counted in whole seconds, rounded up, at least 1 s). total_timeout_ms: the limit for the
  * whole request. cancel: NULL, or a flag another thread may set (read atomically) to end
- * the request within about a second ("cancelled"). Returns 0 with result->status set when
- * the server answered, -1 with result->failure set when it did not. Blocks the calling
+ * the request within about a second. Returns 0 with result->status set when the server
+ * answered, RH_HTTP_CANCELLED when `cancel` ended it, -1 with result->failure set when it
+ * did not answer. Blocks the calling
  * thread; any thread; never raises a signal (CURLOPT_NOSIGNAL). */
 int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
                  long total_timeout_ms, const int *cancel, rh_http_result *result);

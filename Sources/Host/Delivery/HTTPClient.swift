@@ -47,10 +47,8 @@ public struct CurlTransport: SubmissionTransport {
         let status = rh_http_post(
             url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs,
             cancellation?.flag, &result)
-        guard status == 0 else {
-            let failure = Self.text(of: &result.failure)
-            return failure == "cancelled" ? .cancelled : .transportFailure(failure)
-        }
+        if status == RH_HTTP_CANCELLED { return .cancelled }
+        guard status == 0 else { return .transportFailure(Self.text(of: &result.failure)) }
         return .response(status: Int(result.status), retryAfter: Self.retryAfter(Self.text(of: &result.retry_after)))
     }
 

@@ -67,7 +67,7 @@ public struct ReportHandle: Hashable, Sendable {
     ) throws(ReportError) {
         let bounded = value.map { ReportContent.bounded($0) }
         try self.access(operation, cost: bounded?.text.utf8.count ?? 0) { state, contributor in
-            if bounded?.cutFrom != nil { state.record(.textCut(operation), by: contributor.handler) }
+            if bounded?.wasCut == true { state.record(.textCut(operation), by: contributor.handler) }
             assign(&state.content, bounded?.text)
             return .success(())
         }.get()
@@ -75,9 +75,9 @@ public struct ReportHandle: Hashable, Sendable {
 
     /// Notes the cuts `ReportContent.bounded` made to the texts of one call.
     private static func noteCuts(
-        _ texts: [(text: String, cutFrom: Int?)], _ operation: String, in state: inout LiveReport.State, by handler: String
+        _ texts: [(text: String, wasCut: Bool)], _ operation: String, in state: inout LiveReport.State, by handler: String
     ) {
-        for text in texts where text.cutFrom != nil { state.record(.textCut(operation), by: handler) }
+        for text in texts where text.wasCut { state.record(.textCut(operation), by: handler) }
     }
 
     // MARK: Severity (SPEC R-3)

@@ -115,7 +115,7 @@ public struct InternalLogEntry: Sendable, Equatable {
     /// `message` cut to `messageMaxBytes` at a character boundary, saying so.
     public static func bounded(_ message: String) -> String {
         let cut = ReportContent.bounded(message, limit: messageMaxBytes)
-        return cut.cutFrom == nil ? message : "\(cut.text) … (cut: over \(messageMaxBytes) bytes)"
+        return cut.wasCut ? "\(cut.text) … (cut: over \(messageMaxBytes) bytes)" : message
     }
 }
 
@@ -147,12 +147,10 @@ public struct ReportContent: Sendable, Equatable {
     /// The most attributes a report holds: a new key past it is refused.
     public static let attributesMax = 1_000
 
-    /// `text` cut to `limit` bytes at a character boundary, and its length in bytes when it
-    /// was cut.
-    public static func bounded(_ text: String, limit: Int = textMaxBytes) -> (text: String, cutFrom: Int?) {
-        let bytes = text.utf8.count
-        guard bytes > limit else { return (text, nil) }
-        return (String(decoding: completeCharacters(Array(text.utf8.prefix(limit))), as: UTF8.self), bytes)
+    /// `text` cut to `limit` bytes between two code points, and whether it was cut.
+    public static func bounded(_ text: String, limit: Int = textMaxBytes) -> (text: String, wasCut: Bool) {
+        guard text.utf8.count > limit else { return (text, false) }
+        return (String(decoding: completeCharacters(Array(text.utf8.prefix(limit))), as: UTF8.self), true)
     }
 
     /// `bytes` without a UTF-8 sequence cut off at its end (the first bytes of a longer text).
