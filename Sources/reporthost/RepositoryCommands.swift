@@ -121,7 +121,7 @@ struct StatusReport {
                     ("created_at", .string(ReportDocument.timestamp(record.document.createdAt))),
                     ("bytes", .int(record.bytes)),
                     ("outcome", .optional(record.outcome)),
-                ])
+                ] + (record.state == .held ? [("held", .optional(record.held))] : []))
             })),
             ("totals", .object([("records", .int(records.count)), ("by_state", .object(byState))])),
             ("database_bytes", .int(databaseBytes)),

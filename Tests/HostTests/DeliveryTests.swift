@@ -144,15 +144,28 @@ import Testing
         stall.stop()
     }
 
-    @Test("D-9: an invalid, malformed, unsupported or insecure URL is terminal and never sent; no URL means no attempt")
+    @Test("D-9: a configuration failure found at delivery holds the report with its reason, never terminal; a fixed configuration releases it; no URL means no attempt")
     func configurationFailures() throws {
-        for url in ["not a url", "ftp://127.0.0.1/post", "http://example.invalid/post?format=json&token=t"] {
-            let stored = try store()
-            _ = try deliverer(url).deliver(retries: false)
+        let server = try receiver([.status(200)])
+        var held: [ReportRecord] = []
+        for url in ["not a url", "ftp://127.0.0.1/post", "http://example.invalid/post?format=json&token=t", "htps://127.0.0.1/post"] {
+            let stored = try store(attachment: Data("kept".utf8))
+            let summary = try deliverer(url).deliver(retries: false)
             let after = try record(stored.rowID)
-            #expect(after.state == .terminal, "\(url)")
+            #expect(after.state == .held, "\(url)")
+            #expect(after.held?.hasPrefix("configuration: ") == true, "\(url): \(after.held ?? "nil")")
             #expect(after.attempts == 0)
+            #expect(after.document.content.summary == "s", "the payload is kept")
+            #expect(try repository.attachments(of: stored.rowID).count == 1, "the attachment copy is kept")
+            #expect(summary.held >= 1 && summary.terminal == 0)
+            held.append(after)
         }
+        #expect(server.received.isEmpty)
+        // A valid configuration releases every held report, and it is delivered.
+        let summary = try deliverer(server.url).deliver(retries: false)
+        #expect(summary.accepted == held.count)
+        for record in held { #expect(try self.record(record.rowID).state == .terminal) }
+        #expect(Set(server.received.map(\.uuid)) == Set(held.map(\.reportID)))
         let waiting = try store()
         _ = try deliverer(nil).deliver(retries: true)
         #expect(try record(waiting.rowID).state == .awaitingFirstAttempt)
@@ -160,6 +173,36 @@ import Testing
         // transport error instead: nothing listens there).
         #expect(throws: Never.self) { try SubmissionURL("http://example.invalid/post", allowInsecure: true) }
         #expect(throws: SubmissionURL.Problem.insecure(host: "example.invalid")) { try SubmissionURL("http://example.invalid/post", allowInsecure: false) }
+        server.stop()
+    }
+
+    @Test("I-2: loopback is a dotted quad in 127.0.0.0/8, [::1] or localhost (any case, trailing dot); nothing else may use plain http")
+    func loopbackMeansLoopback() throws {
+        for url in ["http://127.0.0.1:9/post", "http://127.255.3.4/post", "http://[::1]:8080/post", "http://LocalHost/post", "http://localhost./post"] {
+            #expect(throws: Never.self, "\(url)") { try SubmissionURL(url, allowInsecure: false) }
+        }
+        for url in ["http://127.evil.example/post", "http://127.0.0.1.nip.io/post", "http://127.0.0.256/post", "http://127.1/post",
+                    "http://localhost.example/post", "http://0x7f.0.0.1/post"] {
+            #expect(throws: SubmissionURL.Problem.self, "\(url)") { try SubmissionURL(url, allowInsecure: false) }
+        }
+    }
+
+    @Test("D-5, D-11: reports kept under behaviour none are due at failure time + interval once the behaviour is interval again")
+    func noneStrandsNothing() throws {
+        let server = try receiver([.status(503), .status(200)])
+        let stored = try store()
+        let failed = Date()
+        _ = try deliverer(server.url, now: failed) { $0.retry.behaviour = .none }.deliver(retries: true)
+        let kept = try record(stored.rowID)
+        #expect(kept.state == .retry && kept.nextAttemptAt == nil)
+        let early = deliverer(server.url, now: kept.updatedAt.addingTimeInterval(4)) { $0.retry.intervalSeconds = 5 }
+        _ = try early.deliver(retries: true)
+        #expect(server.received.count == 1, "not due before the failure time plus the interval")
+        #expect(try early.nextWake() == kept.updatedAt.addingTimeInterval(5), "a watch loop wakes for it")
+        _ = try deliverer(server.url, now: kept.updatedAt.addingTimeInterval(5)) { $0.retry.intervalSeconds = 5 }.deliver(retries: true)
+        #expect(server.received.count == 2)
+        #expect(try record(stored.rowID).state == .terminal)
+        server.stop()
     }
 
     @Test("D-5: every new record gets an initial attempt even with retry behaviour none; then no automatic retry")

@@ -89,6 +89,20 @@ public struct Configuration: Sendable, Equatable {
 // MARK: - Parsing
 
 extension Configuration {
+    /// Checks what the reader cannot check key by key, before anything is opened (SPEC I-2):
+    /// a `submission.url` that does not parse, is not http or https, has no host, or is plain
+    /// http off loopback without `allowInsecure`. `origin` begins the message.
+    public func validate(origin: String = "configuration") throws(HostError) {
+        guard let url = submission.url else { return }
+        do throws(SubmissionURL.Problem) {
+            _ = try SubmissionURL(url, allowInsecure: submission.allowInsecure)
+        } catch {
+            throw .configuration("\(origin): key 'submission.url': \(error)")
+        }
+    }
+}
+
+extension Configuration {
     /// Reads and validates a configuration file. Relative paths inside it resolve against
     /// the file's folder (SPEC I-7). Unknown keys and wrong types name the key (exit 2).
     public static func load(path: String) throws(HostError) -> Configuration {
@@ -154,6 +168,7 @@ extension Configuration {
             config.submission.url = try reader.optionalString(submission["url"], at: "submission.url")
             if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1, max: Limits.maxMilliseconds) }
             if let v = submission["allowInsecure"] { config.submission.allowInsecure = try reader.bool(v, at: "submission.allowInsecure") }
+            try config.validate(origin: "config \(origin)")
         }
         if let value = root["retry"] {
             let retry = try reader.object(value, at: "retry")

@@ -40,6 +40,8 @@ public struct Deliverer: Sendable {
         /// Reports whose request could not be built (a full disk): they stay as they were,
         /// due again at once, so a loop must not come straight back (`earliestNextPass`).
         public var notBuilt = 0
+        /// Reports held because the submission configuration failed (D-9).
+        public var held = 0
 
         public init() {}
     }
@@ -52,34 +54,46 @@ public struct Deliverer: Sendable {
             logger.debug("no submission URL configured: reports stay awaiting_first_attempt")
             return summary
         }
-        // Only the states a pass sends from: terminal rows are never read.
-        let records = try storing { () throws(StorageError) in try repository.records(in: [.awaitingFirstAttempt, .retry]) }
-        let initial = records.filter { $0.state == .awaitingFirstAttempt }
-        let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
-        var due: [ReportRecord] = []
-        if retries && configuration.retry.behaviour == .interval {
-            let nowDate = now()
-            due = records.filter { $0.state == .retry && ($0.nextAttemptAt.map { $0 <= nowDate } ?? false) }
-            if configuration.retry.order == .stack { due.reverse() }
-        }
-
         let url: SubmissionURL
         do {
             url = try SubmissionURL(text, allowInsecure: configuration.submission.allowInsecure)
         } catch {
-            // A configuration failure is terminal, never retried (D-9).
-            for record in ordered + due {
-                try storing { () throws(StorageError) in try repository.finish(record.rowID, outcome: error.description) }
-                summary.terminal += 1
+            // A configuration failure is never final (D-9): the reports are held with the
+            // reason, and a fixed configuration releases them.
+            for record in try dueRecords(retries: retries) {
+                try storing { () throws(StorageError) in try repository.hold(record.rowID, .configuration(error.description)) }
+                summary.held += 1
             }
-            logger.error("\(error)")
+            if summary.held > 0 { logger.error("\(error): \(summary.held) report(s) held until the configuration is fixed") }
             return summary
         }
-
-        for record in ordered + due {
+        let released = try storing { () throws(StorageError) in try repository.releaseConfigurationHolds(now: now()) }
+        if released > 0 { logger.info("submission configuration valid again: \(released) held report(s) released") }
+        for record in try dueRecords(retries: retries) {
             guard try attempt(record, url: url, into: &summary) else { break }
         }
         return summary
+    }
+
+    /// What a pass sends, in order: initial attempts oldest first, native reports ahead of the
+    /// others (D-6); with `retries` under behaviour `interval`, then the due retries in
+    /// `retry.order`. Terminal rows are never read.
+    private func dueRecords(retries: Bool) throws(HostError) -> [ReportRecord] {
+        let records = try storing { () throws(StorageError) in try repository.records(in: [.awaitingFirstAttempt, .retry]) }
+        let initial = records.filter { $0.state == .awaitingFirstAttempt }
+        let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
+        guard retries && configuration.retry.behaviour == .interval else { return ordered }
+        let nowDate = now()
+        var due = records.filter { $0.state == .retry && retryDue($0) <= nowDate }
+        if configuration.retry.order == .stack { due.reverse() }
+        return ordered + due
+    }
+
+    /// When a retry record is due under behaviour `interval`: its stored time, or, for one kept
+    /// under `none` (no time stored), its failure time plus the interval (D-5, D-11), so
+    /// nothing kept under `none` is stranded once retries are allowed again.
+    private func retryDue(_ record: ReportRecord) -> Date {
+        record.nextAttemptAt ?? record.updatedAt.addingTimeInterval(TimeInterval(configuration.retry.intervalSeconds))
     }
 
     /// One admitted attempt; false when the local window rejected it (stop the pass).
@@ -202,7 +216,7 @@ public struct Deliverer: Sendable {
             let records = try repository.records(in: [.awaitingFirstAttempt, .retry])
             var times: [Date] = []
             if configuration.retry.behaviour == .interval {
-                times += records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt)
+                times += records.filter { $0.state == .retry }.map(retryDue)
             }
             if records.contains(where: { $0.state == .awaitingFirstAttempt }) {
                 times.append(try repository.nextAdmission(perMinute: configuration.reportsPerMin, now: now()) ?? now())

@@ -12,6 +12,22 @@ public enum RecordState: String, Sendable, CaseIterable {
     case submitting
     case retry
     case terminal
+    /// Stored, and not sent until its reason clears (`ReportRecord.held`): a configuration
+    /// failure found only at delivery (D-9).
+    case held
+}
+
+/// Why a record is `held`. Stored as `<kind>: <details>`, so the kind that releases it can
+/// find it.
+public enum HoldReason: Sendable, Equatable {
+    /// The submission configuration failed at delivery; a valid one releases it (D-9).
+    case configuration(String)
+
+    var stored: String {
+        switch self {
+        case .configuration(let details): "configuration: \(details)"
+        }
+    }
 }
 
 /// One stored report.
@@ -30,6 +46,11 @@ public struct ReportRecord: Sendable {
     public var dialogPending: Bool
     public var outcome: String?
     public var bytes: Int
+    /// When the record last changed state (for a retry kept under behaviour `none`: when its
+    /// attempt failed).
+    public var updatedAt: Date
+    /// Why a `held` record is held.
+    public var held: String?
 
     public var reportID: String { document.id }
     public var trigger: Trigger { document.trigger }
@@ -53,7 +74,7 @@ public final class Repository: Sendable {
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
-    static let schemaVersion = 5
+    static let schemaVersion = 6
 
     public var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -101,7 +122,7 @@ public final class Repository: Sendable {
     // sessions and eviction each in a file of their own)
 
     static let columns =
-        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes"
+        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held"
 
     /// Stores a new record with its attachment copies; returns its row id.
     @discardableResult
@@ -206,7 +227,8 @@ public final class Repository: Sendable {
             rowID: rowID, document: document, state: row[2].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
             attempts: Int(clamping: min(max(row[3].int ?? 0, 0), 1_000_000)), nextAttemptAt: row[4].int.map(Self.date),
             crash: row[5].string.flatMap { try? JSONValue.parse($0) }, crashFile: row[6].string, session: row[7].string,
-            dialogPending: row[8].int == 1, outcome: row[9].string, bytes: Int(row[10].int ?? 0))
+            dialogPending: row[8].int == 1, outcome: row[9].string, bytes: Int(row[10].int ?? 0),
+            updatedAt: Self.date(row[11].int ?? 0), held: row[12].string)
     }
 
     /// Counts one more run of a record's chain; returns how many there have been.
@@ -221,6 +243,31 @@ public final class Repository: Sendable {
             "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
             [.text(state.rawValue), .optional(outcome), .optional(nextAttemptAt.map(Self.milliseconds)),
              .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// Holds a record (SPEC D-9, status states): it keeps its content and attempts and is not
+    /// sent until `release` lifts its reason's kind.
+    public func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// Releases every record held for configuration: one with no attempt yet awaits its first,
+    /// one with attempts is a retry due now. Returns how many.
+    @discardableResult
+    public func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
+        try database.transaction { () throws(StorageError) -> Int in
+            try database.query(
+                """
+                UPDATE reports SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
+                    next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
+                WHERE state = ? AND held LIKE 'configuration:%'
+                """,
+                [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
+                 .integer(Self.milliseconds(now)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)])
+            return Int(try database.query("SELECT changes()").first?.first?.int ?? 0)
+        }
     }
 
     /// Terminal (SPEC D-9): keeps the row with its state and outcome, deletes the payload

@@ -88,5 +88,15 @@ extension Repository {
                 try database.execute("ALTER TABLE attachments ADD COLUMN sha256 TEXT; PRAGMA user_version = 5;")
             }
         }
+        if version < 6 {
+            // Held records say why (SPEC status states), and evictions are counted for `status`.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    ALTER TABLE reports ADD COLUMN held TEXT;
+                    CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                    PRAGMA user_version = 6;
+                    """)
+            }
+        }
     }
 }

@@ -7,7 +7,8 @@ import Foundation
 public struct SubmissionURL: Sendable, Equatable {
     public let url: URL
 
-    /// Why a URL cannot be used. Each is terminal: a configuration failure is never retried.
+    /// Why a URL cannot be used: a configuration error when the configuration is read (SPEC
+    /// I-2), and a reason to hold (never to finalise) a report when found only at delivery.
     public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
         case malformed(String)
         case unsupportedScheme(String)
@@ -32,8 +33,17 @@ public struct SubmissionURL: Sendable, Equatable {
         self.url = url
     }
 
+    /// Loopback as SPEC I-2 defines it: a dotted-quad IPv4 literal in 127.0.0.0/8, `[::1]`, or
+    /// `localhost` in any case with an optional trailing dot. Nothing else (`127.evil.example`,
+    /// `127.0.0.1.nip.io`) is loopback: those are names DNS answers for.
     static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        let lowered = host.lowercased()
+        if lowered == "localhost" || lowered == "localhost." || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "127" else { return false }
+        return parts.allSatisfy { part in
+            !part.isEmpty && part.count <= 3 && part.allSatisfy(\.isASCII) && part.allSatisfy(\.isNumber) && Int(part)! <= 255
+        }
     }
 
     /// The URL with its secrets hidden, for logs (SPEC D-14): the token in the query and the
