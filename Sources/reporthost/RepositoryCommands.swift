@@ -81,15 +81,18 @@ enum StatusCommand {
         }
         let quarantine: [QuarantineEntry]
         let unreadable: [(rowID: Int64, reason: String)]
+        let evicted: Repository.EvictionTotals
         do {
             quarantine = try repository?.quarantined() ?? []
             unreadable = try repository?.unreadableRecords() ?? []
+            evicted = try repository?.evictionTotals() ?? Repository.EvictionTotals()
         } catch {
             throw HostError.io(path: error.path, reason: error.message)
         }
         for row in unreadable { writeStandardError("reporthost: warn: \(row.reason); it is skipped and kept as it is\n") }
         let status = StatusReport(
-            records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine, unreadable: unreadable)
+            records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine, unreadable: unreadable,
+            evicted: evicted)
         output.write(arguments.flag("json") ? status.json.serialized(pretty: true) + "\n" : status.text(folder: folder.path))
         return 0
     }
@@ -102,6 +105,8 @@ struct StatusReport {
     let quarantine: [QuarantineEntry]
     /// Rows that could not be read: skipped by every command, kept as they are (D-13).
     let unreadable: [(rowID: Int64, reason: String)]
+    /// Records evicted by the storage limits since the repository was created (D-12).
+    let evicted: Repository.EvictionTotals
 
     var json: JSONValue {
         var byState: [(String, JSONValue)] = []
@@ -123,7 +128,10 @@ struct StatusReport {
                     ("outcome", .optional(record.outcome)),
                 ] + (record.state == .held ? [("held", .optional(record.held))] : []))
             })),
-            ("totals", .object([("records", .int(records.count)), ("by_state", .object(byState))])),
+            ("totals", .object([
+                ("records", .int(records.count)), ("by_state", .object(byState)),
+                ("evicted", .object([("records", .int(evicted.records)), ("bytes", .int(evicted.bytes))])),
+            ])),
             ("database_bytes", .int(databaseBytes)),
             ("crash_points", .array(FaultPoint.allCases.map { .string($0.rawValue) })),
             ("quarantine", .array(quarantine.map(\.json))),
@@ -133,6 +141,9 @@ struct StatusReport {
 
     func text(folder: String) -> String {
         var lines = ["repository \(folder): \(records.count) record(s), database \(databaseBytes) bytes"]
+        if evicted.records > 0 {
+            lines.append("  \(evicted.records) record(s) (\(evicted.bytes) bytes) evicted by the storage limits so far")
+        }
         for record in records {
             lines.append(
                 "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")

@@ -48,4 +48,34 @@ import Testing
             #expect(after.first?.document.content.summary == "kept")
         }
     }
+
+    @Test("D-12: each eviction pass says at info how many records, how many bytes and from which states; status counts them")
+    func evictionIsSaid() async throws {
+        try await offPool { [self] in
+            let repository = folder.appendingPathComponent("evicting").path
+            let unlimited = try Repository.open(folder: URL(fileURLWithPath: repository))
+            for (index, state) in [RecordState.terminal, .terminal, .retry].enumerated() {
+                var content = ReportContent()
+                content.summary = "old \(index)"
+                let document = ReportDocument(
+                    id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [],
+                    createdAt: Date(timeIntervalSince1970: 1_000 + Double(index)))
+                try unlimited.insert(document, state: state)
+            }
+            let bytes = try unlimited.records().reduce(0) { $0 + $1.bytes }
+            let config = try write(#"{"storage": {"maxRecordCount": 1}}"#)
+            let result = try ChildProcess.reporthost(["report", "error", "--config", config, "--repository", repository])
+            #expect(result.status == 0, "\(result.stderr)")
+            let lines = result.stderr.split(separator: "\n").filter { $0.contains("evicted") }
+            #expect(lines.count == 1, "\(result.stderr)")
+            #expect(lines.first?.contains("info") == true)
+            #expect(lines.first?.contains("evicted 3 record(s), \(bytes) bytes (2 terminal, 1 retry)") == true, "\(result.stderr)")
+            let status = try ChildProcess.reporthost(["status", "--json", "--repository", repository])
+            let evicted = try JSONValue.parse(status.stdout)["totals"]?["evicted"]
+            #expect(evicted?["records"]?.intValue == 3)
+            #expect(evicted?["bytes"]?.intValue == bytes)
+            let text = try ChildProcess.reporthost(["status", "--repository", repository])
+            #expect(text.stdout.contains("3 record(s) (\(bytes) bytes) evicted by the storage limits"), "\(text.stdout)")
+        }
+    }
 }

@@ -5,8 +5,31 @@ extension Repository {
     /// What one maintenance pass evicted.
     public struct Eviction: Sendable, Equatable {
         public var evicted: [String] = []
+        /// The bytes the evicted records held (documents and attachments, as `status` counts).
+        public var bytes = 0
+        /// How many were evicted from each state.
+        public var byState: [RecordState: Int] = [:]
         /// Targets still exceeded once nothing evictable was left (protected records remain).
         public var overTarget = false
+    }
+
+    /// Evictions since the repository was created (`status`).
+    public struct EvictionTotals: Sendable, Equatable {
+        public var records = 0
+        public var bytes = 0
+        public init() {}
+    }
+
+    /// Read-only commands may open a repository of an older schema, which has no counters.
+    public func evictionTotals() throws(StorageError) -> EvictionTotals {
+        guard try !database.query("SELECT 1 FROM sqlite_master WHERE name = 'counters'").isEmpty else { return EvictionTotals() }
+        let rows = try database.query("SELECT name, value FROM counters WHERE name IN ('evicted_records', 'evicted_bytes')")
+        var totals = EvictionTotals()
+        for row in rows {
+            let value = Int(row[1].int ?? 0)
+            if row[0].string == "evicted_records" { totals.records = value } else { totals.bytes = value }
+        }
+        return totals
     }
 
     /// Evicts until `maxRecordCount` and `maxDatabaseSizeMB` hold, or nothing evictable is
@@ -24,7 +47,7 @@ extension Repository {
         guard maxRecords > 0 || maxBytes > 0 else { return eviction }
         let candidates = try database.query(
             """
-            SELECT rowid, report_id FROM reports WHERE state IN ('terminal', 'retry')
+            SELECT rowid, report_id, state, bytes FROM reports WHERE state IN ('terminal', 'retry')
             ORDER BY CASE state WHEN 'terminal' THEN 0 ELSE 1 END, created_at, rowid
             """)
         var total = try database.query("SELECT COUNT(*) FROM reports").first?.first?.int ?? 0
@@ -34,13 +57,34 @@ extension Repository {
             return false
         }
         for candidate in candidates {
-            guard try overTarget() else { return eviction }
+            guard try overTarget() else { break }
             try delete(candidate[0].int ?? 0)
             eviction.evicted.append(candidate[1].string ?? "")
+            eviction.bytes += Int(candidate[3].int ?? 0)
+            eviction.byState[RecordState(rawValue: candidate[2].string ?? "") ?? .terminal, default: 0] += 1
             total -= 1
         }
         eviction.overTarget = try overTarget()
+        try report(eviction)
         return eviction
+    }
+
+    /// One info line per pass that evicted (D-12), and the totals `status` shows.
+    private func report(_ eviction: Eviction) throws(StorageError) {
+        guard !eviction.evicted.isEmpty else { return }
+        try database.transaction { () throws(StorageError) in
+            for (name, value) in [("evicted_records", eviction.evicted.count), ("evicted_bytes", eviction.bytes)] {
+                try database.query(
+                    "INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                    [.text(name), .integer(Int64(value))])
+            }
+        }
+        let states = [RecordState.terminal, .retry].compactMap { state in eviction.byState[state].map { "\($0) \(state.rawValue)" } }
+        var targets: [String] = []
+        if limits.maxRecordCount > 0 { targets.append("storage.maxRecordCount \(limits.maxRecordCount)") }
+        if limits.maxDatabaseSizeMB > 0 { targets.append("storage.maxDatabaseSizeMB \(limits.maxDatabaseSizeMB)") }
+        logger.info(
+            "storage limits (\(targets.joined(separator: ", "))): evicted \(eviction.evicted.count) record(s), \(eviction.bytes) bytes (\(states.joined(separator: ", ")))\(eviction.overTarget ? "; still over the target: the rest are protected" : "")")
     }
 
     /// Bytes of the database pages in use.

@@ -71,6 +71,8 @@ public final class Repository: Sendable {
     public let limits: StorageLimits
     /// Writes attachment copies (tests inject ENOSPC or EIO here).
     let system: SystemCalls
+    /// Where maintenance says what it did (one line per eviction pass, D-12).
+    let logger: HostLogger
 
     public static let databaseName = "reporthost.sqlite"
     public static let lockName = "reporthost.lock"
@@ -80,17 +82,22 @@ public final class Repository: Sendable {
     public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
     public var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
 
-    init(folder: URL, database: Database, limits: StorageLimits = StorageLimits(), system: SystemCalls = .live) {
+    init(
+        folder: URL, database: Database, limits: StorageLimits = StorageLimits(), system: SystemCalls = .live,
+        logger: HostLogger = HostLogger(destinations: [])
+    ) {
         self.folder = folder
         self.database = database
         self.limits = limits
         self.system = system
+        self.logger = logger
     }
 
     /// Opens the repository in `folder`, creating the folder, its sub-folders and the
     /// database when missing, and migrating the schema.
     public static func open(
-        folder: URL, limits: StorageLimits = StorageLimits(), faults: Faults = Faults(), system: SystemCalls = .live
+        folder: URL, limits: StorageLimits = StorageLimits(), faults: Faults = Faults(), system: SystemCalls = .live,
+        logger: HostLogger = HostLogger(destinations: [])
     ) throws(StorageError) -> Repository {
         for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
             do {
@@ -100,7 +107,7 @@ public final class Repository: Sendable {
             }
         }
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
-        let repository = Repository(folder: folder, database: database, limits: limits, system: system)
+        let repository = Repository(folder: folder, database: database, limits: limits, system: system, logger: logger)
         try repository.migrate()
         return repository
     }

@@ -77,7 +77,7 @@ public final class HostSession: Sendable {
             throw .io(path: lockPath, reason: "another reporthost holds the repository lock (waited \(max(0, lockWaitMs)) ms)")
         }
         let repository = try storing { () throws(StorageError) in
-            try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults)
+            try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults, logger: host.logger)
         }
         host.logger.debug("repository \(folder.path) opened\(lock == nil ? " as a secondary session (another process holds the lock)" : "")")
         let sessionID = UUID().uuidString.lowercased()
