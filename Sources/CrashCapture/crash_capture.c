@@ -47,6 +47,9 @@ static volatile sig_atomic_t attribute_count;
 static char attachments[ATTACH_CAP][PATH_CAP];
 static volatile sig_atomic_t attachment_count;
 static struct sigaction previous[SIGNAL_COUNT];
+/* Whether previous[i] is the Swift runtime's own crash handler: never chained to (see
+   is_swift_runtime_handler). */
+static bool previous_is_swift_runtime[SIGNAL_COUNT];
 static bool installed;
 
 /* The module map, double-buffered: a refresh writes the buffer the handler is not reading
@@ -357,7 +360,10 @@ static void on_signal(int signal_number, siginfo_t *info, void *context) {
        program goes on, and a later crash is captured again. */
     bool custom = (before->sa_flags & SA_SIGINFO) ? before->sa_sigaction != NULL
                                                   : before->sa_handler != SIG_DFL && before->sa_handler != SIG_IGN;
-    if (!custom) die_with(signal_number);
+    if (!custom || previous_is_swift_runtime[index]) die_with(signal_number);
+    /* The crash file is closed: a handler that escapes with siglongjmp (a runtime that
+       recovers from faults on purpose) must find the writer free at its next fault. */
+    __atomic_store_n(&writer, 0, __ATOMIC_SEQ_CST);
     if (before->sa_flags & SA_SIGINFO) {
         before->sa_sigaction(signal_number, info, context);
     } else {
@@ -367,6 +373,24 @@ static void on_signal(int signal_number, siginfo_t *info, void *context) {
 }
 
 /* --- install time ---------------------------------------------------------------------- */
+
+/* Whether `action` is the Swift runtime's own crash handler (libswiftCore's backtracer). It
+   starts `swift-backtrace`, which outlives the crash, ignores SIGTERM and keeps the program's
+   stdout and stderr open: whatever reads them (a pipe, `$(…)`, a CI step) then waits for
+   ever, and it prints a second crash log. The crash file already holds what it would say, so
+   a crash handed to it ends the process with the default action instead. Decided at install
+   (dladdr is not async-signal-safe), never in the handler. */
+static bool is_swift_runtime_handler(const struct sigaction *action) {
+    void *function = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
+    if (function == NULL || function == (void *)SIG_DFL || function == (void *)SIG_IGN) return false;
+    Dl_info info;
+    if (dladdr(function, &info) == 0) return false;
+    const char *name = info.dli_fname != NULL ? strrchr(info.dli_fname, '/') : NULL;
+    name = name != NULL ? name + 1 : info.dli_fname;
+    if (name != NULL && strncmp(name, "libswiftCore.so", strlen("libswiftCore.so")) == 0) return true;
+    /* A program linked with the Swift runtime statically: the handler is in the program. */
+    return info.dli_sname != NULL && strstr(info.dli_sname, "swift") != NULL && strstr(info.dli_sname, "acktrac") != NULL;
+}
 
 static char executable[PATH_CAP];
 
@@ -448,6 +472,7 @@ bool rh_crash_install(const char *crash_directory, const char *session_id) {
             installed = false;
             return false;
         }
+        previous_is_swift_runtime[i] = is_swift_runtime_handler(&previous[i]);
     }
     return true;
 }
@@ -602,7 +627,11 @@ bool rh_crash_set_chained(int signal_number, const struct sigaction *action) {
     if (index < 0 || action == NULL || !installed) return false;
     /* Chaining to our own handler would only re-enter it. */
     if ((action->sa_flags & SA_SIGINFO) && action->sa_sigaction == on_signal) return false;
+    /* Never a moment when the Swift runtime's handler is stored but not yet flagged. */
+    bool swift_runtime = is_swift_runtime_handler(action);
+    if (swift_runtime) previous_is_swift_runtime[index] = true;
     memcpy(&previous[index], action, sizeof previous[index]);
+    if (!swift_runtime) previous_is_swift_runtime[index] = false;
     return true;
 }
 

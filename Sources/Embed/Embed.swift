@@ -15,11 +15,15 @@ private let errCancelled: Int32 = -4
 /// never reused). Process-wide because the C caller holds only the token.
 private let registry = Locked<(next: UInt, live: (token: UInt, host: EmbeddedHost)?, starting: Bool)>((1, nil, false))
 
-/// The live host behind `handle`, or nil when it is not the live one.
+/// The live host behind `handle`, or nil when it is not the live one, or when the caller is a
+/// forked child of the process that started it (embed.h: -2 at once; the child has none of
+/// the host's threads, and its copy of the lock must not be used).
 private func live(_ handle: OpaquePointer?) -> EmbeddedHost? {
     guard let handle else { return nil }
     let token = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle)))
-    return registry.withLock { state in state.live.flatMap { $0.token == token ? $0.host : nil } }
+    let host = registry.withLock { state in state.live.flatMap { $0.token == token ? $0.host : nil } }
+    guard let host, host.isOwnerProcess else { return nil }
+    return host
 }
 
 /// Copies `message` into the caller's buffer, NUL-terminated, cut at a UTF-8 character boundary.

@@ -1,3 +1,4 @@
+import Dispatch
 import Host
 
 /// A command line split into its command, its positional words and its options, checked
@@ -69,6 +70,16 @@ struct Arguments {
         if let handler = value("handler") { config.plugins[.handler] = Paths.absolute(handler) }
         if let delegate = value("delegate") { config.plugins[.delegate] = Paths.absolute(delegate) }
         return config
+    }
+
+    /// What a host-launching command hands the runtime: the configuration with the command
+    /// line's overrides, `--log-level`, the CLI's main queue (SPEC H-8) and the faults a test
+    /// arms (`Switches`).
+    func runtimeOptions() throws -> RuntimeOptions {
+        var options = RuntimeOptions(configuration: try configuration(), mainExecutor: DispatchQueue.main)
+        options.logLevel = try logLevel()
+        options.faults = Switches.faults
+        return options
     }
 
     /// `--log-level`, validated.

@@ -14,7 +14,7 @@ extension HostError {
     var exitStatus: Int32 {
         switch self {
         case .configuration, .plugin: 2
-        case .io, .runtime: 1
+        case .io, .runtime, .lockHeld: 1
         }
     }
 }

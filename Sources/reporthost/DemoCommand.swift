@@ -32,7 +32,6 @@ enum DemoCommand {
         }
         defer { receiver.stop() }
         configuration.submission.url = receiver.url
-        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel() ?? .warn)
         output.write("reporthost demo\nrepository: \(configuration.repository) (fresh)\nplugins: \(folder.path)\nreceiver: \(receiver.url)\n")
 
         // A child process crashes first; this launch recovers it (the lock is free until then).
@@ -40,32 +39,33 @@ enum DemoCommand {
         output.write("\n== a child process crashed (\(crash)); its crash file is recovered by this launch\n")
 
         let changes = Locked<[String]>([])
-        let host = try ReportHost(
-            configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main,
-            observer: { event in
-                if case .changed(let call, let before, let after) = event {
-                    changes.withLock { $0.append("  \(call):\n" + describe(before, after)) }
-                }
-            })
-        defer { host.stop() }
-        try host.loadPlugin(at: folder.appendingPathComponent("libwrapper-sim.so").path, into: .wrapper)
-        try host.loadPlugin(at: folder.appendingPathComponent("libaccount-context.so").path, into: .handler)
-        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
-        defer { session.end() }
-        for document in session.recovered {
+        configuration.plugins[.wrapper] = folder.appendingPathComponent("libwrapper-sim.so").path
+        configuration.plugins[.handler] = folder.appendingPathComponent("libaccount-context.so").path
+        var options = RuntimeOptions(configuration: configuration, mainExecutor: DispatchQueue.main)
+        options.logLevel = try arguments.logLevel() ?? .warn
+        options.faults = Switches.faults
+        options.observer = { event in
+            if case .changed(let call, let before, let after) = event {
+                changes.withLock { $0.append("  \(call):\n" + describe(before, after)) }
+            }
+        }
+        let runtime = try Runtime.start(options)
+        defer { runtime.stop() }
+        try runtime.recover()
+        for document in runtime.recovered {
             output.write("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
         }
         output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
 
         for (title, handler, request) in demoReports() {
-            try host.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
+            try runtime.host.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
             changes.withLock { $0 = [] }
-            guard let document = try session.raise(request) else { continue }
+            guard let document = try runtime.raise(request) else { continue }
             output.write("\n== \(title): wrapper-sim, then \(handler)\n")
             output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
             output.write(document.json.serialized(pretty: true) + "\n")
         }
-        let summary = try session.deliverer().deliver(retries: true)
+        let summary = try runtime.deliver(retries: true)
         output.write("\n== delivered to the local receiver: \(summary.accepted) accepted, \(summary.retained) retained, \(summary.terminal) rejected\n")
         output.write(received.withLock { $0 }.joined(separator: "\n") + "\n")
         return summary.retained == 0 && summary.terminal == 0 ? 0 : 1
@@ -76,9 +76,6 @@ enum DemoCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
         process.arguments = ["crash", "--signal", "SEGV", "--repository", repository, "--log-level", "error"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         do {

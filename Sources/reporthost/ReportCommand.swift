@@ -13,21 +13,16 @@ enum ReportCommand {
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         // Everything the command line can get wrong is checked before the host starts.
         var request = try makeRequest(arguments)
-        let configuration = try arguments.configuration()
-        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
-
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
-        defer { host.stop() }
-        let signals = InterruptHandler(host: host)
-        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
-        defer { session.end() }
-        signals.session = session
+        let runtime = try Runtime.start(try arguments.runtimeOptions())
+        defer { runtime.stop() }
+        let signals = InterruptHandler(runtime: runtime)
+        try runtime.recover()
         request.dialog = request.dialog.map { DialogInProgress(presenter: $0, signals: signals) }
-        guard let document = try session.raise(request) else { return 0 }  // the user cancelled the dialog
+        guard let document = try runtime.raise(request) else { return 0 }  // the user cancelled the dialog
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
         // Initial attempts only, recovered reports first; retries are left to `launch` (I-3).
         // After SIGINT/SIGTERM the report is stored; a later launch delivers it (H-15).
-        if !host.isInterrupted { _ = try session.deliverer().deliver(retries: false) }
+        if !runtime.isInterrupted { _ = try runtime.deliver(retries: false) }
         return 0
     }
 
@@ -99,21 +94,22 @@ enum ReportCommand {
 /// `@unchecked Sendable`: the signal sources are set once in `init`; the rest is `Locked`.
 final class InterruptHandler: @unchecked Sendable {
     private var sources: [any DispatchSourceSignal] = []
-    private let state = Locked<(inDialog: Bool, session: HostSession?)>((false, nil))
+    private let inDialog = Locked(false)
 
+    /// - Parameter runtime: the runtime to interrupt, once started (`launch --watch` may be
+    ///   signalled while it waits to become primary).
     /// - Parameter onSignal: also runs on each signal (`launch --watch` stops its loop).
-    init(host: ReportHost, onSignal: @escaping @Sendable () -> Void = {}) {
+    init(runtime: @escaping @Sendable () -> Runtime?, onSignal: @escaping @Sendable () -> Void = {}) {
         sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [state] in
-                let (inDialog, session) = state.withLock { ($0.inDialog, $0.session) }
-                if inDialog {
-                    host.logger.info("interrupted during the dialog: the report was not sent; nothing is stored")
-                    session?.end()
+            source.setEventHandler { [inDialog] in
+                if inDialog.withLock({ $0 }), let runtime = runtime() {
+                    runtime.logger.info("interrupted during the dialog: the report was not sent; nothing is stored")
+                    runtime.abandon()
                     exit(0)
                 }
-                host.interrupt()
+                runtime()?.interrupt()
                 onSignal()
             }
             source.resume()
@@ -121,12 +117,9 @@ final class InterruptHandler: @unchecked Sendable {
         }
     }
 
-    var session: HostSession? {
-        get { state.withLock { $0.session } }
-        set { state.withLock { $0.session = newValue } }
-    }
+    convenience init(runtime: Runtime) { self.init(runtime: { runtime }) }
 
-    func dialog(showing: Bool) { state.withLock { $0.inDialog = showing } }
+    func dialog(showing: Bool) { inDialog.withLock { $0 = showing } }
 
     deinit { sources.forEach { $0.cancel() } }
 }

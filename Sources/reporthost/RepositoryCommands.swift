@@ -3,34 +3,48 @@ import Foundation
 import Host
 
 /// `reporthost launch [--watch]`: recover what earlier runs left, deliver what is admissible
-/// now, then exit (SPEC I-2, I-3). `--watch` keeps running with the retry timers and the
-/// admission window, and stops cleanly on SIGINT or SIGTERM.
+/// now, then exit (SPEC I-2, I-3). As a secondary (another process holds the repository) it
+/// says which process that is and exits 0. `--watch` waits to become primary, keeps running
+/// with the retry timers and the admission window, and stops cleanly on SIGINT or SIGTERM.
 enum LaunchCommand {
     static let options: [String: Bool] = Arguments.common.merging(["watch": false]) { a, _ in a }
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
-        let configuration = try arguments.configuration()
-        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
-        defer { host.stop() }
+        let watch = arguments.flag("watch")
+        var options = try arguments.runtimeOptions()
         let stopped = WaitableState(false)
-        let signals = InterruptHandler(host: host) { stopped.update { $0 = true } }
-        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
-        defer { session.end() }
-        let deliverer = session.deliverer()
-        var summary = try deliverer.deliver(retries: true)
-        logger.info("launch: \(session.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
-        while arguments.flag("watch") {
+        let started = Locked<Runtime?>(nil)
+        let signals = InterruptHandler(runtime: { started.withLock { $0 } }) { stopped.update { $0 = true } }
+        if watch { options.whenLockHeld = .waitToBePrimary(giveUp: { stopped.read { $0 } }) }
+        let runtime: Runtime
+        switch Result(catching: { () throws(HostError) in try Runtime.start(options) }) {
+        case .success(let started): runtime = started
+        case .failure(.lockHeld): return 0  // stopped by a signal while waiting to become primary
+        case .failure(let error): throw error
+        }
+        started.withLock { $0 = runtime }
+        defer { runtime.stop() }
+        guard runtime.isPrimary else {
+            let holder = runtime.primaryProcess.map { "process \($0)" } ?? "another process"
+            runtime.logger.info("launch: \(holder) holds \(runtime.repositoryFolder.path) and recovers and delivers there; nothing to do")
+            return 0
+        }
+        try runtime.recover()
+        var summary = try runtime.deliver(retries: true)
+        runtime.logger.info("launch: \(runtime.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
+        while watch {
             let clock = SystemClock()
-            let wake = Deliverer.earliestNextPass(after: summary, wake: try deliverer.nextWake(), now: Date())
-            if let wake { logger.debug("watch: next pass at \(ReportDocument.timestamp(wake))") }
-            // At most a day ahead: a wake time from the database is outside input.
-            let deadline = wake.map { clock.now().advanced(byMilliseconds: Int(min(max($0.timeIntervalSinceNow * 1000, 0), 86_400_000)) + 1) }
+            let wake = try runtime.nextWake(after: summary)
+            if let wake { runtime.logger.debug("watch: next pass at \(ReportDocument.timestamp(wake))") }
+            // At most a minute ahead, as the embedded worker: a report stored by a secondary
+            // process wakes nothing here, and a wake time from the database is outside input.
+            let due = wake.map { min(max($0.timeIntervalSinceNow * 1000, 0), 60_000) } ?? 60_000
+            let deadline = clock.now().advanced(byMilliseconds: Int(due) + 1)
             let stop = stopped.wait(until: deadline, clock: clock, for: { $0 }, then: { value, _ in value })
             if stop { break }
-            summary = try deliverer.deliver(retries: true)
+            summary = try runtime.deliver(retries: true)
             if summary != Deliverer.Summary() {
-                logger.info("watch: \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal")
+                runtime.logger.info("watch: \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal")
             }
         }
         withExtendedLifetime(signals) {}
@@ -52,13 +66,11 @@ enum CrashCommand {
         guard let signal = signals[name] else {
             throw UsageError("--signal '\(arguments.value("signal") ?? "")' is not one of SEGV, BUS, ILL, FPE, ABRT, TRAP")
         }
-        let configuration = try arguments.configuration()
-        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
-        let session = try HostSession.launch(host: host, lockWaitMs: Switches.lockWaitMs)
+        let runtime = try Runtime.start(try arguments.runtimeOptions())
+        try runtime.recover()
         // Files the crash report should carry: copied by the next launch (SPEC D-1, D-3).
         for path in arguments.values("attach") { CrashCapture.process.addAttachment(path: Paths.absolute(path)) }
-        logger.info("crashing on purpose with SIG\(name) (session \(session.sessionID))")
+        runtime.logger.info("crashing on purpose with SIG\(name) (session \(runtime.sessionID))")
         CrashCapture.crash(signal)
     }
 }

@@ -19,8 +19,11 @@ enum RunCommand {
             throw UsageError("run: missing program (usage: reporthost run [options] -- PROGRAM ARGS...)")
         }
         let keepBytes = try outputLimit(arguments)
-        let configuration = try arguments.configuration()
-        let logger = try configuration.makeLogger(overrideLevel: try arguments.logLevel())
+        let options = try arguments.runtimeOptions()
+        let configuration = options.configuration
+        // Checked whole before the program starts (SPEC I-2).
+        try configuration.validate()
+        let logger = try configuration.makeLogger(overrideLevel: options.logLevel)
         let repository = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let crashes = repository.appendingPathComponent("crashes")
         do {
@@ -57,16 +60,20 @@ enum RunCommand {
             output: tail?.finish(waitingAtMostMs: 3_000))
         if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
 
-        // What it left, recovered now: its crash files (saved by `open`), or an abnormal exit.
-        let host = try ReportHost(configuration: configuration, logger: logger, mainExecutor: DispatchQueue.main, faults: Switches.faults)
-        defer { host.stop() }
-        let hostSession = try HostSession.open(host: host, lockWaitMs: Switches.lockWaitMs)
-        defer { hostSession.end() }
-        // The chain gives each recovered report its final id; recovery logs it.
-        _ = try hostSession.record(exit)
-        try hostSession.recover()
-        let summary = try hostSession.deliverer().deliver(retries: false)
-        if summary.accepted > 0 { logger.info("run: \(summary.accepted) report(s) delivered") }
+        // What it left, recovered now: its crash files (saved by `start`), or an abnormal exit.
+        // From here on `run` exits with the program's status whatever the host meets: a
+        // failure to store is said on stderr, never passed off as the program's.
+        do {
+            let runtime = try Runtime.start(options)
+            defer { runtime.stop() }
+            // The chain gives each recovered report its final id; recovery logs it.
+            try runtime.record(exit)
+            try runtime.recover()
+            let summary = try runtime.deliver(retries: false)
+            if summary.accepted > 0 { logger.info("run: \(summary.accepted) report(s) delivered") }
+        } catch {
+            writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")
+        }
         return exit.status
     }
 

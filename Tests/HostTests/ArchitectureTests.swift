@@ -10,7 +10,7 @@ struct ArchitectureTests {
     /// use the other).
     static let layers: [[String]] = [
         ["Support", "Capture"], ["Diagnostics"], ["Configuration"], ["Report"], ["Plugins"], ["Pipeline"],
-        ["Repository"], ["Recovery", "Delivery"], ["Session"],
+        ["Repository"], ["Recovery", "Delivery"], ["Session"], ["Runtime"],
     ]
 
     static var sources: URL {

@@ -363,7 +363,7 @@ import Testing
     @Test("D-9: a record found submitting at launch counts that attempt as a retryable failure, due now")
     func interruptedSubmission() throws {
         let stored = try store()
-        #expect(try repository.admit(stored.rowID, perMinute: 0, now: Date()))
+        #expect(try repository.admit(stored.rowID, perMinute: 0, now: Date()) == .admitted)
         #expect(try record(stored.rowID).state == .submitting)
         let now = Date()
         try deliverer("http://127.0.0.1:9/post", now: now).settleInterrupted()

@@ -153,7 +153,7 @@ import Testing
         guard let program = command.first else { throw Fixtures.CompileError(description: "no program") }
         return try ChildProcess.run(
             program, Array(command.dropFirst()) + arguments,
-            environment: ["SWIFT_BACKTRACE": "enable=no"].merging(environment) { a, _ in a }, directory: folder)
+            environment: environment, directory: folder)
     }
 
     /// The example crashes for real, starts again, and the recovered crash report arrives
@@ -217,10 +217,8 @@ import Testing
             // Another copy of the program while the first holds the repository lock.
             let second = try ChildProcess.run(driver, ["-", repository, "report"], directory: folder)
             let lines = second.stdout.split(separator: "\n").map(String.init)
-            let startMs = try #require(lines.first { $0.hasPrefix("started ") }.flatMap { Int($0.dropFirst(8)) }, "\(second.stdout) \(second.stderr)")
-            // It waits 100 ms for the lock, not the command line's 10 s (SPEC I-2): the margin
-            // is for a loaded machine.
-            #expect(startMs >= 100 && startMs < 5_000, "rh_embed_start took \(startMs) ms")
+            // It does not wait for the lock (SPEC I-2): it starts as a secondary.
+            #expect(lines.contains { $0.hasPrefix("started ") }, "\(second.stdout) \(second.stderr)")
             let report = try #require(lines.first { $0.hasPrefix("report 0 ") }, "\(second.stdout) \(second.stderr)")
             #expect(try storedTriggers()[String(report.dropFirst(9))] == "log_error", "the secondary's report is stored in the shared repository")
 

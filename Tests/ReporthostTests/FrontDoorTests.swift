@@ -78,4 +78,108 @@ import Testing
             #expect(text.stdout.contains("3 record(s) (\(bytes) bytes) evicted by the storage limits"), "\(text.stdout)")
         }
     }
+
+    @Test("I-2, D-16: while another process holds the repository, report, crash and run run as secondaries: stored at once, report's own initial attempt made, run exits with the program's status; launch names the holder and exits 0")
+    func secondaryEverywhere() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let repository = folder.appendingPathComponent("shared").path
+            let config = try write(#"{"submission": {"url": "\#(receiver.url)", "timeoutMs": 3000}, "reportsPerMin": 0}"#)
+            #expect(try ChildProcess.reporthost(["status", "--repository", repository]).status == 0)
+            // An older retry the primary owns: a secondary never replays it.
+            let setup = try Repository.open(folder: URL(fileURLWithPath: repository))
+            var content = ReportContent()
+            content.summary = "the primary's retry"
+            let retry = ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
+            let retryRow = try setup.insert(retry, state: .retry)
+            try setup.settle(retryRow, state: .retry, outcome: "HTTP 503", nextAttemptAt: Date(timeIntervalSince1970: 0))
+            // This test process is the primary: it holds the lock and names itself in it.
+            let lockPath = repository + "/reporthost.lock"
+            let fd = open(lockPath, O_RDWR | O_CREAT, 0o600)
+            #expect(fd >= 0)
+            defer { close(fd) }
+            #expect(flock(fd, LOCK_EX) == 0)
+            let pid = Array("\(getpid())\n".utf8)
+            _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+
+            let reported = try ChildProcess.reporthost(
+                ["report", "error", "--summary", "from a secondary", "--print", "--config", config, "--repository", repository],
+                environment: ["REPORTHOST_LOCK_WAIT_MS": "600000"])
+            #expect(reported.status == 0, "\(reported.stderr)")
+            let ownID = try JSONValue.parse(reported.stdout)["report_id"]?.stringValue
+            #expect(receiver.received.map(\.uuid) == [ownID], "its own initial attempt, never the primary's retry")
+
+            let crashed = try ChildProcess.reporthost(["crash", "--repository", repository])
+            #expect(crashed.signal == SIGSEGV, "\(crashed.stderr)")
+            let ran = try ChildProcess.reporthost(["run", "--repository", repository, "--", "/bin/sh", "-c", "exit 7"])
+            #expect(ran.status == 7, "\(ran.stderr)")
+            let killed = try ChildProcess.reporthost(["run", "--repository", repository, "--", "/bin/sh", "-c", "kill -KILL $$"])
+            #expect(killed.status == 128 + SIGKILL, "\(killed.stderr)")
+
+            let launched = try ChildProcess.reporthost(["launch", "--config", config, "--repository", repository])
+            #expect(launched.status == 0, "\(launched.stderr)")
+            #expect(launched.stderr.contains("process \(getpid()) holds"), "\(launched.stderr)")
+            #expect(receiver.received.count == 1, "a secondary launch delivers nothing")
+
+            let stored = try records(repository)
+            #expect(stored.contains { $0.reportID == ownID && $0.state == .terminal })
+            #expect(stored.contains { $0.trigger == .abnormalExit && $0.document.content.summary?.contains("SIGKILL") == true })
+            #expect(stored.first { $0.rowID == retryRow }?.attempts == 0, "the retry was left to the primary")
+            let crashFiles = try FileManager.default.contentsOfDirectory(atPath: repository + "/crashes").filter { $0.hasSuffix(".crash") }
+            #expect(crashFiles.count == 1, "the secondary's crash file waits for the primary")
+
+            // Once the lock is free, the next launch recovers and delivers the rest.
+            flock(fd, LOCK_UN)
+            let primary = try ChildProcess.reporthost(["launch", "--config", config, "--repository", repository])
+            #expect(primary.status == 0, "\(primary.stderr)")
+            let after = try records(repository)
+            #expect(after.allSatisfy { $0.state == .terminal }, "\(after.map(\.state))")
+        }
+    }
+
+    @Test("D-1: no process outlives a crash: with SWIFT_BACKTRACE unset, a crashing reporthost's output pipe closes when it dies and no swift-backtrace is left")
+    func noProcessOutlivesACrash() async throws {
+        try await offPool { [self] in
+            for signal in ["SEGV", "ABRT", "BUS"] {
+                let process = Process()
+                process.executableURL = Products.reporthost
+                process.arguments = ["crash", "--signal", signal, "--repository", folder.appendingPathComponent("crashing").path]
+                process.environment = ChildProcess.environment
+                #expect(process.environment?["SWIFT_BACKTRACE"] == nil)
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = output
+                let before = backtracers()
+                try process.run()
+                process.waitUntilExit()
+                #expect(process.terminationReason == .uncaughtSignal, "\(signal)")
+                // `reporthost crash 2>&1 | cat`: the reader must see the end. Bounded: a holder
+                // of the pipe fails the test instead of hanging it.
+                let reader = output.fileHandleForReading.fileDescriptor
+                var ended = false
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                for _ in 0..<200 where !ended {
+                    var poller = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
+                    guard poll(&poller, 1, 100) > 0 else { continue }
+                    ended = read(reader, &buffer, buffer.count) == 0
+                }
+                #expect(ended, "SIG\(signal): the crashed process's output stayed open")
+                let left = backtracers().subtracting(before)
+                #expect(left.isEmpty, "SIG\(signal): swift-backtrace left running: \(left)")
+            }
+        }
+    }
+
+    /// The pids of the swift-backtrace processes running now (it is started with the crash's
+    /// address in the crashed process, not its pid: the new ones are the crash's).
+    func backtracers() -> Set<String> {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return Set(entries.filter { $0.allSatisfy(\.isNumber) }.filter { entry in
+            guard let handle = FileHandle(forReadingAtPath: "/proc/\(entry)/cmdline"), let data = try? handle.readToEnd() else {
+                return false
+            }
+            return String(decoding: data, as: UTF8.self).split(separator: "\0").first?.hasSuffix("swift-backtrace") == true
+        })
+    }
 }

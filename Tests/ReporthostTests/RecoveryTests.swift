@@ -216,25 +216,6 @@ import Testing
         }
     }
 
-    @Test("I-2: a host finding the lock held waits, then exits 1 naming the lock; status still reads")
-    func lockHeld() async throws {
-        // Off the cooperative pool: child processes must not starve async handler tests.
-        try await offPool { [self] in
-            try run(["report", "bug"])
-            let lockPath = repository + "/reporthost.lock"
-            let fd = open(lockPath, O_RDWR)
-            #expect(fd >= 0)
-            defer { close(fd) }
-            #expect(flock(fd, LOCK_EX) == 0)
-            let blocked = try run(["report", "bug"], environment: ["REPORTHOST_LOCK_WAIT_MS": "200"])
-            #expect(blocked.status == 1)
-            #expect(blocked.stderr.contains(lockPath) && blocked.stderr.contains("lock"))
-            #expect(try records().count == 1)
-            flock(fd, LOCK_UN)
-            #expect(try run(["report", "bug"]).status == 0)
-        }
-    }
-
     @Test("I: status on a folder without a repository prints an empty list and creates nothing")
     func statusOfNothing() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.

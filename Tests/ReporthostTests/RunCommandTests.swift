@@ -112,7 +112,7 @@ import Testing
     func run(_ arguments: [String], program: [String], input: Data? = nil) throws -> ChildProcess.Result {
         try ChildProcess.run(
             Products.reporthost.path, ["run", "--repository", repository] + arguments + ["--"] + program,
-            environment: ["SWIFT_BACKTRACE": "enable=no"], directory: folder, input: input)
+            directory: folder, input: input)
     }
 
     func records() throws -> [JSONValue] {

@@ -15,12 +15,16 @@ public struct Deliverer: Sendable {
     let system: SystemCalls
     /// Fault points armed for tests (none in production).
     let faults: Faults
+    /// A secondary session's id: its passes send only the initial attempts of its own reports
+    /// (SPEC I-2); nil for the primary.
+    let ownSession: String?
 
     public init(
         repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
         now: @escaping @Sendable () -> Date = { Date() }, system: SystemCalls = .live,
-        faults: Faults = Faults()
+        faults: Faults = Faults(), ownSession: String? = nil
     ) {
+        self.ownSession = ownSession
         self.repository = repository
         self.configuration = configuration
         self.transport = transport
@@ -80,9 +84,9 @@ public struct Deliverer: Sendable {
     /// `retry.order`. Terminal rows are never read.
     private func dueRecords(retries: Bool) throws(HostError) -> [ReportRecord] {
         let records = try storing { () throws(StorageError) in try repository.records(in: [.awaitingFirstAttempt, .retry]) }
-        let initial = records.filter { $0.state == .awaitingFirstAttempt }
+        let initial = records.filter { $0.state == .awaitingFirstAttempt && (ownSession == nil || $0.session == ownSession) }
         let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
-        guard retries && configuration.retry.behaviour == .interval else { return ordered }
+        guard retries && ownSession == nil && configuration.retry.behaviour == .interval else { return ordered }
         let nowDate = now()
         var due = records.filter { $0.state == .retry && retryDue($0) <= nowDate }
         if configuration.retry.order == .stack { due.reverse() }
@@ -112,7 +116,8 @@ public struct Deliverer: Sendable {
         let admitted = try storing { () throws(StorageError) in
             try repository.admit(record.rowID, perMinute: configuration.reportsPerMin, now: now())
         }
-        guard admitted else {
+        if admitted == .taken { return true }
+        guard admitted == .admitted else {
             summary.rateLimited = true
             logger.info("local rate limit (\(configuration.reportsPerMin)/min) reached: \(record.reportID) stays \(record.state.rawValue)")
             return false

@@ -7,6 +7,9 @@ public enum HostError: Error, Equatable, Sendable, CustomStringConvertible {
     case plugin(PluginLoadError)
     /// A file could not be read or written.
     case io(path: String, reason: String)
+    /// Another process holds the repository lock (its pid, when it wrote one), and this entry
+    /// waits to be the primary (`launch --watch`) and gave up.
+    case lockHeld(path: String, holder: Int32?)
     /// The host cannot run on this system, e.g. libffi closures cannot be allocated.
     case runtime(String)
 
@@ -16,6 +19,8 @@ public enum HostError: Error, Equatable, Sendable, CustomStringConvertible {
         case .plugin(let error): error.description
         case .io(let path, let reason): "\(path): \(reason)"
         case .runtime(let message): message
+        case .lockHeld(let path, let holder):
+            "\(path): another reporthost\(holder.map { " (pid \($0))" } ?? "") holds the repository lock"
         }
     }
 }

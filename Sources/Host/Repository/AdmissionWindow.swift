@@ -3,24 +3,37 @@ import Foundation
 /// The local admission window (SPEC D-7): at most `perMinute` submissions admitted in any
 /// 60 s, shared by every process on this repository.
 extension Repository {
-    /// Admits one submission if fewer than `perMinute` were admitted in the last 60 s (0 =
-    /// unlimited), and marks the record `submitting` with one more attempt, in one transaction.
-    /// Returns false for a local rejection: nothing is counted.
-    public func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Bool {
-        try database.transaction { () throws(StorageError) -> Bool in
+    /// What `admit` decided.
+    public enum Admission: Sendable, Equatable {
+        /// Counted in the window; the record is `submitting` with one more attempt.
+        case admitted
+        /// A local rejection (D-7): nothing is counted.
+        case rateLimited
+        /// The record is no longer waiting to be sent (another process on the repository took
+        /// it, or it was evicted): nothing is counted, nothing sent.
+        case taken
+    }
+
+    /// Admits one submission if the record still waits to be sent and fewer than `perMinute`
+    /// were admitted in the last 60 s (0 = unlimited), and marks the record `submitting` with
+    /// one more attempt, in one transaction.
+    public func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Admission {
+        try database.transaction { () throws(StorageError) -> Admission in
+            let state = try database.query("SELECT state FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
+            guard state == RecordState.awaitingFirstAttempt.rawValue || state == RecordState.retry.rawValue else { return .taken }
             let nowMs = Self.milliseconds(now)
             // Rows dated in the future (a clock stepped back, a damaged row) expire too.
             try database.query(
                 "DELETE FROM admissions WHERE at <= ? OR at > ?", [.integer(nowMs &- 60_000), .integer(nowMs &+ 60_000)])
             if perMinute > 0 {
                 let used = try database.query("SELECT COUNT(*) FROM admissions").first?.first?.int ?? 0
-                if used >= perMinute { return false }
+                if used >= perMinute { return .rateLimited }
             }
             try database.query("INSERT INTO admissions(at) VALUES(?)", [.integer(nowMs)])
             try database.query(
                 "UPDATE reports SET state = ?, attempts = attempts + 1, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.submitting.rawValue), .integer(nowMs), .integer(rowID)])
-            return true
+            return .admitted
         }
     }
 

@@ -15,9 +15,11 @@ public final class FileLock: Sendable {
         self.descriptor = Locked(descriptor)
     }
 
-    /// Takes the lock on `path` (created if missing), waiting up to `waitMilliseconds`; nil
-    /// when another process still holds it then.
-    public static func take(_ path: String, waitMilliseconds: Int) throws(StorageError) -> FileLock? {
+    /// Takes the lock on `path` (created if missing), waiting up to `waitMilliseconds` or until
+    /// `giveUp` says so; nil when another process still holds it then.
+    public static func take(
+        _ path: String, waitMilliseconds: Int, giveUp: () -> Bool = { false }
+    ) throws(StorageError) -> FileLock? {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
@@ -25,13 +27,24 @@ public final class FileLock: Sendable {
         let clock = SystemClock()
         let deadline = clock.now().advanced(byMilliseconds: max(0, waitMilliseconds))
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, clock.now() < deadline else {
+            guard errno == EWOULDBLOCK || errno == EINTR, clock.now() < deadline, !giveUp() else {
                 close(fd)
                 return nil
             }
             usleep(20_000)  // flock has no timed wait; poll briefly
         }
+        // The holder names itself, so a process that finds the lock held can say who has it.
+        let pid = Array("\(getpid())\n".utf8)
+        if ftruncate(fd, 0) == 0 { _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } }
         return FileLock(path: path, descriptor: fd)
+    }
+
+    /// The pid the holder of the lock on `path` wrote, while the lock is held.
+    public static func holder(of path: String) -> Int32? {
+        guard isHeld(path), let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        let text = String(decoding: (try? handle.read(upToCount: 32)) ?? Data(), as: UTF8.self)
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Whether some open file holds the lock on `path` now (false when the file is missing).

@@ -18,6 +18,8 @@ public final class HostSession: Sendable {
     /// what it raises; the holder recovers and delivers for it.
     public let isPrimary: Bool
     private let lock: FileLock?
+    /// The repository lock file (its holder wrote its pid there).
+    var lockPath: String { repository.folder.appendingPathComponent(Repository.lockName).path }
     private let alive: FileLock
     private let recoveredDocuments = Locked<[ReportDocument]>([])
 
@@ -63,7 +65,7 @@ public final class HostSession: Sendable {
     ///   for the next one).
     public static func open(
         host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false,
-        crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch
+        giveUpWaiting: () -> Bool = { false }, crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         do {
@@ -72,9 +74,9 @@ public final class HostSession: Sendable {
             throw .io(path: folder.path, reason: "cannot create the repository folder (\(errnoText(error)))")
         }
         let lockPath = folder.appendingPathComponent(Repository.lockName).path
-        let lock = try storing { () throws(StorageError) in try FileLock.take(lockPath, waitMilliseconds: lockWaitMs) }
+        let lock = try storing { () throws(StorageError) in try FileLock.take(lockPath, waitMilliseconds: lockWaitMs, giveUp: giveUpWaiting) }
         guard lock != nil || secondaryAllowed else {
-            throw .io(path: lockPath, reason: "another reporthost holds the repository lock (waited \(max(0, lockWaitMs)) ms)")
+            throw .lockHeld(path: lockPath, holder: FileLock.holder(of: lockPath))
         }
         let repository = try storing { () throws(StorageError) in
             try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults, logger: host.logger)
@@ -122,7 +124,16 @@ public final class HostSession: Sendable {
     /// saved by `open`): call between `open` and `recover`, which runs the records' chains.
     /// Returns the ids of its records. Only a primary session recovers.
     public func record(_ exit: ProgramExit) throws(HostError) -> [String] {
-        guard isPrimary else { return [] }
+        guard isPrimary else {
+            // A secondary recovers nothing (I-2): the program's crash files wait for the primary
+            // or the next launch; a death that left none is this run's own report to store.
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path)) ?? []
+            if names.contains(where: { $0.hasPrefix(exit.session + "-") }) {
+                host.logger.info("\(exit.program)'s crash file is left for the process holding the repository, or the next launch")
+                return []
+            }
+            return try storing { () throws(StorageError) in try Recovery(host: host, repository: repository).record(exit) }
+        }
         return try storing { () throws(StorageError) in try Recovery(host: host, repository: repository).record(exit) }
     }
 
@@ -191,7 +202,7 @@ public final class HostSession: Sendable {
         Deliverer(
             repository: repository, configuration: host.configuration,
             transport: transport ?? CurlTransport(), logger: host.logger,
-            faults: host.faults)
+            faults: host.faults, ownSession: isPrimary ? nil : sessionID)
     }
 
     /// A clean stop: clears the session mark and releases the lock.

@@ -41,7 +41,7 @@ extern "C" {
 /* Results of the functions that return int. */
 #define RH_EMBED_OK              0
 #define RH_EMBED_ERR_INVALID   (-1) /* NULL or non-UTF-8 argument, unknown type, misuse   */
-#define RH_EMBED_ERR_STOPPED   (-2) /* handle stopped, stopping, or not the live one       */
+#define RH_EMBED_ERR_STOPPED   (-2) /* handle stopped, stopping, not the live one, or fork  */
 #define RH_EMBED_ERR_STORAGE   (-3) /* the report could not be stored durably              */
 #define RH_EMBED_ERR_CANCELLED (-4) /* the handler chain produced no report: nothing stored */
 
@@ -84,11 +84,11 @@ typedef struct rh_embed rh_embed;
  *
  * Secondary process: when another process (another copy of the program, or a
  * `reporthost` command) holds the repository lock, start does not wait 10 s as the
- * command line does (SPEC I-2): it waits at most 100 ms for the lock, then runs as a
- * *secondary* process. A secondary marks its session, writes crash files into the shared
- * repository's crashes/ folder and stores its reports through SQLite (WAL, with a busy
- * timeout), so nothing it raises is lost; but it recovers no other session's crash files
- * or abnormal exits and makes no delivery attempt. Those are left to the process holding
+ * command line does not either (SPEC I-2): it runs at once as a *secondary* process. A
+ * secondary marks its session, writes crash files into the shared repository's crashes/
+ * folder, stores its reports through SQLite (WAL, with a busy timeout), so nothing it
+ * raises is lost, and makes the initial attempt of its own reports; but it recovers no
+ * other session's crash files or abnormal exits and retries nothing. Those are left to the process holding
  * the lock, or to the next one that takes it (a later start, `reporthost launch`). A
  * secondary stays secondary until rh_embed_stop, even if the holder stops first, and a
  * session whose process is still running is never reported as an abnormal exit.
@@ -99,9 +99,15 @@ typedef struct rh_embed rh_embed;
  * keeps the SPEC's single-owner rules for recovery and submission.
  *
  * Call rh_embed_stop before the process exits normally: a session still marked at the
- * next start is reported as an abnormal exit (SPEC D-16). After fork(), the child must
- * not use the handle (the host's threads do not survive fork); crash capture still
- * writes the child's crash files. [not-in-callback] */
+ * next start is reported as an abnormal exit (SPEC D-16).
+ *
+ * fork(): the handle belongs to the process that called rh_embed_start. In a forked child
+ * every call with it returns RH_EMBED_ERR_STOPPED at once and stores nothing (the host's
+ * threads, its main thread and its delivery worker, do not survive fork, and the parent
+ * still owns the session and the lock); the child's rh_embed_stop returns at once and
+ * leaves the parent's host running. Crash capture still writes the child's crash files
+ * (under the parent's session). A child that needs reports starts a host of its own after
+ * exec. [not-in-callback] */
 rh_embed *rh_embed_start(const char *config_path, const char *repository, char *error, size_t error_cap);
 
 /* Sets a host-wide attribute, merged into every report whose first callback starts after
@@ -180,7 +186,7 @@ int rh_embed_add_attachment(rh_embed *h, const char *path);
  * handler behind ours, so ours cannot be removed safely): a later crash is still written
  * into the last repository's crashes/ folder and recovered by the next start. Must not
  * be called from inside a plugin callback (it would wait for itself): such a call does
- * nothing. [not-in-callback] */
+ * nothing. Called in a forked child, it returns at once and does nothing. [not-in-callback] */
 void rh_embed_stop(rh_embed *h);
 
 #ifdef __cplusplus

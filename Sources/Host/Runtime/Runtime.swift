@@ -1,0 +1,153 @@
+import Foundation
+
+/// Everything an entry (a CLI command, `embed.h`, `run`, `demo`) hands the engine: the
+/// configuration (file and command line already merged) and how this entry runs. Filled by
+/// every entry, validated whole by `Runtime.start` before anything is opened (SPEC I-2).
+public struct RuntimeOptions: Sendable {
+    public var configuration: Configuration
+    /// `--log-level`: overrides every destination's level.
+    public var logLevel: LogLevel?
+    /// Where running-app callbacks run (SPEC H-8): the CLI's `DispatchQueue.main`, an
+    /// embedding program's thread of the host's own, a test's executor.
+    public var mainExecutor: any MainExecutor
+    public var faults = Faults()
+    /// What to do when another process holds the repository lock.
+    public var whenLockHeld = WhenLockHeld.runAsSecondary
+    public var installCrashCapture = true
+    /// Sees every pipeline event (the demo prints the plugins' changes).
+    public var observer: PipelineObserver?
+
+    /// SPEC I-2: every entry runs at once as a secondary when the lock is held, except
+    /// `launch --watch`, which waits to become primary.
+    public enum WhenLockHeld: Sendable {
+        case runAsSecondary
+        /// Waits until the lock is free (`launch --watch`), or until `giveUp` says so (a
+        /// signal): then `start` throws `HostError.lockHeld`.
+        case waitToBePrimary(giveUp: @Sendable () -> Bool)
+    }
+
+    public init(configuration: Configuration, mainExecutor: any MainExecutor) {
+        self.configuration = configuration
+        self.mainExecutor = mainExecutor
+    }
+}
+
+/// The engine's one front door: a launch of the host over its repository, built from
+/// `RuntimeOptions`. It owns the repository session (primary or secondary, SPEC I-2), crash
+/// capture, the configured plugins, raising reports, and delivery (one pass at a time for
+/// one-shot commands, or the `DeliveryWorker` for `launch --watch` and embedding programs),
+/// and ends with `stop(graceMs:)`.
+///
+/// Lifecycle: `start` (lock, session mark, crash capture, crash files, plugins) → `recover`
+/// (chains of recovered reports; a secondary recovers nothing) → `raise` / `deliver` /
+/// `startWorker` → `stop`.
+///
+/// # Thread safety
+/// Safe from any thread except the main executor's (raising waits for work queued there).
+public final class Runtime: Sendable {
+    public let host: ReportHost
+    let session: HostSession
+    private let worker = Locked<DeliveryWorker?>(nil)
+    private let stopped = Locked(false)
+
+    public var logger: HostLogger { host.logger }
+    public var configuration: Configuration { host.configuration }
+    /// Whether this process holds the repository lock (recovers and delivers retries).
+    public var isPrimary: Bool { session.isPrimary }
+    public var sessionID: String { session.sessionID }
+    public var repositoryFolder: URL { session.repository.folder }
+    /// Documents of the reports `recover` ran through the chain, oldest first.
+    public var recovered: [ReportDocument] { session.recovered }
+
+    private init(host: ReportHost, session: HostSession) {
+        self.host = host
+        self.session = session
+    }
+
+    /// Validates `options` whole, then opens the repository: lock (or a secondary session),
+    /// session mark, crash capture, crash files, the configured plugins. Runs no callback.
+    public static func start(_ options: RuntimeOptions) throws(HostError) -> Runtime {
+        try options.configuration.validate()
+        let logger = try options.configuration.makeLogger(overrideLevel: options.logLevel)
+        let host = try ReportHost(
+            configuration: options.configuration, logger: logger, mainExecutor: options.mainExecutor,
+            observer: options.observer, faults: options.faults)
+        let session: HostSession
+        do {
+            switch options.whenLockHeld {
+            case .runAsSecondary:
+                session = try HostSession.open(
+                    host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: 0, secondaryAllowed: true)
+            case .waitToBePrimary(let giveUp):
+                session = try HostSession.open(
+                    host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: Int.max / 2,
+                    secondaryAllowed: false, giveUpWaiting: giveUp)
+            }
+        } catch {
+            host.stop()
+            throw error
+        }
+        return Runtime(host: host, session: session)
+    }
+
+    /// The process that holds the repository lock, when it is not this one (it wrote its pid
+    /// into the lock file).
+    public var primaryProcess: Int32? { isPrimary ? nil : FileLock.holder(of: session.lockPath) }
+
+    /// Runs the chains of what `start` recovered, then settles interrupted submissions.
+    @discardableResult
+    public func recover() throws(HostError) -> [ReportDocument] { try session.recover() }
+
+    /// Records how a program watched by `reporthost run` ended: its crash files are saved by
+    /// `start` (primary), and a signal that left none is an `abnormal_exit` report. Call
+    /// before `recover`, which runs the records' chains. A secondary stores the abnormal exit
+    /// itself and leaves crash files to the primary.
+    @discardableResult
+    public func record(_ exit: ProgramExit) throws(HostError) -> [String] { try session.record(exit) }
+
+    /// Raises a running-app report and stores it (journaled first, SPEC H-13); nil when the
+    /// user cancelled the dialog.
+    public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
+        let document = try session.raise(request)
+        worker.withLock { $0 }?.wake()
+        return document
+    }
+
+    /// One delivery pass now (one-shot commands drain once): initial attempts, and with
+    /// `retries` (a primary only) the due retries. A secondary sends initial attempts only:
+    /// retries are the primary's (SPEC I-2).
+    public func deliver(retries: Bool, transport: (any SubmissionTransport)? = nil) throws(HostError) -> Deliverer.Summary {
+        try session.deliverer(transport: transport).deliver(retries: retries && isPrimary)
+    }
+
+    /// When the next pass may have work (`launch --watch` sleeps until then).
+    public func nextWake(after pass: Deliverer.Summary) throws(HostError) -> Date? {
+        Deliverer.earliestNextPass(after: pass, wake: try session.deliverer().nextWake(), now: Date())
+    }
+
+    /// Starts the one delivery worker (embedding programs): it recovers, then delivers at
+    /// once, whenever a report is raised, and when the next retry is due.
+    public func startWorker() {
+        worker.withLock { worker in
+            if worker == nil { worker = DeliveryWorker(session: session) }
+        }
+    }
+
+    /// Ends the session (clears its mark, releases the lock) of a process about to exit
+    /// without a full stop (the user interrupted the dialog: nothing was stored).
+    public func abandon() { session.end() }
+
+    /// SIGINT or SIGTERM during a chain (SPEC H-15): the remaining calls are skipped.
+    public func interrupt() { host.interrupt() }
+    public var isInterrupted: Bool { host.isInterrupted }
+
+    /// A clean stop: the worker ends (a delivery in flight gets at most `graceMs`, then is
+    /// cancelled and settled), plugins are destroyed, the session mark is cleared and the lock
+    /// released. Later calls do nothing.
+    public func stop(graceMs: Int = 2_000) {
+        guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return }
+        worker.withLock { $0 }?.stop(graceMs: graceMs)
+        host.stop()
+        session.end()
+    }
+}
