@@ -78,7 +78,7 @@ enum CrashCommand {
 /// `reporthost status [--json]`: what the repository holds, per record and in total. Only
 /// reads: works while another host holds the lock, and creates nothing.
 enum StatusCommand {
-    static let options: [String: Bool] = ["config": true, "repository": true, "json": false, "log-level": true]
+    static let options: [String: Bool] = ["config": true, "repository": true, "json": false, "all": false, "log-level": true]
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let configuration = try arguments.configuration()
@@ -86,7 +86,7 @@ enum StatusCommand {
         let repository: Repository?
         let records: [ReportRecord]
         do {
-            repository = try Repository.openForReading(folder: folder)
+            repository = try Repository.openForReading(existingFolder: folder)
             records = try repository?.records() ?? []
         } catch {
             throw HostError.io(path: error.path, reason: error.message)

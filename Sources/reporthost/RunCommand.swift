@@ -26,10 +26,8 @@ enum RunCommand {
         let logger = try configuration.makeLogger(overrideLevel: options.logLevel)
         let repository = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let crashes = repository.appendingPathComponent("crashes")
-        do {
-            try FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
-        } catch {
-            throw HostError.io(path: crashes.path, reason: "cannot create the crashes folder (\(error.localizedDescription))")
+        if case .failure(let failure) = Paths.makeFolder(crashes.path) {
+            throw HostError.io(path: crashes.path, reason: "cannot create the crashes folder (\(failure))")
         }
         let library = URL(fileURLWithPath: executableFolder()).appendingPathComponent(captureLibrary).path
         guard FileManager.default.isReadableFile(atPath: library) else {

@@ -6,49 +6,112 @@ import Host
 signal(SIGPIPE, SIG_IGN)
 let output = DocumentOutput.claimStandardOutput()
 
-let usage = """
-    usage: reporthost <command> [options]
+/// One command of the CLI: its usage lines (the list in `--help`, and `COMMAND --help`),
+/// the options it takes (and whether each takes a value), how many words may follow it, and
+/// what runs it.
+struct Command {
+    let name: String
+    let usage: String
+    let options: [String: Bool]
+    let positionals: ClosedRange<Int>
+    let run: @Sendable (Arguments, DocumentOutput) throws -> Int32
+}
 
-      report bug|error|exception [--summary S] [--description D] [--email E]
-             [--severity N] [--label L]... [--attribute K=V]... [--attach FILE]...
-             [--terminating] [--print]
-      launch                   recover what earlier runs left (crashes, abnormal exits), then exit
-      status [--json]          what the repository holds, per record and in total
-      crash [--signal SEGV|BUS|ILL|FPE|ABRT|TRAP]   crash on purpose (recovered by the next launch)
-      receive [--port N] [--dir DIR] [--respond CODES]   a local submission endpoint
-      check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N] [--in-process]
-      check --list             the conformance checks, one per line
-      quarantine [--clear [PATH]] [--json]   plugins that crashed the host (not loaded again)
-      run [--attach-output KB] -- PROGRAM ARGS...   run a program with crash capture preloaded;
-                               recover what it left when it ends; exit with its status
-      demo                     a bug, an error and an exception report through the sample plugins
-
-    common options: --config FILE  --repository DIR  --wrapper PATH  --handler PATH
-                    --log-level debug|info|warn|error
-
+let commonUsage = """
+    common options (report, launch, crash, run): --config FILE  --repository DIR
+                    --wrapper PATH  --handler PATH  --delegate PATH  --log-level debug|info|warn|error
     """
 
-let commands: [String: (options: [String: Bool], run: @Sendable (Arguments, DocumentOutput) throws -> Int32)] = [
-    "report": (ReportCommand.options, ReportCommand.run),
-    "demo": (DemoCommand.options, DemoCommand.run),
-    "launch": (LaunchCommand.options, LaunchCommand.run),
-    "status": (StatusCommand.options, StatusCommand.run),
-    "crash": (CrashCommand.options, CrashCommand.run),
-    "receive": (ReceiveCommand.options, ReceiveCommand.run),
-    "check": (CheckCommand.options, CheckCommand.run),
-    "quarantine": (QuarantineCommand.options, QuarantineCommand.run),
-    "run": (RunCommand.options, RunCommand.run),
+let commandList: [Command] = [
+    Command(
+        name: "report", usage: """
+            report bug|error|exception [--summary S] [--description D] [--email E]
+                   [--severity N] [--label L]... [--attribute K=V]... [--attach FILE]...
+                   [--dialog | --dialog-script FILE] [--terminating] [--print]
+                                       raise a report, run it through the plugins, store it and make
+                                       its first attempt
+            """, options: ReportCommand.options, positionals: 1...1, run: ReportCommand.run),
+    Command(
+        name: "launch", usage: """
+            launch [--watch]           recover what earlier runs left (crashes, abnormal exits), deliver, then exit;
+                                       --watch keeps delivering until SIGINT or SIGTERM
+            """, options: LaunchCommand.options, positionals: 0...0, run: LaunchCommand.run),
+    Command(
+        name: "status", usage: """
+            status [--json] [--all] [--config FILE] [--repository DIR]
+                                       what the repository holds: per record and in total
+            """, options: StatusCommand.options, positionals: 0...0, run: StatusCommand.run),
+    Command(
+        name: "show", usage: """
+            show ID|latest [--json] [--config FILE] [--repository DIR]
+                                       one stored report as a person reads it (--json: its document)
+            """, options: ShowCommand.options, positionals: 1...1, run: ShowCommand.run),
+    Command(
+        name: "crash", usage: """
+            crash [--signal SEGV|BUS|ILL|FPE|ABRT|TRAP] [--attach FILE]...
+                                       crash on purpose (recovered by the next launch)
+            """, options: CrashCommand.options, positionals: 0...0, run: CrashCommand.run),
+    Command(
+        name: "run", usage: """
+            run [--attach-output KB] -- PROGRAM ARGS...
+                                       run a program with crash capture preloaded; record how it ended;
+                                       exit with its status
+            """, options: RunCommand.options, positionals: 0...0, run: RunCommand.run),
+    Command(
+        name: "receive", usage: """
+            receive [--port N] [--dir DIR] [--respond CODES]
+                                       a local submission endpoint (Backtrace-compatible)
+            """, options: ReceiveCommand.options, positionals: 0...0, run: ReceiveCommand.run),
+    Command(
+        name: "check", usage: """
+            check PLUGIN.so [--slot wrapper|handler|delegate] [--json] [--include RE] [--exclude RE]
+                  [--seed N] [--timeout-ms MS] [--in-process]
+            check --list               the conformance checks, one per line
+                                       prove a plugin keeps the ABI contract, each check in a child process
+            """, options: CheckCommand.options, positionals: 0...1, run: CheckCommand.run),
+    Command(
+        name: "quarantine", usage: """
+            quarantine [--clear [PATH]] [--json] [--config FILE] [--repository DIR]
+                                       plugins that crashed the host (not loaded again)
+            """, options: QuarantineCommand.options, positionals: 0...1, run: QuarantineCommand.run),
+    Command(
+        name: "demo", usage: """
+            demo [--repository DIR] [--log-level L]
+                                       a crash, a bug, an error and an exception report through the sample plugins
+            """, options: DemoCommand.options, positionals: 0...0, run: DemoCommand.run),
 ]
+let commands = Dictionary(uniqueKeysWithValues: commandList.map { ($0.name, $0) })
+
+let usage = """
+    usage: reporthost <command> [options]
+           reporthost --help | <command> --help | --version
+
+    commands:
+    \(commandList.map { $0.usage.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") }.joined(separator: "\n"))
+
+    \(commonUsage)
+
+    """
 
 let words = Array(CommandLine.arguments.dropFirst())
 if words == ["--help"] || words == ["-h"] || words == ["help"] {
     output.write(usage)
     exit(0)
 }
+if words == ["--version"] {
+    output.write("reporthost \(Runtime.version) (plugin ABI \(Runtime.pluginABI))\n")
+    exit(0)
+}
 if words.isEmpty {
     writeStandardError(usage)
     printError("missing command (try: reporthost --help)")
     exit(2)
+}
+// `COMMAND --help`: before `--` only (after it, the words are `run`'s program's).
+if let command = commands[words[0]], words.dropFirst().prefix(while: { $0 != "--" }).contains(where: { $0 == "--help" || $0 == "-h" }) {
+    let common = ["report", "launch", "crash", "run"].contains(command.name) ? "\n" + commonUsage + "\n" : ""
+    output.write("usage: reporthost " + command.usage.split(separator: "\n").joined(separator: "\n       ") + "\n" + common)
+    exit(0)
 }
 
 // The command runs off the main thread: the main thread serves the main queue, where
@@ -60,6 +123,9 @@ Thread.detachNewThread {
     do {
         let arguments = try Arguments.parse(words) { commands[$0]?.options }
         guard let command = commands[arguments.command] else { throw UsageError("unknown command '\(arguments.command)'") }
+        if let stray = arguments.positionals.dropFirst(command.positionals.upperBound).first {
+            throw UsageError("'\(command.name)' takes no word '\(stray)' (try: reporthost \(command.name) --help)")
+        }
         status = try command.run(arguments, output)
     } catch let error as HostError {
         printError(error.description)

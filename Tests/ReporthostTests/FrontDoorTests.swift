@@ -86,7 +86,6 @@ import Testing
             defer { receiver.stop() }
             let repository = folder.appendingPathComponent("shared").path
             let config = try write(#"{"submission": {"url": "\#(receiver.url)", "timeoutMs": 3000}, "reportsPerMin": 0}"#)
-            #expect(try ChildProcess.reporthost(["status", "--repository", repository]).status == 0)
             // An older retry the primary owns: a secondary never replays it.
             let setup = try Repository.open(folder: URL(fileURLWithPath: repository))
             var content = ReportContent()
@@ -181,5 +180,79 @@ import Testing
             }
             return String(decoding: data, as: UTF8.self).split(separator: "\0").first?.hasSuffix("swift-backtrace") == true
         })
+    }
+
+    @Test("I: --help lists every command and its options, COMMAND --help and --version work, a stray word is an error, status on a missing folder exits 1 naming it, errors are plain words")
+    func commandLine() async throws {
+        try await offPool { [self] in
+            let help = try ChildProcess.reporthost(["--help"])
+            #expect(help.status == 0)
+            let expected: [String: [String]] = [
+                "report": ["--summary", "--description", "--email", "--severity", "--label", "--attribute", "--attach", "--dialog",
+                           "--dialog-script", "--terminating", "--print"],
+                "launch": ["--watch"], "status": ["--json", "--all"], "show": ["--json"], "crash": ["--signal", "--attach"],
+                "run": ["--attach-output"], "receive": ["--port", "--dir", "--respond"],
+                "check": ["--slot", "--json", "--include", "--exclude", "--seed", "--in-process", "--list"],
+                "quarantine": ["--clear", "--json"], "demo": ["--repository"],
+            ]
+            for (command, options) in expected {
+                #expect(help.stdout.contains("\n  \(command) "), "--help lists \(command)")
+                let own = try ChildProcess.reporthost([command, "--help"])
+                #expect(own.status == 0, "\(command) --help: \(own.stderr)")
+                #expect(own.stdout.hasPrefix("usage: reporthost \(command)"), "\(own.stdout)")
+                for option in options {
+                    #expect(help.stdout.contains(option) && own.stdout.contains(option), "\(command) \(option)")
+                }
+            }
+            for option in ["--config", "--repository", "--wrapper", "--handler", "--delegate", "--log-level", "--version"] {
+                #expect(help.stdout.contains(option), "\(option)")
+            }
+            let version = try ChildProcess.reporthost(["--version"])
+            #expect(version.status == 0)
+            #expect(version.stdout.hasPrefix("reporthost \(Runtime.version) "), "\(version.stdout) \(version.stderr)")
+
+            for words in [["launch", "extra"], ["status", "extra"], ["crash", "now"], ["report", "error", "extra"]] {
+                let stray = try ChildProcess.reporthost(words)
+                #expect(stray.status == 2, "\(words): \(stray.stderr)")
+                #expect(stray.stderr.hasPrefix("reporthost: error: '\(words[0])' takes no word '\(words.last!)'")
+                    || stray.stderr.contains("exactly one kind"), "\(stray.stderr)")
+            }
+            let missing = folder.appendingPathComponent("misspelled").path
+            for command in ["status", "show"] {
+                let result = try ChildProcess.reporthost([command] + (command == "show" ? ["latest"] : []) + ["--repository", missing])
+                #expect(result.status == 1, "\(command): \(result.stdout)")
+                #expect(result.stderr == "reporthost: error: \(missing): no such repository folder\n", "\(result.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: missing))
+            }
+            let file = try write("not a folder", "plain-file")
+            let notFolder = try ChildProcess.reporthost(["report", "error", "--repository", file + "/repo"])
+            #expect(notFolder.status == 1)
+            #expect(notFolder.stderr == "reporthost: error: \(file)/repo: cannot create the repository folder (not a directory: \(file))\n", "\(notFolder.stderr)")
+        }
+    }
+
+    @Test("I: show prints a stored report as a person reads it, and --json its document with its crash payload")
+    func showAReport() async throws {
+        try await offPool { [self] in
+            let repository = folder.appendingPathComponent("shown").path
+            let raised = try ChildProcess.reporthost(
+                ["report", "bug", "--summary", "it broke", "--label", "ui", "--attribute", "k=v", "--print", "--repository", repository])
+            let id = try #require(try JSONValue.parse(raised.stdout)["report_id"]?.stringValue)
+            let shown = try ChildProcess.reporthost(["show", id, "--repository", repository])
+            #expect(shown.status == 0, "\(shown.stderr)")
+            for line in ["report \(id)", "  bug, trigger upload", "state awaiting_first_attempt, attempts 0", "summary: it broke", "labels: ui", "  k = v"] {
+                #expect(shown.stdout.contains(line), "\(line) in \(shown.stdout)")
+            }
+            _ = try ChildProcess.reporthost(["crash", "--repository", repository])
+            _ = try ChildProcess.reporthost(["launch", "--repository", repository])
+            let crash = try ChildProcess.reporthost(["show", "latest", "--repository", repository])
+            #expect(crash.stdout.contains("crash: SIGSEGV"), "\(crash.stdout)")
+            #expect(crash.stdout.contains("#0 0x"), "\(crash.stdout)")
+            let json = try JSONValue.parse(try ChildProcess.reporthost(["show", "latest", "--json", "--repository", repository]).stdout)
+            #expect(json["trigger"]?.stringValue == "crash")
+            #expect(json["crash"]?["signal_name"]?.stringValue == "SEGV")
+            let unknown = try ChildProcess.reporthost(["show", "00000000-0000-0000-0000-000000000000", "--repository", repository])
+            #expect(unknown.status == 1 && unknown.stderr.contains("no report 00000000-0000-0000-0000-000000000000 is stored"))
+        }
     }
 }

@@ -221,13 +221,14 @@ import Testing
         // Off the cooperative pool: child processes must not starve async handler tests.
         try await offPool { [self] in
             let empty = folder.appendingPathComponent("nothing-here")
+            try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
             let result = try ChildProcess.reporthost(["status", "--json", "--repository", empty.path])
             #expect(result.status == 0)
             let json = try JSONValue.parse(result.stdout)
             #expect(json["records"] == .array([]))
             #expect(json["totals"]?["records"] == .number(0))
             #expect(json["crash_points"]?.arrayValue?.count == FaultPoint.allCases.count)
-            #expect(!FileManager.default.fileExists(atPath: empty.path))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: empty.path).isEmpty)
         }
     }
 

@@ -76,7 +76,7 @@ struct Recovery {
     /// and nothing is retried forever.
     private func reject(_ path: String, because reason: String, modified: Date) throws(StorageError) {
         let rejected = repository.crashesFolder.appendingPathComponent("rejected")
-        try? FileManager.default.createDirectory(at: rejected, withIntermediateDirectories: true)
+        _ = Paths.makeFolder(rejected.path)
         let name = URL(fileURLWithPath: path).lastPathComponent
         let aside = rejected.appendingPathComponent("\(Int64(Date().timeIntervalSince1970))-\(name)").path
         if rename(path, aside) != 0 {

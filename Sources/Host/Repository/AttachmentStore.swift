@@ -50,10 +50,8 @@ extension Repository {
         ).map { attachmentFile(record: record, row: $0) }
         try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)])
         guard !attachments.isEmpty else { return replaced }
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        } catch {
-            throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(errnoText(error)))")
+        if case .failure(let failure) = Paths.makeFolder(folder.path) {
+            throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
         }
         for (position, attachment) in attachments.enumerated() {
             let name = UUID().uuidString.lowercased()

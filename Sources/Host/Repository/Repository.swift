@@ -100,10 +100,8 @@ public final class Repository: Sendable {
         logger: HostLogger = HostLogger(destinations: [])
     ) throws(StorageError) -> Repository {
         for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
-            do {
-                try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
-            } catch {
-                throw StorageError(path: sub.path, message: "cannot create the folder (\(errnoText(error)))")
+            if case .failure(let failure) = Paths.makeFolder(sub.path) {
+                throw StorageError(path: sub.path, message: "cannot create the folder (\(failure))")
             }
         }
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
@@ -123,6 +121,18 @@ public final class Repository: Sendable {
             throw StorageError(path: path, message: "schema version \(version) is newer than this host's \(schemaVersion)")
         }
         return repository
+    }
+
+    /// `openForReading` for commands a person points at a folder (`status`, `show`): a folder
+    /// that does not exist is an error naming it (a misspelled path must not read as an empty
+    /// repository); an existing folder that holds none is nil.
+    public static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) else {
+            throw StorageError(path: folder.path, message: "no such repository folder")
+        }
+        guard isFolder.boolValue else { throw StorageError(path: folder.path, message: "not a folder") }
+        return try openForReading(folder: folder)
     }
 
     // MARK: Records (the schema is in Schema.swift; attachment copies, the admission window,
@@ -312,8 +322,4 @@ public final class Repository: Sendable {
         return Int64(exactly: value) ?? (value > 0 ? Int64.max : Int64.min)
     }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-}
-
-func errnoText(_ error: any Error) -> String {
-    (error as NSError).userInfo[NSUnderlyingErrorKey].map { "\($0)" } ?? error.localizedDescription
 }

@@ -27,10 +27,8 @@ extension Repository {
     /// process sharing the repository never takes a running session for an abnormal exit.
     public func holdAlive(_ id: String) throws(StorageError) -> FileLock {
         let folder = folder.appendingPathComponent("sessions")
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        } catch {
-            throw StorageError(path: folder.path, message: "cannot create the folder (\(errnoText(error)))")
+        if case .failure(let failure) = Paths.makeFolder(folder.path) {
+            throw StorageError(path: folder.path, message: "cannot create the folder (\(failure))")
         }
         guard let lock = try FileLock.take(alivePath(id), waitMilliseconds: 0) else {
             throw StorageError(path: alivePath(id), message: "session \(id) is already held by another process")

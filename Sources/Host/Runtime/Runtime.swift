@@ -59,6 +59,11 @@ public final class Runtime: Sendable {
     /// Documents of the reports `recover` ran through the chain, oldest first.
     public var recovered: [ReportDocument] { session.recovered }
 
+    /// This host's version (the `agentVersion` it sends).
+    public static let version = HostAPITable.hostVersion
+    /// The plugin ABI version it implements, `major.minor`.
+    public static var pluginABI: String { "\(PluginLoader.hostVersion.major).\(PluginLoader.hostVersion.minor)" }
+
     private init(host: ReportHost, session: HostSession) {
         self.host = host
         self.session = session

@@ -68,10 +68,8 @@ public final class HostSession: Sendable {
         giveUpWaiting: () -> Bool = { false }, crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        } catch {
-            throw .io(path: folder.path, reason: "cannot create the repository folder (\(errnoText(error)))")
+        if case .failure(let failure) = Paths.makeFolder(folder.path) {
+            throw .io(path: folder.path, reason: "cannot create the repository folder (\(failure))")
         }
         let lockPath = folder.appendingPathComponent(Repository.lockName).path
         let lock = try storing { () throws(StorageError) in try FileLock.take(lockPath, waitMilliseconds: lockWaitMs, giveUp: giveUpWaiting) }

@@ -7,4 +7,27 @@ public enum Paths {
         let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: base).appendingPathComponent(path)
         return url.standardizedFileURL.path
     }
+
+    /// Why a folder could not be made, in plain words ("permission denied", "not a
+    /// directory"), naming the folder that failed.
+    public struct FolderFailure: Error, Sendable, CustomStringConvertible {
+        public let path: String
+        public let reason: String
+        public var description: String { "\(reason): \(path)" }
+    }
+
+    /// Makes `path` and the folders above it that are missing, each private to the user
+    /// (0700: report contents are personal data). An existing folder is left as it is.
+    public static func makeFolder(_ path: String) -> Result<Void, FolderFailure> {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+            return isFolder.boolValue ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != path, case .failure(let failure) = makeFolder(parent) { return .failure(failure) }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+            return .failure(FolderFailure(path: path, reason: String(cString: strerror(errno)).lowercased()))
+        }
+        return .success(())
+    }
 }
