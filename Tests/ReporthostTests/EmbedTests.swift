@@ -46,11 +46,16 @@ import Testing
     /// - `hold`: waits for the end of its standard input, then stops;
     /// - `report`: raises an error report and prints `report <result> <id>`;
     /// - `misuse`: calls the API wrongly, a line `<case> <result>` each (FOLDER holds the files
-    ///   a.txt … d.txt to attach).
+    ///   a.txt … d.txt to attach);
+    /// - `fork`: forks; the child prints `child-report <result>`, `child-attribute <result>`
+    ///   and `child-stopped`, then exits; the parent then raises a report
+    ///   (`parent-report <result> <id>`) and stops.
     static let driver: Result<URL, Fixtures.CompileError> = {
         let source = #"""
             #include <reporthost/embed.h>
             #include <stdint.h>
+            #include <sys/wait.h>
+            #include <unistd.h>
             #include <stdio.h>
             #include <string.h>
             #include <time.h>
@@ -127,6 +132,22 @@ import Testing
                     char id[37];
                     int status = rh_embed_report(h, "error", "from the driver", NULL, id);
                     printf("report %d %s\n", status, id);
+                } else if (strcmp(mode, "fork") == 0) {
+                    char id[37];
+                    fflush(stdout);
+                    pid_t child = fork();
+                    if (child == 0) {
+                        printf("child-report %d\n", rh_embed_report(h, "error", "from the forked child", NULL, id));
+                        printf("child-attribute %d\n", rh_embed_set_attribute(h, "k", "v"));
+                        rh_embed_stop(h);
+                        printf("child-stopped\n");
+                        fflush(stdout);
+                        _exit(0);
+                    }
+                    int status = 0;
+                    waitpid(child, &status, 0);
+                    int result = rh_embed_report(h, "error", "from the parent", NULL, id);
+                    printf("parent-report %d %s\n", result, id);
                 } else if (strcmp(mode, "misuse") == 0 && argc > 4) {
                     misuse(h, config, repository, argv[4]);
                     return 0;
@@ -205,6 +226,24 @@ import Testing
 
     func launch() throws -> ChildProcess.Result {
         try ChildProcess.reporthost(["launch", "--repository", repository], directory: folder)
+    }
+
+    @Test("embed: a forked child's calls return -2 at once and store nothing; its rh_embed_stop returns at once and leaves the parent's host running")
+    func forkedChild() async throws {
+        try await offPool { [self] in
+            let driver = try Self.driver.get().path
+            let result = try ChildProcess.run(driver, ["-", repository, "fork"], directory: folder)
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            let lines = result.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.contains("child-report -2"), "\(result.stdout)")
+            #expect(lines.contains("child-attribute -2"), "\(result.stdout)")
+            #expect(lines.contains("child-stopped"), "\(result.stdout)")
+            let parent = try #require(lines.first { $0.hasPrefix("parent-report ") }, "\(result.stdout)")
+            #expect(parent.hasPrefix("parent-report 0 "), "the parent's host still runs: \(parent)")
+            let stored = try storedTriggers()
+            #expect(stored.count == 1, "only the parent's report is stored: \(stored)")
+            #expect(stored[String(parent.dropFirst("parent-report 0 ".count))] == "log_error")
+        }
     }
 
     @Test("I-2, D-16, embed: a second process starts at once as a secondary and stores its report; a running secondary is never an abnormal exit, a killed one is")

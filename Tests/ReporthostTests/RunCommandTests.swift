@@ -53,6 +53,29 @@ import Testing
         }
         """) }
 
+    /// Faults three times and recovers each time with `siglongjmp` from its own SIGSEGV
+    /// handler (as a runtime that uses faults on purpose does); prints "recovered 3" and exits 0.
+    static let recovers = Result { try program("recovers", """
+        #include <setjmp.h>
+        #include <signal.h>
+        #include <stdio.h>
+        #include <string.h>
+        static sigjmp_buf back;
+        static void escape(int s) { (void)s; siglongjmp(back, 1); }
+        int main(void) {
+            struct sigaction action;
+            memset(&action, 0, sizeof action);
+            action.sa_handler = escape;
+            sigaction(SIGSEGV, &action, NULL);
+            volatile int recovered = 0;
+            for (volatile int i = 0; i < 3; i++) {
+                if (sigsetjmp(back, 1) == 0) { volatile int *p = 0; *p = i; } else { recovered++; }
+            }
+            printf("recovered %d\\n", recovered);
+            return 0;
+        }
+        """) }
+
     /// Says "ready" on stdout, then waits; SIGTERM ends it with status 42. It gives up by
     /// itself after 20 s (SIGALRM: status 142), so a signal that never arrives fails the test
     /// instead of hanging it.
@@ -179,6 +202,18 @@ import Testing
             #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "mine")
             let crash = try records().first { $0["trigger"] == .string("crash") }
             #expect(crash != nil, "the crash was captured before its handler ran")
+        }
+    }
+
+    @Test("run: a program whose own SIGSEGV handler escapes with siglongjmp survives every fault under run, as it does alone")
+    func siglongjmpRecovers() async throws {
+        try await offPool { [self] in
+            let program = try Self.recovers.get()
+            let alone = try ChildProcess.run(program, [])
+            #expect(alone.status == 0 && alone.stdout == "recovered 3\n")
+            let result = try run([], program: [program])
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout == "recovered 3\n")
         }
     }
 
