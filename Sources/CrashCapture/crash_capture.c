@@ -441,11 +441,43 @@ static void release_stack(void *memory) {
 
 static void make_stack_key(void) { pthread_key_create(&stack_key, release_stack); }
 
+/* Opens /dev/null on each of fds 0-2 that is closed, so that descriptors opened meanwhile
+   (libunwind keeps a pipe for the life of the process) land above 2: a program that closed
+   its standard input must not find our pipe there. Returns a mask of the fds it took. */
+static int hold_closed_standard_fds(void) {
+    int held = 0;
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int placeholder = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (placeholder == fd) {
+            held |= 1 << fd;
+        } else if (placeholder >= 0) {
+            close(placeholder);
+        }
+    }
+    return held;
+}
+
+static void release_standard_fds(int held) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (held & (1 << fd)) close(fd);
+    }
+}
+
+static bool install(void);
+
 bool rh_crash_install(const char *crash_directory, const char *session_id) {
     if (strlen(crash_directory) >= PATH_CAP || strlen(session_id) >= SESSION_CAP) return false;
     strcpy(directory, crash_directory);
     strcpy(session, session_id);
     if (installed) return true;
+    int held = hold_closed_standard_fds();
+    bool done = install();
+    release_standard_fds(held);
+    return done;
+}
+
+static bool install(void) {
     ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
     if (length > 0) {
         executable[length] = '\0';

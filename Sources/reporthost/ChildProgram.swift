@@ -29,6 +29,15 @@ struct ChildProgram {
             for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], STDERR_FILENO)
         }
+        // The program gets what `run` inherited, nothing the host opened since (Foundation and
+        // libdispatch open descriptors without close-on-exec), and a standard descriptor that
+        // was closed when `run` started stays closed.
+        for fd in InheritedDescriptors.openNow() where fd > STDERR_FILENO && !InheritedDescriptors.atStart.contains(fd) {
+            posix_spawn_file_actions_addclose(&actions, fd)
+        }
+        for fd in STDIN_FILENO...STDERR_FILENO where !InheritedDescriptors.atStart.contains(fd) {
+            posix_spawn_file_actions_addclose(&actions, fd)
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -165,4 +174,33 @@ enum SignalForwarding {
     /// Afterwards SIGINT or SIGTERM ends `run` itself (what it was recovering is finished by
     /// the next launch).
     static func stop() { rh_forward_stop() }
+}
+
+/// The descriptors this process was started with. `main` records them before anything else
+/// opens one, and holds closed standard descriptors with /dev/null (close-on-exec), so no pipe
+/// or file the host opens later lands on fd 0, 1 or 2 and reaches a program as its input.
+enum InheritedDescriptors {
+    nonisolated(unsafe) private(set) static var atStart: Set<Int32> = []
+
+    /// Call first thing in `main`, on the main thread, before any other thread exists.
+    static func record() {
+        atStart = openNow()
+        for fd in STDIN_FILENO...STDERR_FILENO where !atStart.contains(fd) {
+            let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
+            if placeholder >= 0 && placeholder != fd { close(placeholder) }
+        }
+    }
+
+    /// The descriptors open in this process now (from /proc/self/fd).
+    static func openNow() -> Set<Int32> {
+        guard let folder = opendir("/proc/self/fd") else { return [] }
+        defer { closedir(folder) }
+        let own = dirfd(folder)
+        var found: Set<Int32> = []
+        while let entry = readdir(folder) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if let fd = Int32(name), fd != own { found.insert(fd) }
+        }
+        return found
+    }
 }

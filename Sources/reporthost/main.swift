@@ -2,6 +2,8 @@ import Dispatch
 import Foundation
 import Host
 
+// What `run` may pass on to its program: recorded before anything opens a descriptor.
+InheritedDescriptors.record()
 // A closed pipe must not kill the host (documents may go to `head`).
 signal(SIGPIPE, SIG_IGN)
 let output = DocumentOutput.claimStandardOutput()

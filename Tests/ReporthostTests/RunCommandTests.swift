@@ -217,6 +217,18 @@ import Testing
         }
     }
 
+    @Test("run: a program started with standard input closed finds it closed: no pipe or file of the host lands on fd 0")
+    func closedStandardInputStaysClosed() async throws {
+        try await offPool { [self] in
+            let inner = "\(Products.reporthost.path) run --repository \(repository) -- /bin/sh -c 'ls /proc/$$/fd'"
+            let result = try ChildProcess.run("/bin/sh", ["-c", "exec 0<&-; exec \(inner)"], directory: folder)
+            #expect(result.status == 0, "\(result.stderr)")
+            let descriptors = Set(result.stdout.split(separator: "\n").compactMap { Int($0) })
+            #expect(!descriptors.contains(0), "fd 0 stayed closed: \(descriptors.sorted())")
+            #expect(descriptors.contains(1) && descriptors.contains(2))
+        }
+    }
+
     @Test("I-1, run: standard input and output are the program's, its exit status is run's, and a clean exit stores nothing")
     func passThrough() async throws {
         try await offPool { [self] in
