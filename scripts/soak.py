@@ -304,7 +304,7 @@ class Host:
         self.binary = binary
         self.config = config
         self.work = work
-        self.env = dict(os.environ, SWIFT_BACKTRACE="enable=no")
+        self.env = dict(os.environ)
         self.env.pop("REPORTHOST_CRASH_AT", None)
 
     def run(self, arguments, crash_point=None, kill_after=None):

@@ -464,19 +464,7 @@ static void release_standard_fds(int held) {
     }
 }
 
-static bool install(void);
-
-bool rh_crash_install(const char *crash_directory, const char *session_id) {
-    if (strlen(crash_directory) >= PATH_CAP || strlen(session_id) >= SESSION_CAP) return false;
-    strcpy(directory, crash_directory);
-    strcpy(session, session_id);
-    if (installed) return true;
-    int held = hold_closed_standard_fds();
-    bool done = install();
-    release_standard_fds(held);
-    return done;
-}
-
+/* The work of rh_crash_install, once: the unwinders, the module map, the handlers. */
 static bool install(void) {
     ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
     if (length > 0) {
@@ -507,6 +495,17 @@ static bool install(void) {
         previous_is_swift_runtime[i] = is_swift_runtime_handler(&previous[i]);
     }
     return true;
+}
+
+bool rh_crash_install(const char *crash_directory, const char *session_id) {
+    if (strlen(crash_directory) >= PATH_CAP || strlen(session_id) >= SESSION_CAP) return false;
+    strcpy(directory, crash_directory);
+    strcpy(session, session_id);
+    if (installed) return true;
+    int held = hold_closed_standard_fds();
+    bool done = install();
+    release_standard_fds(held);
+    return done;
 }
 
 bool rh_crash_is_installed(void) { return installed; }

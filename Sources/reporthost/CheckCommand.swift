@@ -76,7 +76,6 @@ enum CheckCommand {
             "^\(NSRegularExpression.escapedPattern(for: name))$",
         ]
         var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
         environment[CheckContext.copiesFolderVariable] = copies.path
         let crashes = copies.appendingPathComponent("crashes-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)

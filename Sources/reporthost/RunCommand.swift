@@ -21,8 +21,6 @@ enum RunCommand {
         let keepBytes = try outputLimit(arguments)
         let options = try arguments.runtimeOptions()
         let configuration = options.configuration
-        // Checked whole before the program starts (SPEC I-2).
-        try configuration.validate()
         let logger = try configuration.makeLogger(overrideLevel: options.logLevel)
         let repository = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let crashes = repository.appendingPathComponent("crashes")

@@ -274,17 +274,17 @@ public final class Repository: Sendable {
     /// one with attempts is a retry due now. Returns how many.
     @discardableResult
     public func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
-        try database.transaction { () throws(StorageError) -> Int in
-            try database.query(
-                """
-                UPDATE reports SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
-                    next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
-                WHERE state = ? AND held LIKE 'configuration:%'
-                """,
-                [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
-                 .integer(Self.milliseconds(now)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)])
-            return Int(try database.query("SELECT changes()").first?.first?.int ?? 0)
-        }
+        // One statement, no transaction of its own: every delivery pass runs it, and with
+        // nothing held it writes nothing.
+        try database.query(
+            """
+            UPDATE reports SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
+                next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
+            WHERE state = ? AND held LIKE 'configuration:%' RETURNING rowid
+            """,
+            [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
+             .integer(Self.milliseconds(now)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)]
+        ).count
     }
 
     /// Terminal (SPEC D-9): keeps the row with its state and outcome, deletes the payload
