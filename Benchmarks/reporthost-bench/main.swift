@@ -98,9 +98,9 @@ let saveRate = try measure("save a report to the repository (baseline), reports"
         var content = ReportContent()
         content.summary = "bench"
         content.attributes = ["k": "v"]
-        try repository.insert(
+        try repository.saveFound(
             ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date()),
-            state: .awaitingFirstAttempt)
+            runsChain: false)
     }
 }
 var delivery = Configuration()

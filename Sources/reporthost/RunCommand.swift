@@ -56,14 +56,15 @@ enum RunCommand {
             output: tail?.finish(waitingAtMostMs: 3_000))
         if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
 
-        // What it left, recovered now: its crash files (saved by `start`), or an abnormal exit.
+        // What it left, recovered now: `start` stores its crash files or an abnormal exit, and
+        // `recover` runs their chains (which give each report its final id; recovery logs it).
         // From here on `run` exits with the program's status whatever the host meets: a
         // failure to store is said on stderr, never passed off as the program's.
         do {
-            let runtime = try Runtime.start(options)
+            var watching = options
+            watching.watchedProgram = exit
+            let runtime = try Runtime.start(watching)
             defer { runtime.stop() }
-            // The chain gives each recovered report its final id; recovery logs it.
-            try runtime.record(exit)
             try runtime.recover()
             let summary = try runtime.deliver(retries: false)
             if summary.accepted > 0 { logger.info("run: \(summary.accepted) report(s) delivered") }

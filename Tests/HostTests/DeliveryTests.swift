@@ -1,5 +1,5 @@
 import Foundation
-import Host
+@testable import Host
 import Receiver
 import HostTestSupport
 import Testing
@@ -39,7 +39,7 @@ import Testing
         content.labels = ["one"]
         if let attachment { content.attachments = [Attachment(name: "log.txt", filename: "log.txt", data: attachment, source: .extended)] }
         let document = ReportDocument(id: UUID().uuidString.lowercased(), trigger: trigger, content: content, internalLog: [], createdAt: created)
-        let rowID = try repository.insert(document, state: state)
+        let rowID = try repository.seed(document, state: state)
         return try #require(try repository.records().first { $0.rowID == rowID })
     }
 
@@ -269,8 +269,8 @@ import Testing
             let retries = try receiver([.status(200)])
             let first = try store(created: base.addingTimeInterval(100), state: .retry)
             let second = try store(created: base.addingTimeInterval(200), state: .retry)
-            try repository.settle(first.rowID, state: .retry, outcome: "x", nextAttemptAt: base)
-            try repository.settle(second.rowID, state: .retry, outcome: "x", nextAttemptAt: base)
+            try repository.retryLater(first.rowID, reason: "x", at: base)
+            try repository.retryLater(second.rowID, reason: "x", at: base)
             _ = try deliverer(retries.url) { $0.retry.order = order }.deliver(retries: true)
             let expected = expectNewestFirst ? [second.reportID, first.reportID] : [first.reportID, second.reportID]
             #expect(retries.received.map(\.uuid) == expected, "\(order)")
@@ -309,8 +309,8 @@ import Testing
         #expect(try deliverer(url, now: now).nextWake() == nil, "nothing stored: nothing to wake for")
         let later = try store()
         let sooner = try store()
-        try repository.settle(later.rowID, state: .retry, outcome: "HTTP 503", nextAttemptAt: now.addingTimeInterval(600))
-        try repository.settle(sooner.rowID, state: .retry, outcome: "HTTP 503", nextAttemptAt: now.addingTimeInterval(60))
+        try repository.retryLater(later.rowID, reason: "HTTP 503", at: now.addingTimeInterval(600))
+        try repository.retryLater(sooner.rowID, reason: "HTTP 503", at: now.addingTimeInterval(60))
         let retry = try #require(try deliverer(url, now: now).nextWake())
         #expect(abs(retry.timeIntervalSince(now.addingTimeInterval(60))) < 0.01)
         #expect(try deliverer(url, now: now) { $0.retry.behaviour = .none }.nextWake() == nil, "no retries under behaviour none")
@@ -326,7 +326,7 @@ import Testing
     func nextWakeSkipsDamagedRows() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let damaged = try store()
-        try repository.settle(damaged.rowID, state: .retry, outcome: "HTTP 503", nextAttemptAt: now.addingTimeInterval(-60))
+        try repository.retryLater(damaged.rowID, reason: "HTTP 503", at: now.addingTimeInterval(-60))
         let result = try ChildProcess.run("/usr/bin/env", [
             "python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE reports SET document='{' WHERE rowid=\" + sys.argv[2]); c.commit()",
             repository.databasePath, String(damaged.rowID),

@@ -1,5 +1,5 @@
 import Foundation
-import Host
+@testable import Host
 import Receiver
 import HostTestSupport
 import Testing
@@ -26,7 +26,7 @@ import Testing
         configuration.submission.url = receiver.url
         configuration.reportsPerMin = 0
         let log = MemoryDestination()
-        let rowID = try repository.insert(document(attachment: Data(repeating: 7, count: 100_000)), state: .awaitingFirstAttempt)
+        let rowID = try repository.seed(document(attachment: Data(repeating: 7, count: 100_000)), state: .awaitingFirstAttempt)
         for (errno, from) in [(ENOSPC, 1), (EIO, 3), (ENOSPC, 5)] {
             let plan = FaultPlan([FaultPlan.Fault(.write, from: from, errno: errno)])
             let failing = Deliverer(
@@ -59,7 +59,7 @@ import Testing
                 folder: folder.appendingPathComponent("repo-\(call.rawValue)"),
                 system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(call, errno: errno)])))
             do throws(StorageError) {
-                try repository.insert(document(attachment: Data("bytes".utf8)), state: .awaitingFirstAttempt)
+                try repository.seed(document(attachment: Data("bytes".utf8)), state: .awaitingFirstAttempt)
                 Issue.record("\(call): the insert should have failed")
             } catch {
                 #expect(error.message.contains(String(cString: strerror(errno))), "\(call): \(error.message)")
@@ -67,6 +67,42 @@ import Testing
             }
             #expect(try repository.records().isEmpty, "\(call): a half-stored record")
         }
+    }
+
+    @Test("D-1, D-13: on a full disk an attachment is copied once (the journal's copy becomes the bundle's), a failed copy leaves no file, and the next report without attachments is stored")
+    func fullDiskCopiesOnce() throws {
+        // Every attachment write after the first meets a full disk.
+        let plan = FaultPlan([FaultPlan.Fault(.write, from: 2, errno: ENOSPC)])
+        let repository = try Repository.open(folder: folder.appendingPathComponent("full"), system: SystemCalls(faults: plan))
+        let raised = document(attachment: Data(repeating: 1, count: 50_000))
+        let rowID = try repository.journal(raised, session: "s", dialogPending: false)
+        var bundled = raised
+        bundled.content.summary = "changed by the chain"
+        try repository.chainFinished(rowID, document: bundled)
+        #expect(plan.calls(of: .write) == 1, "the bundle reused the journal's copy")
+        let copies = try FileManager.default.contentsOfDirectory(atPath: repository.attachmentsFolder.appendingPathComponent("\(rowID)").path)
+        #expect(copies.count == 1, "\(copies)")
+        #expect(try repository.attachments(of: rowID).first?.data == Data(repeating: 1, count: 50_000))
+        #expect(try repository.records().first?.state == .awaitingFirstAttempt)
+
+        // A new attachment cannot be copied: that report fails alone and leaves no partial file.
+        let filesBefore = files(under: repository.attachmentsFolder)
+        do throws(StorageError) {
+            try repository.journal(document(attachment: Data(repeating: 2, count: 50_000)), session: "s", dialogPending: false)
+            Issue.record("the second report should have failed")
+        } catch {
+            #expect(error.message.contains(String(cString: strerror(ENOSPC))), "\(error.message)")
+        }
+        #expect(files(under: repository.attachmentsFolder) == filesBefore, "the failed copy was removed")
+        #expect(try repository.records().count == 1)
+        try repository.journal(document(), session: "s", dialogPending: false)
+        #expect(try repository.records().count == 2, "a report without attachments is stored")
+    }
+
+    /// The regular files under `folder`, empty ones included.
+    func files(under folder: URL) -> Set<String> {
+        let all = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])?.allObjects as? [URL] ?? []
+        return Set(all.filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }.map(\.path))
     }
 
     @Test("D-14, I-4: a log destination whose writes fail (EPIPE, ENOSPC) drops the line; the host goes on")

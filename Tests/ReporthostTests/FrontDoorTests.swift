@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Host
+@testable import Host
 import Receiver
 import HostTestSupport
 import Testing
@@ -60,7 +60,7 @@ import Testing
                 let document = ReportDocument(
                     id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [],
                     createdAt: Date(timeIntervalSince1970: 1_000 + Double(index)))
-                try unlimited.insert(document, state: state)
+                try unlimited.seed(document, state: state)
             }
             let bytes = try unlimited.records().reduce(0) { $0 + $1.bytes }
             let config = try write(#"{"storage": {"maxRecordCount": 1}}"#)
@@ -91,8 +91,8 @@ import Testing
             var content = ReportContent()
             content.summary = "the primary's retry"
             let retry = ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
-            let retryRow = try setup.insert(retry, state: .retry)
-            try setup.settle(retryRow, state: .retry, outcome: "HTTP 503", nextAttemptAt: Date(timeIntervalSince1970: 0))
+            let retryRow = try setup.seed(retry, state: .retry)
+            try setup.retryLater(retryRow, reason: "HTTP 503", at: Date(timeIntervalSince1970: 0))
             // This test process is the primary: it holds the lock and names itself in it.
             let lockPath = repository + "/reporthost.lock"
             let fd = open(lockPath, O_RDWR | O_CREAT, 0o600)

@@ -205,15 +205,21 @@ import Testing
         }
     }
 
-    @Test("run: a program whose own SIGSEGV handler escapes with siglongjmp survives every fault under run, as it does alone")
+    @Test("run: a program whose own SIGSEGV handler escapes with siglongjmp survives every fault under run, as it does alone; the faults it survived are not crashes")
     func siglongjmpRecovers() async throws {
         try await offPool { [self] in
             let program = try Self.recovers.get()
             let alone = try ChildProcess.run(program, [])
             #expect(alone.status == 0 && alone.stdout == "recovered 3\n")
-            let result = try run([], program: [program])
+            let result = try run(["--log-level", "debug"], program: [program])
             #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
             #expect(result.stdout == "recovered 3\n")
+            // It went on after each fault and exited 0: the crash files its faults left are
+            // discarded with a debug line, never stored.
+            #expect(result.stderr.contains("discarded: recovers survived the fault"), "\(result.stderr)")
+            #expect(try records().isEmpty)
+            let left = try FileManager.default.contentsOfDirectory(atPath: repository + "/crashes").filter { $0.hasSuffix(".crash") }
+            #expect(left.isEmpty, "\(left)")
         }
     }
 

@@ -205,7 +205,7 @@ public struct Deliverer: Sendable {
             let interval = now().addingTimeInterval(dueNow ? 0 : TimeInterval(retry.intervalSeconds))
             next = max(interval, now().addingTimeInterval(retryAfter ?? 0))
         }
-        try repository.settle(record.rowID, state: .retry, outcome: reason, nextAttemptAt: next)
+        try repository.retryLater(record.rowID, reason: reason, at: next)
         logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
         summary.retained += 1
     }

@@ -10,14 +10,17 @@ struct Recovery {
     var log: HostLogger { host.logger }
 
     /// What needs no plugin: interrupted purges, crash files (and the quarantine they name),
-    /// abnormal exits. Runs before the plugins are loaded, so a plugin that crashed the last
-    /// launch is known before it is opened. At most `limit` crash files are saved (the
-    /// newest); while some are left, abnormal exits wait too (a session whose crash file is
-    /// still waiting did not exit abnormally).
-    func collect(currentSession: String, crashFilesPerLaunch limit: Int) throws(HostError) {
+    /// abnormal exits, and how a `watched` program ended (`reporthost run`). Runs before the
+    /// plugins are loaded, so a plugin that crashed the last launch is known before it is
+    /// opened. At most `limit` crash files are saved (the newest); while some are left,
+    /// abnormal exits wait too (a session whose crash file is still waiting did not exit
+    /// abnormally).
+    func collect(currentSession: String, crashFilesPerLaunch limit: Int, watched: ProgramExit?) throws(HostError) {
         try storing { () throws(StorageError) in
             try resumePurges()
-            let left = try saveCrashFiles(atMost: limit)
+            if let watched, watched.endedNormally { try discardCrashFiles(of: watched) }
+            let left = try saveCrashFiles(atMost: limit, watched: watched)
+            if let watched { try recordKilled(watched) }
             if left > 0 {
                 log.info("\(left) crash file(s) left in \(repository.crashesFolder.path) for the next launch (at most \(limit) a launch)")
             } else {
@@ -42,13 +45,8 @@ struct Recovery {
     /// quarantine, and is the one a `reporthost run` is waiting for), saved oldest first:
     /// save payload, attributes and attachment copies, then purge the file. Returns how many
     /// older ones were left for later.
-    private func saveCrashFiles(atMost limit: Int) throws(StorageError) -> Int {
-        let folder = repository.crashesFolder
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        let files = names.filter { $0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial") }
-            .map { folder.appendingPathComponent($0).path }
-            .map { ($0, Self.modificationDate($0)) }
-            .sorted { $0.1 < $1.1 }
+    private func saveCrashFiles(atMost limit: Int, watched: ProgramExit?) throws(StorageError) -> Int {
+        let files = crashFiles().map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
         let limit = max(1, limit)
         for (path, modified) in files.suffix(limit) {
             let crash: CrashFile
@@ -59,8 +57,9 @@ struct Recovery {
                 continue
             }
             let culprit = try quarantineCulprit(of: crash)
-            let rowID = try repository.insert(
-                document(for: crash, culprit: culprit), state: .pendingPurge, crash: crash.payload, crashFile: path,
+            let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
+            let rowID = try repository.saveCrash(
+                FoundReports.crash(crash, culprit: culprit, program: program), crash: crash.payload, crashFile: path,
                 session: crash.session)
             log.debug("crash file \(path) saved as record \(rowID)")
             try skipChainsTheCrashInterrupted(crash, record: rowID)
@@ -68,6 +67,26 @@ struct Recovery {
             try purge(path, record: rowID)
         }
         return max(0, files.count - limit)
+    }
+
+    private func crashFiles() -> [String] {
+        let folder = repository.crashesFolder
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial") }.map { folder.appendingPathComponent($0).path }
+    }
+
+    /// Item 12: a watched program that went on after a fault and ended normally survived it
+    /// (its own handler recovered, e.g. a runtime that uses SIGSEGV on purpose): its crash
+    /// files are not crashes. Each is deleted with a debug line.
+    func discardCrashFiles(of program: ProgramExit) throws(StorageError) {
+        // The writer names a file `<session>-<time>-<pid>.crash`.
+        for path in crashFiles() where URL(fileURLWithPath: path).lastPathComponent.hasPrefix(program.session + "-") {
+            guard unlink(path) == 0 else {
+                throw StorageError(path: path, message: "cannot discard the crash file (\(String(cString: strerror(errno))))")
+            }
+            log.debug("crash file \(path) discarded: \(program.program) survived the fault and exited with status 0")
+        }
+        DurableFile.syncDirectory(repository.crashesFolder)
     }
 
     /// A file in `crashes/` that cannot be read as a crash file (not a regular file, too large,
@@ -86,14 +105,8 @@ struct Recovery {
             }
         }
         DurableFile.syncDirectory(repository.crashesFolder)
-        var content = ReportContent()
-        content.summary = "An unreadable crash file was found (\(reason))"
         let kept = FileManager.default.fileExists(atPath: aside) ? "kept as \(aside)" : "removed: it could not be moved"
-        let document = ReportDocument(
-            id: UUID().uuidString.lowercased(), trigger: .crash, content: content,
-            internalLog: [InternalLogEntry(level: .warn, handler: "host", message: "crash file \(name) could not be read: \(reason); \(kept)")],
-            createdAt: CrashFile.plausible(modified) ?? Date())
-        try repository.insert(document, state: .pendingChain)
+        try repository.saveFound(FoundReports.unreadableCrashFile(named: name, reason: reason, kept: kept, modified: modified))
         log.warn("crash file \(path) could not be read (\(reason)); \(kept)")
     }
 
@@ -134,53 +147,8 @@ struct Recovery {
             }
             DurableFile.syncDirectory(URL(fileURLWithPath: path).deletingLastPathComponent())
         }
-        try repository.setState(rowID, .pendingChain)
+        try repository.crashFilePurged(rowID)
         host.faults.hit(.afterPurge)
-    }
-
-    /// The report a crash file becomes: its attributes, the plugin call it happened in, and
-    /// copies of the attachments it names (a missing, unreadable, oversized or non-regular
-    /// one is omitted with a diagnostic, D-3).
-    private func document(for crash: CrashFile, culprit: QuarantineEntry?) -> ReportDocument {
-        var content = ReportContent()
-        content.summary = "\(crash.signalName) (signal \(crash.signal), code \(crash.code)) at \(crash.address)"
-        content.attributes = crash.attributes
-        var notes: [InternalLogEntry] = []
-        if !crash.complete {
-            notes.append(InternalLogEntry(level: .warn, handler: "host", message: "the crash file was not complete; recovered what it held"))
-        }
-        if let plugin = crash.plugin {
-            content.attributes["reporthost.crashed_in_plugin"] = plugin.displayName
-            content.attributes["reporthost.crashed_in_callback"] = plugin.callback
-            let module = crash.faultModule.map { "; the faulting instruction is in \($0)" } ?? ""
-            let outcome = culprit != nil
-                ? "the plugin is quarantined: it is not loaded again until it is rebuilt or the quarantine is cleared"
-                : "the fault was in the host's own code: the plugin is not quarantined"
-            notes.append(InternalLogEntry(
-                level: .error, handler: plugin.displayName,
-                message: "the host crashed with SIG\(crash.signalName) inside \(plugin.displayName).\(plugin.callback)\(module); \(outcome)"))
-        }
-        if let module = crash.faultModule { content.attributes["reporthost.crashed_in_module"] = module }
-        if crash.ignoredAttachments > 0 {
-            notes.append(InternalLogEntry(
-                level: .warn, handler: "host",
-                message: "\(crash.ignoredAttachments) attachment line(s) past the first \(CrashFile.maxAttachments) ignored"))
-        }
-        for path in crash.attachmentPaths {
-            switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes) {
-            case .success(let data) where !data.isEmpty:
-                let name = URL(fileURLWithPath: path).lastPathComponent
-                content.attachments.append(Attachment(name: name, filename: name, data: data, source: .recovered))
-            case .success:
-                notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) is empty: omitted"))
-            case .failure(.system(_, ENOENT)):
-                notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) is missing: omitted"))
-            case .failure(let failure):
-                notes.append(InternalLogEntry(level: .warn, handler: "host", message: "attachment \(path) omitted: \(failure)"))
-            }
-        }
-        return ReportDocument(
-            id: UUID().uuidString.lowercased(), trigger: .crash, content: content, internalLog: notes, createdAt: crash.time)
     }
 
     /// D-16: a session mark without a crash file of that session is an abnormal exit.
@@ -190,23 +158,12 @@ struct Recovery {
             // Another process on this repository (an embedding program's second copy) still runs it.
             if repository.isAlive(session) { continue }
             if !sessionsWithCrashes.contains(session) {
-                var content = ReportContent()
-                content.summary = "The host exited abnormally (session \(session))"
-                var notes = [InternalLogEntry(
-                    level: .info, handler: "host",
-                    message: "session \(session) started at \(ReportDocument.timestamp(startedAt)) never stopped cleanly")]
                 // It died while running chains over recovered reports: running this one through
                 // the same chain would likely end this launch too.
-                let skipChain = phase == .recovering
-                if skipChain {
-                    notes.append(InternalLogEntry(
-                        level: .warn, handler: "host", message: "the session ended during recovery; sent without the handler chain"))
-                }
-                let document = ReportDocument(
-                    id: UUID().uuidString.lowercased(), trigger: .abnormalExit, content: content, internalLog: notes,
-                    createdAt: startedAt)
-                try repository.insert(
-                    document, state: skipChain ? .awaitingFirstAttempt : .pendingChain, session: session, clearingSession: session)
+                let duringRecovery = phase == .recovering
+                try repository.saveFound(
+                    FoundReports.abnormalExit(session: session, startedAt: startedAt, duringRecovery: duringRecovery),
+                    session: session, replacingSessionMark: true, runsChain: !duringRecovery)
                 log.info("session \(session) ended abnormally: recorded")
             } else {
                 try repository.clearSession(session)
@@ -226,7 +183,7 @@ struct Recovery {
             if record.trigger.isRecovered {
                 documents.append(try rerunChain(record, session: currentSession))
             } else if record.dialogPending {
-                try storing { () throws(StorageError) in try repository.delete(record.rowID) }
+                try storing { () throws(StorageError) in try repository.discard(record.rowID) }
                 log.info("dialog report \(record.reportID) was never sent by its user: dropped")
             } else {
                 var document = record.document
@@ -234,7 +191,7 @@ struct Recovery {
                 document.internalLog.append(InternalLogEntry(
                     level: .warn, handler: "host",
                     message: "the host stopped during the handler chain; the report is sent without the callbacks' changes"))
-                try storing { () throws(StorageError) in try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt) }
+                try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document) }
                 log.info("report \(record.reportID) recovered from the journal")
             }
         }
@@ -246,13 +203,8 @@ struct Recovery {
 
     private func rerunChain(_ record: ReportRecord, session: String) throws(HostError) -> ReportDocument {
         let newID = UUID().uuidString.lowercased()
-        let (attachments, runs, skipReason) = try storing { () throws(StorageError) -> ([Attachment], Int, String?) in
-            try repository.rekey(record.rowID, to: newID)
-            let skip = try repository.skipChainReason(record.rowID)
-            // A crash from here on names this record as the one whose chain crashed.
-            if skip == nil { try repository.setChainRecord(record.rowID, session: session) }
-            return (try repository.attachments(of: record.rowID), try repository.countChainRun(record.rowID), skip)
-        }
+        // A crash from here on names this record as the one whose chain crashed.
+        let chain = try storing { () throws(StorageError) in try repository.reopenChain(record.rowID, newID: newID, session: session) }
         let report = LiveReport(
             trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
             events: host.events)
@@ -260,27 +212,24 @@ struct Recovery {
         report.edit { content in
             content = record.document.content
             content.attributes = hostAttributes.merging(record.document.content.attributes) { _, crashed in crashed }
-            content.attachments = attachments
+            content.attachments = chain.attachments
         }
         for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
         host.noteQuarantine(on: report)
         let document: ReportDocument
-        if let skipReason {
+        if let skipReason = chain.skipReason {
             report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
             document = report.bundle()
-        } else if runs > Self.maxChainRuns {
+        } else if chain.runs > Self.maxChainRuns {
             // Every earlier launch died in this chain (a plugin that crashes on this report):
             // without this, the report would keep every later launch from delivering anything.
-            report.note(.warn, handler: "host", "the handler chain ended the host \(runs - 1) times; the report is sent without it")
+            report.note(.warn, handler: "host", "the handler chain ended the host \(chain.runs - 1) times; the report is sent without it")
             document = report.bundle()
         } else {
             host.faults.hit(.duringHandlers)
             document = try host.runChain(report, mode: .recovered) ?? report.snapshot
         }
-        try storing { () throws(StorageError) in
-            try repository.update(record.rowID, document: document, state: .awaitingFirstAttempt)
-            try repository.setChainRecord(nil, session: session)
-        }
+        try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document, session: session) }
         log.info("recovered \(document.trigger.name) report \(document.id)")
         return document
     }

@@ -23,6 +23,9 @@ public struct ProgramExit: Sendable, Equatable {
         self.output = output
     }
 
+    /// It exited by itself with status 0: a fault it met before was one it survived.
+    public var endedNormally: Bool { signal == nil && status == 0 }
+
     /// "SIGKILL", or "signal N" for one without a name here.
     public var signalName: String? {
         signal.map { number in Self.names[number].map { "SIG" + $0 } ?? "signal \(number)" }
@@ -35,35 +38,30 @@ public struct ProgramExit: Sendable, Equatable {
 }
 
 extension Recovery {
-    /// Records what `exit` left, once `collect` has saved its crash files: each crash record of
-    /// its session gets the program's name and output; a program a signal ended without a
-    /// crash file gets an `abnormal_exit` record. All wait for the chain (`finish`). Returns
-    /// the ids of the records.
-    func record(_ exit: ProgramExit) throws(StorageError) -> [String] {
-        let output = exit.output.map { Attachment(name: "stderr.txt", filename: "stderr.txt", data: $0, source: .recovered) }
-        let crashes = try repository.records(in: [.pendingChain]).filter { $0.session == exit.session && $0.trigger == .crash }
-        for record in crashes {
-            var document = record.document
-            document.content.attributes["reporthost.program"] = exit.program
-            document.content.attachments = try repository.attachments(of: record.rowID) + (output.map { [$0] } ?? [])
-            try repository.update(record.rowID, document: document, state: .pendingChain)
-        }
-        if !crashes.isEmpty { return crashes.map(\.reportID) }
-        guard let signalName = exit.signalName else { return [] }
-        var content = ReportContent()
-        content.summary = "\(exit.program) was killed by \(signalName) and left no crash file"
-        content.attributes = host.attributes.snapshot.merging([
-            "reporthost.program": exit.program, "reporthost.exit_signal": signalName, "reporthost.exit_status": "\(exit.status)",
-        ]) { _, exit in exit }
-        if let output { content.attachments = [output] }
-        let document = ReportDocument(
-            id: UUID().uuidString.lowercased(), trigger: .abnormalExit, content: content,
-            internalLog: [InternalLogEntry(
-                level: .info, handler: "host",
-                message: "\(exit.program) (session \(exit.session)) ended by \(signalName) (a signal the crash writer cannot catch, or before it was installed)")],
-            createdAt: Date())
-        try repository.insert(document, state: .pendingChain, session: exit.session)
+    /// A watched program a signal ended without leaving a crash file (stored or still in
+    /// `crashes/`) becomes an `abnormal_exit` report, waiting for the chain. Its crash files,
+    /// when it left some, are saved by `collect` with its name and output.
+    func recordKilled(_ exit: ProgramExit) throws(StorageError) {
+        guard let signalName = exit.signalName else { return }
+        guard !leftCrashFiles(exit), !(try repository.sessionsWithCrashReports().contains(exit.session)) else { return }
+        let document = FoundReports.killed(exit, signalName: signalName, hostAttributes: host.attributes.snapshot)
+        try repository.saveFound(document, session: exit.session)
         log.info("\(exit.program) ended by \(signalName) without a crash file: recorded as abnormal exit \(document.id)")
-        return [document.id]
+    }
+
+    /// What a secondary records of a watched program: it recovers nothing (I-2), so crash
+    /// files of a fault the program survived are discarded, the others left for the process
+    /// holding the repository; a death that left none is recorded here.
+    func recordAsSecondary(_ exit: ProgramExit) throws(StorageError) {
+        if exit.endedNormally { try discardCrashFiles(of: exit) }
+        if leftCrashFiles(exit) {
+            log.info("\(exit.program)'s crash file is left for the process holding the repository, or the next launch")
+        }
+        try recordKilled(exit)
+    }
+
+    private func leftCrashFiles(_ exit: ProgramExit) -> Bool {
+        ((try? FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path)) ?? [])
+            .contains { $0.hasPrefix(exit.session + "-") }
     }
 }

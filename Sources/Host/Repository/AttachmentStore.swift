@@ -41,27 +41,54 @@ extension Repository {
             .appendingPathComponent(stored ?? String(row[0].int ?? 0))
     }
 
-    /// Writes the copies under new file names (fsync'd), then replaces the rows that name
-    /// them. Returns the files of the replaced copies, for the caller to delete after commit.
-    func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) -> [URL] {
+    /// Writes the copies a document's attachments need and replaces the rows that name them.
+    /// An attachment whose bytes a copy of the record already holds (same size and sha256: the
+    /// journal's copy of what the chain kept) reuses that copy: an attachment is copied once.
+    /// A new copy gets a new file name (fsync'd). When a copy fails, the ones written here are
+    /// removed before the error is thrown.
+    func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) -> AttachmentCopies {
         let folder = attachmentsFolder.appendingPathComponent(String(record))
-        let replaced = try database.query(
-            "SELECT position, name, filename, source, file FROM attachments WHERE record = ?", [.integer(record)]
-        ).map { attachmentFile(record: record, row: $0) }
+        let existing = try database.query(
+            "SELECT position, name, filename, source, file, size, sha256 FROM attachments WHERE record = ?", [.integer(record)]
+        ).map { row in (file: attachmentFile(record: record, row: row), size: Int(row[5].int ?? -1), sha256: row[6].string) }
         try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)])
-        guard !attachments.isEmpty else { return replaced }
-        if case .failure(let failure) = Paths.makeFolder(folder.path) {
-            throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
+        var copies = AttachmentCopies()
+        var kept: Set<URL> = []
+        do throws(StorageError) {
+            for (position, attachment) in attachments.enumerated() {
+                let file: URL
+                if let reused = existing.first(where: {
+                    $0.size == attachment.size && $0.sha256 == attachment.sha256 && FileManager.default.fileExists(atPath: $0.file.path)
+                }) {
+                    file = reused.file
+                    kept.insert(file)
+                } else {
+                    if case .failure(let failure) = Paths.makeFolder(folder.path) {
+                        throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
+                    }
+                    file = folder.appendingPathComponent(UUID().uuidString.lowercased())
+                    try DurableFile.write(attachment.data, to: file, system: system)
+                    copies.written.append(file)
+                }
+                try database.query(
+                    "INSERT INTO attachments(record, position, name, filename, source, size, file, sha256) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                    [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
+                     .text(attachment.source.rawValue), .integer(Int64(attachment.size)), .text(file.lastPathComponent),
+                     .text(attachment.sha256)])
+            }
+        } catch {
+            for file in copies.written { try? FileManager.default.removeItem(at: file) }
+            throw error
         }
-        for (position, attachment) in attachments.enumerated() {
-            let name = UUID().uuidString.lowercased()
-            try DurableFile.write(attachment.data, to: folder.appendingPathComponent(name), system: system)
-            try database.query(
-                "INSERT INTO attachments(record, position, name, filename, source, size, file, sha256) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-                [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
-                 .text(attachment.source.rawValue), .integer(Int64(attachment.size)), .text(name), .text(attachment.sha256)])
-        }
-        DurableFile.syncDirectory(folder)
-        return replaced
+        if !copies.written.isEmpty { DurableFile.syncDirectory(folder) }
+        copies.replaced = Array(Set(existing.map(\.file)).subtracting(kept))
+        return copies
     }
+}
+
+/// What `writeAttachments` did to a record's copies: the files it wrote (removed if the
+/// transaction does not commit) and the files no row names any more (removed once it does).
+struct AttachmentCopies {
+    var written: [URL] = []
+    var replaced: [URL] = []
 }

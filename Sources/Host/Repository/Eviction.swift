@@ -58,7 +58,7 @@ extension Repository {
         }
         for candidate in candidates {
             guard try overTarget() else { break }
-            try delete(candidate[0].int ?? 0)
+            try discard(candidate[0].int ?? 0)
             eviction.evicted.append(candidate[1].string ?? "")
             eviction.bytes += Int(candidate[3].int ?? 0)
             eviction.byState[RecordState(rawValue: candidate[2].string ?? "") ?? .terminal, default: 0] += 1

@@ -135,74 +135,12 @@ public final class Repository: Sendable {
         return try openForReading(folder: folder)
     }
 
-    // MARK: Records (the schema is in Schema.swift; attachment copies, the admission window,
-    // sessions and eviction each in a file of their own)
+    // MARK: Reading records (the schema is in Schema.swift; a record's life in
+    // RecordLifecycle.swift; attachment copies, the admission window, sessions and eviction
+    // each in a file of their own)
 
     static let columns =
         "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held"
-
-    /// Stores a new record with its attachment copies; returns its row id.
-    @discardableResult
-    public func insert(
-        _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
-        session: String? = nil, dialogPending: Bool = false, clearingSession: String? = nil
-    ) throws(StorageError) -> Int64 {
-        let rowID = try database.transaction { () throws(StorageError) -> Int64 in
-            let now = Self.milliseconds(Date())
-            try database.query(
-                """
-                INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
-                                    dialog_pending, bytes, updated_at)
-                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
-                 .text(document.json.serialized()), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
-                 .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document))), .integer(now)])
-            let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
-            _ = try writeAttachments(document.content.attachments, record: rowID)
-            // A report that replaces a session mark (an abnormal exit) clears it in the same
-            // transaction: a kill between the two cannot report it twice.
-            if let clearingSession { try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)]) }
-            return rowID
-        }
-        try enforceLimits()
-        return rowID
-    }
-
-    /// Replaces a record's document (and attachment copies) and state.
-    public func update(_ rowID: Int64, document: ReportDocument, state: RecordState, dialogPending: Bool = false) throws(StorageError) {
-        let replaced = try database.transaction { () throws(StorageError) -> [URL] in
-            try database.query(
-                "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = ?, bytes = ?, updated_at = ? WHERE rowid = ?",
-                [.text(document.id), .text(document.json.serialized()), .text(state.rawValue), .integer(dialogPending ? 1 : 0),
-                 .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
-            return try writeAttachments(document.content.attachments, record: rowID)
-        }
-        // The old copies go only once the rows naming the new ones are committed.
-        for file in replaced { try? FileManager.default.removeItem(at: file) }
-        try enforceLimits()
-    }
-
-    public func setState(_ rowID: Int64, _ state: RecordState, crashFile: String? = nil) throws(StorageError) {
-        try database.query(
-            "UPDATE reports SET state = ?, crash_file = ?, updated_at = ? WHERE rowid = ?",
-            [.text(state.rawValue), .optional(crashFile), .integer(Self.milliseconds(Date())), .integer(rowID)])
-    }
-
-    /// Gives the record a new report id (SPEC H-13: a recovered crash whose chain was
-    /// interrupted is recovered again under a new id; the old id is gone).
-    public func rekey(_ rowID: Int64, to reportID: String) throws(StorageError) {
-        try database.query("UPDATE reports SET report_id = ? WHERE rowid = ?", [.text(reportID), .integer(rowID)])
-    }
-
-    /// Deletes a record, its attachment rows and copies.
-    public func delete(_ rowID: Int64) throws(StorageError) {
-        try database.transaction { () throws(StorageError) in
-            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
-            try database.query("DELETE FROM reports WHERE rowid = ?", [.integer(rowID)])
-        }
-        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
-    }
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
@@ -246,62 +184,6 @@ public final class Repository: Sendable {
             crash: row[5].string.flatMap { try? JSONValue.parse($0) }, crashFile: row[6].string, session: row[7].string,
             dialogPending: row[8].int == 1, outcome: row[9].string, bytes: Int(row[10].int ?? 0),
             updatedAt: Self.date(row[11].int ?? 0), held: row[12].string)
-    }
-
-    /// Counts one more run of a record's chain; returns how many there have been.
-    public func countChainRun(_ rowID: Int64) throws(StorageError) -> Int {
-        try database.query("UPDATE reports SET chain_runs = chain_runs + 1 WHERE rowid = ?", [.integer(rowID)])
-        return Int(try database.query("SELECT chain_runs FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.int ?? 0)
-    }
-
-    /// Records the outcome of an attempt: a state, its outcome text and the next attempt time.
-    public func settle(_ rowID: Int64, state: RecordState, outcome: String?, nextAttemptAt: Date?) throws(StorageError) {
-        try database.query(
-            "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
-            [.text(state.rawValue), .optional(outcome), .optional(nextAttemptAt.map(Self.milliseconds)),
-             .integer(Self.milliseconds(Date())), .integer(rowID)])
-    }
-
-    /// Holds a record (SPEC D-9, status states): it keeps its content and attempts and is not
-    /// sent until `release` lifts its reason's kind.
-    public func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
-        try database.query(
-            "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
-    }
-
-    /// Releases every record held for configuration: one with no attempt yet awaits its first,
-    /// one with attempts is a retry due now. Returns how many.
-    @discardableResult
-    public func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
-        // One statement, no transaction of its own: every delivery pass runs it, and with
-        // nothing held it writes nothing.
-        try database.query(
-            """
-            UPDATE reports SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
-                next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
-            WHERE state = ? AND held LIKE 'configuration:%' RETURNING rowid
-            """,
-            [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
-             .integer(Self.milliseconds(now)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)]
-        ).count
-    }
-
-    /// Terminal (SPEC D-9): keeps the row with its state and outcome, deletes the payload
-    /// and the attachment copies.
-    public func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
-        let rows = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
-        var stub = rows.first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
-        stub?.content = ReportContent()
-        stub?.internalLog = []
-        try database.transaction { () throws(StorageError) in
-            try database.query(
-                "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
-                [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
-                 .integer(Self.milliseconds(Date())), .integer(rowID)])
-            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
-        }
-        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
     }
 
     // MARK: Sizes

@@ -16,6 +16,10 @@ public struct RuntimeOptions: Sendable {
     public var installCrashCapture = true
     /// Sees every pipeline event (the demo prints the plugins' changes).
     public var observer: PipelineObserver?
+    /// How the program `reporthost run` watched ended: `start` records what it left (its
+    /// crash files, with its name and output, or an `abnormal_exit` for a signal that left
+    /// none; crash files of a fault it survived are discarded) and `recover` runs the chains.
+    public var watchedProgram: ProgramExit?
 
     /// SPEC I-2: every entry runs at once as a secondary when the lock is held, except
     /// `launch --watch`, which waits to become primary.
@@ -82,11 +86,12 @@ public final class Runtime: Sendable {
             switch options.whenLockHeld {
             case .runAsSecondary:
                 session = try HostSession.open(
-                    host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: 0, secondaryAllowed: true)
+                    host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: 0, secondaryAllowed: true,
+                    watched: options.watchedProgram)
             case .waitToBePrimary(let giveUp):
                 session = try HostSession.open(
                     host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: Int.max / 2,
-                    secondaryAllowed: false, giveUpWaiting: giveUp)
+                    secondaryAllowed: false, giveUpWaiting: giveUp, watched: options.watchedProgram)
             }
         } catch {
             host.stop()
@@ -102,13 +107,6 @@ public final class Runtime: Sendable {
     /// Runs the chains of what `start` recovered, then settles interrupted submissions.
     @discardableResult
     public func recover() throws(HostError) -> [ReportDocument] { try session.recover() }
-
-    /// Records how a program watched by `reporthost run` ended: its crash files are saved by
-    /// `start` (primary), and a signal that left none is an `abnormal_exit` report. Call
-    /// before `recover`, which runs the records' chains. A secondary stores the abnormal exit
-    /// itself and leaves crash files to the primary.
-    @discardableResult
-    public func record(_ exit: ProgramExit) throws(HostError) -> [String] { try session.record(exit) }
 
     /// Raises a running-app report and stores it (journaled first, SPEC H-13); nil when the
     /// user cancelled the dialog.

@@ -65,7 +65,7 @@ public final class HostSession: Sendable {
     ///   for the next one).
     public static func open(
         host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false,
-        giveUpWaiting: () -> Bool = { false }, crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch
+        giveUpWaiting: () -> Bool = { false }, crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch, watched: ProgramExit? = nil
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         if case .failure(let failure) = Paths.makeFolder(folder.path) {
@@ -89,7 +89,7 @@ public final class HostSession: Sendable {
         }
         let session = HostSession(host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID)
         do throws(HostError) {
-            try session.prepare(installCrashCapture: installCrashCapture, crashFilesPerLaunch: crashFilesPerLaunch)
+            try session.prepare(installCrashCapture: installCrashCapture, crashFilesPerLaunch: crashFilesPerLaunch, watched: watched)
             return session
         } catch {
             // A clean failure (a plugin that refuses to load, a storage error) is not an
@@ -100,7 +100,7 @@ public final class HostSession: Sendable {
     }
 
     /// The rest of `open`, once the session is marked.
-    private func prepare(installCrashCapture: Bool, crashFilesPerLaunch: Int) throws(HostError) {
+    private func prepare(installCrashCapture: Bool, crashFilesPerLaunch: Int, watched: ProgramExit?) throws(HostError) {
         if installCrashCapture {
             let capture = host.crashCapture
             capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot) { key in
@@ -113,26 +113,14 @@ public final class HostSession: Sendable {
             // A host killed between a commit and the file deletions after it left those files.
             let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
             if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
-            try Recovery(host: host, repository: repository).collect(currentSession: sessionID, crashFilesPerLaunch: crashFilesPerLaunch)
+            try Recovery(host: host, repository: repository)
+                .collect(currentSession: sessionID, crashFilesPerLaunch: crashFilesPerLaunch, watched: watched)
+        } else if let watched {
+            // A secondary recovers nothing (I-2): the program's crash files wait for the
+            // primary or the next launch; a death that left none is this run's own report.
+            try storing { () throws(StorageError) in try Recovery(host: host, repository: repository).recordAsSecondary(watched) }
         }
         try Self.loadConfiguredPlugins(host: host, repository: repository)
-    }
-
-    /// Records how a program watched by `reporthost run` ended (its crash files are already
-    /// saved by `open`): call between `open` and `recover`, which runs the records' chains.
-    /// Returns the ids of its records. Only a primary session recovers.
-    public func record(_ exit: ProgramExit) throws(HostError) -> [String] {
-        guard isPrimary else {
-            // A secondary recovers nothing (I-2): the program's crash files wait for the primary
-            // or the next launch; a death that left none is this run's own report to store.
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path)) ?? []
-            if names.contains(where: { $0.hasPrefix(exit.session + "-") }) {
-                host.logger.info("\(exit.program)'s crash file is left for the process holding the repository, or the next launch")
-                return []
-            }
-            return try storing { () throws(StorageError) in try Recovery(host: host, repository: repository).record(exit) }
-        }
-        return try storing { () throws(StorageError) in try Recovery(host: host, repository: repository).record(exit) }
     }
 
     /// Runs the chains of what `open` recovered (and of chains an earlier launch did not
@@ -178,7 +166,7 @@ public final class HostSession: Sendable {
         let report = host.makeReport(request)
         let journal = report.snapshot
         let rowID = try storing { () throws(StorageError) in
-            try repository.insert(journal, state: .pendingChain, session: sessionID, dialogPending: request.dialog != nil)
+            try repository.journal(journal, session: sessionID, dialogPending: request.dialog != nil)
         }
         host.faults.hit(.afterJournal)
         let dialog = request.dialog.map {
@@ -187,10 +175,10 @@ public final class HostSession: Sendable {
         host.faults.hit(.duringHandlers)
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
         guard let document = try host.runChain(report, mode: mode, dialog: dialog) else {
-            try storing { () throws(StorageError) in try repository.delete(rowID) }
+            try storing { () throws(StorageError) in try repository.discard(rowID) }
             return nil
         }
-        try storing { () throws(StorageError) in try repository.update(rowID, document: document, state: .awaitingFirstAttempt) }
+        try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document) }
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
         return document
     }
@@ -234,7 +222,7 @@ struct JournalingDialog: DialogPresenter {
             sent.content.labels = edited.labels
             sent.content.severity = edited.severity
             do {
-                try repository.update(rowID, document: sent, state: .pendingChain, dialogPending: false)
+                try repository.dialogSent(rowID, journal: sent)
             } catch {
                 log.warn("could not journal the sent dialog report \(journal.id): \(error)")
             }

@@ -1,0 +1,232 @@
+import Foundation
+
+/// A stored report's life, one named step each (crashpad's report database is the model),
+/// each step one transaction. Nothing outside the repository sets a record's state: the host
+/// asks for the step.
+///
+///     journal ──────────────────────┐          (a running-app report, H-13)
+///     saveCrash → crashFilePurged ──┤          (a crash file, D-1)
+///     saveFound ────────────────────┤          (an abnormal exit, an unreadable crash file)
+///                                   ▼
+///                             pending_chain ── reopenChain (recovered: the chain again, H-13)
+///                                   │  chainFinished            discard (a dialog not sent)
+///                                   ▼
+///     awaiting_first_attempt / retry ── admit → submitting ── retryLater → retry
+///                                   │                      └─ finish → terminal
+///                                   └─ hold → held ── releaseConfigurationHolds
+///     terminal, retry ── discard (evicted, D-12)
+extension Repository {
+    // MARK: Stored before the chain
+
+    /// A running-app report journaled before its first callback (SPEC H-13): `pending_chain`.
+    /// A dialog report stays `dialogPending` until the user sends it (`dialogSent`).
+    @discardableResult
+    public func journal(_ document: ReportDocument, session: String, dialogPending: Bool) throws(StorageError) -> Int64 {
+        try store(document, state: .pendingChain, session: session, dialogPending: dialogPending)
+    }
+
+    /// The user sent a dialog report: its journal keeps their edits, and from now on it is a
+    /// report to deliver even if the host dies in the after-callbacks (SPEC H-13).
+    public func dialogSent(_ rowID: Int64, journal: ReportDocument) throws(StorageError) {
+        try replace(rowID, document: journal, state: .pendingChain)
+    }
+
+    /// D-1 step 1: a crash file's report is saved (payload, attributes, attachment copies);
+    /// the file is not purged yet (`pending_purge`).
+    @discardableResult
+    public func saveCrash(_ document: ReportDocument, crash: JSONValue, crashFile: String, session: String?) throws(StorageError) -> Int64 {
+        try store(document, state: .pendingPurge, crash: crash, crashFile: crashFile, session: session)
+    }
+
+    /// D-1 step 2: the crash file is gone; the chain is next.
+    public func crashFilePurged(_ rowID: Int64) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, crash_file = NULL, updated_at = ? WHERE rowid = ?",
+            [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// A report the host raises itself from what a launch found (an abnormal exit, an
+    /// unreadable crash file, a watched program a signal ended): it waits for the chain, or
+    /// with `runsChain` false awaits its first attempt. A report that stands for a session
+    /// mark clears the mark in the same transaction: a kill between the two cannot report it
+    /// twice.
+    @discardableResult
+    public func saveFound(
+        _ document: ReportDocument, session: String? = nil, replacingSessionMark: Bool = false, runsChain: Bool = true
+    ) throws(StorageError) -> Int64 {
+        try store(
+            document, state: runsChain ? .pendingChain : .awaitingFirstAttempt, session: session,
+            clearingSession: replacingSessionMark ? session : nil)
+    }
+
+    // MARK: The chain
+
+    /// What a recovered report's chain starts from.
+    public struct ReopenedChain: Sendable {
+        /// The record's attachments, bytes read from its copies.
+        public var attachments: [Attachment]
+        /// How many times this record's chain has run, this one included.
+        public var runs: Int
+        /// Why the chain must not run (a crash interrupted it), if so.
+        public var skipReason: String?
+    }
+
+    /// SPEC H-13: a recovered report's chain runs again under `newID` (the old id is gone),
+    /// counted; unless it must be skipped, `session` names this record as the one whose chain
+    /// runs, so a crash from here on blames it.
+    public func reopenChain(_ rowID: Int64, newID: String, session: String) throws(StorageError) -> ReopenedChain {
+        let (runs, skip) = try database.transaction { () throws(StorageError) -> (Int, String?) in
+            try database.query(
+                "UPDATE reports SET report_id = ?, chain_runs = chain_runs + 1 WHERE rowid = ?", [.text(newID), .integer(rowID)])
+            let row = try database.query("SELECT chain_runs, skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first
+            let skip = row?[1].string
+            if skip == nil { try setChainRecord(rowID, session: session) }
+            return (Int(row?[0].int ?? 0), skip)
+        }
+        return ReopenedChain(attachments: try attachments(of: rowID), runs: runs, skipReason: skip)
+    }
+
+    /// The chain finished (or the report was settled without it): the bundle replaces the
+    /// journal, and the report awaits its first attempt. Attachments whose bytes a copy of the
+    /// record already holds are not copied again. `session`'s chain record, when given, is
+    /// cleared in the same transaction.
+    public func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil) throws(StorageError) {
+        try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session)
+    }
+
+    /// A report nobody will send (a cancelled dialog, a dialog report the host died before its
+    /// user sent, a record evicted for the storage limits, D-12): the record, its attachment
+    /// rows and copies are deleted.
+    public func discard(_ rowID: Int64) throws(StorageError) {
+        try database.transaction { () throws(StorageError) in
+            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
+            try database.query("DELETE FROM reports WHERE rowid = ?", [.integer(rowID)])
+        }
+        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
+    }
+
+    // MARK: Delivery (admitting an attempt is in AdmissionWindow.swift)
+
+    /// The attempt failed and a later one is allowed: `retry`, due at `at`; nil under retry
+    /// behaviour `none` (due `interval` after this change once retries are allowed, D-5).
+    public func retryLater(_ rowID: Int64, reason: String, at: Date?) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
+            [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map(Self.milliseconds)),
+             .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// Holds a record (SPEC D-9, status states): it keeps its content and attempts and is not
+    /// sent until its reason's kind is released.
+    public func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// Releases every record held for configuration: one with no attempt yet awaits its first,
+    /// one with attempts is a retry due now. Returns how many.
+    @discardableResult
+    public func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
+        // One statement, no transaction of its own: every delivery pass runs it, and with
+        // nothing held it writes nothing.
+        try database.query(
+            """
+            UPDATE reports SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
+                next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
+            WHERE state = ? AND held LIKE 'configuration:%' RETURNING rowid
+            """,
+            [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
+             .integer(Self.milliseconds(now)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)]
+        ).count
+    }
+
+    /// Terminal (SPEC D-9: accepted, rejected, retries exhausted): keeps the row with its
+    /// state and outcome, deletes the payload and the attachment copies.
+    public func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
+        let rows = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
+        var stub = rows.first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
+        stub?.content = ReportContent()
+        stub?.internalLog = []
+        try database.transaction { () throws(StorageError) in
+            try database.query(
+                "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
+                [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
+                 .integer(Self.milliseconds(Date())), .integer(rowID)])
+            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
+        }
+        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
+    }
+
+    // MARK: Tests and tools
+
+    /// Puts a report straight into `state`, for tests and tools that need a repository in a
+    /// given shape. The host itself never calls it: it goes through the steps above.
+    @discardableResult
+    func seed(_ document: ReportDocument, state: RecordState) throws(StorageError) -> Int64 {
+        try store(document, state: state)
+    }
+
+    // MARK: The two writes every step above is made of
+
+    /// Stores a new record with its attachment copies; returns its row id.
+    private func store(
+        _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
+        session: String? = nil, dialogPending: Bool = false, clearingSession: String? = nil
+    ) throws(StorageError) -> Int64 {
+        // A copy written for a transaction that does not commit is removed with it: a full
+        // disk must not keep the space a failed save took.
+        var written: [URL] = []
+        let rowID: Int64
+        do throws(StorageError) {
+            rowID = try database.transaction { () throws(StorageError) -> Int64 in
+                try database.query(
+                    """
+                    INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
+                                        dialog_pending, bytes, updated_at)
+                    VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
+                     .text(document.json.serialized()), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
+                     .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date()))])
+                let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
+                written = try writeAttachments(document.content.attachments, record: rowID).written
+                if let clearingSession { try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)]) }
+                return rowID
+            }
+        } catch {
+            removeCopies(written)
+            throw error
+        }
+        try enforceLimits()
+        return rowID
+    }
+
+    /// Replaces a record's document (and attachment copies) and state; a dialog report that
+    /// reaches here is no longer pending.
+    private func replace(
+        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil
+    ) throws(StorageError) {
+        var copies = AttachmentCopies()
+        do throws(StorageError) {
+            try database.transaction { () throws(StorageError) in
+                try database.query(
+                    "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = 0, bytes = ?, updated_at = ? WHERE rowid = ?",
+                    [.text(document.id), .text(document.json.serialized()), .text(state.rawValue),
+                     .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
+                copies = try writeAttachments(document.content.attachments, record: rowID)
+                if let session { try setChainRecord(nil, session: session) }
+            }
+        } catch {
+            removeCopies(copies.written)
+            throw error
+        }
+        // The old copies go only once the rows naming the new ones are committed.
+        removeCopies(copies.replaced)
+        try enforceLimits()
+    }
+
+    private func removeCopies(_ files: [URL]) {
+        for file in files { try? FileManager.default.removeItem(at: file) }
+    }
+}
