@@ -18,11 +18,25 @@ struct ArchitectureTests {
             .appendingPathComponent("Sources/Host")
     }
 
-    @Test("Layers: no folder of the engine uses a name declared in a folder above or beside it")
+    @Test("Layers: no folder of the engine uses a name declared in a folder above or beside it, and members live with their type (read from the compiler's parse tree)")
     func noUpwardReference() throws {
         let graph = try LayerGraph(root: Self.sources, layers: Self.layers)
         #expect(graph.unplaced.isEmpty, "folders missing from the layer list: \(graph.unplaced)")
         #expect(graph.violations.isEmpty, "\(graph.violations.joined(separator: "\n"))")
+    }
+
+    @Test("Lifecycle: no code of the host outside the repository puts a record straight into a state (`seedRecord` is for tests and tools)")
+    func nothingSeedsOutsideTheRepository() throws {
+        let sources = Self.sources.deletingLastPathComponent()
+        let seeding = try LayerGraph.parse(swiftFilesUnder: sources).filter { $0.memberUses.contains("seedRecord") }
+        #expect(seeding.map { "\($0.folder)/\($0.name)" } == [], "seedRecord is called from the host's code")
+        // The check sees a call when there is one.
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("seed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("Delivery"), withIntermediateDirectories: true)
+        try "func f(r: Repository) { try? r.seedRecord(d, state: .retry) }\n".write(
+            to: root.appendingPathComponent("Delivery/D.swift"), atomically: true, encoding: .utf8)
+        #expect(try LayerGraph.parse(swiftFilesUnder: root).first?.memberUses.contains("seedRecord") == true)
     }
 
     @Test("Layers: ARCHITECTURE.md shows the graph the sources have (derived from the names each folder uses)")
@@ -50,14 +64,23 @@ struct ArchitectureTests {
             to: root.appendingPathComponent("Low/Part.swift"), atomically: true, encoding: .utf8)
         let graph = try LayerGraph(root: root, layers: [["Low"], ["High"]])
         #expect(graph.violations == ["Low/Part.swift uses Engine from High"])
-        try "// Engine\nlet label = \"Engine // not a comment\"\n".write(
+        // An import of a module named like a type, a comment and a string are not uses.
+        try "import Engine\n// Engine\nlet label = \"Engine // not a comment\"\nstruct Part {}\n".write(
             to: root.appendingPathComponent("Low/Part.swift"), atomically: true, encoding: .utf8)
         #expect(try LayerGraph(root: root, layers: [["Low"], ["High"]]).violations.isEmpty)
+        // A member added to a lower folder's type from a higher folder, wherever it is used,
+        // is a wrong-way edge the graph would not show (the `LiveReport.snapshot` case).
+        try "extension Part {\n    var engine: Engine? { nil }\n    private var hidden: Int { 0 }\n}\n".write(
+            to: root.appendingPathComponent("High/Extras.swift"), atomically: true, encoding: .utf8)
+        #expect(try LayerGraph(root: root, layers: [["Low"], ["High"]]).violations == ["High/Extras.swift adds engine to Part, which Low declares"])
     }
 }
 
-/// Which folder uses which: a name used in a folder's code (comments and string literals
-/// left out) that another folder declares at top level is an edge.
+/// Which folder uses which, read from the compiler's parse tree (`swiftc -dump-parse`): a
+/// name a file uses in code (a type, a call, a value: never a comment, a string or an
+/// `import`) that another folder declares at top level is an edge. Members live with their
+/// type: an extension that adds a member to a type another folder declares is a violation
+/// of its own, so a use of a member never crosses a folder the graph does not show.
 struct LayerGraph {
     var edges: [String: Set<String>] = [:]
     var violations: [String] = []
@@ -67,36 +90,24 @@ struct LayerGraph {
     init(root: URL, layers: [[String]]) throws {
         order = layers.flatMap { $0 }.reversed()
         let rank = Dictionary(uniqueKeysWithValues: layers.enumerated().flatMap { index, folders in folders.map { ($0, index) } })
-        var files: [(folder: String, name: String, code: String)] = []
-        let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-        while let url = enumerator?.nextObject() as? URL {
-            guard url.pathExtension == "swift" else { continue }
-            let parts = url.path.dropFirst(root.path.count + 1).split(separator: "/")
-            let folder = parts.count > 1 ? String(parts[0]) : "(top)"
-            files.append((folder, String(parts.last ?? ""), Self.code(of: try String(contentsOf: url, encoding: .utf8))))
-        }
+        let files = try Self.parse(swiftFilesUnder: root)
         unplaced = Set(files.map(\.folder)).filter { rank[$0] == nil }.sorted()
         var declaredIn: [String: Set<String>] = [:]
-        let declaration = try NSRegularExpression(
-            pattern: #"^(?:@\w+(?:\([^)]*\))?\s+)*((?:(?:public|internal|private|fileprivate|package|final|nonisolated|indirect)\s+)*)(?:class|struct|enum|protocol|actor|typealias|func|let|var)\s+([A-Za-z_]\w*)"#,
-            options: [.anchorsMatchLines])
         for file in files {
-            let text = file.code as NSString
-            for match in declaration.matches(in: file.code, range: NSRange(location: 0, length: text.length)) {
-                if text.substring(with: match.range(at: 1)).contains("private") { continue }
-                declaredIn[text.substring(with: match.range(at: 2)), default: []].insert(file.folder)
-            }
+            for name in file.declarations { declaredIn[name, default: []].insert(file.folder) }
         }
-        let word = try NSRegularExpression(pattern: #"[A-Za-z_]\w*"#)
         for file in files {
-            let text = file.code as NSString
-            let used = Set(word.matches(in: file.code, range: NSRange(location: 0, length: text.length)).map { text.substring(with: $0.range) })
-            for name in used.sorted() {
+            for name in file.uses.sorted() {
                 for owner in (declaredIn[name] ?? []).sorted() where owner != file.folder {
                     edges[file.folder, default: []].insert(owner)
                     if let mine = rank[file.folder], let theirs = rank[owner], theirs >= mine {
                         violations.append("\(file.folder)/\(file.name) uses \(name) from \(owner)")
                     }
+                }
+            }
+            for (type, member) in file.extensionMembers {
+                for owner in (declaredIn[type] ?? []).sorted() where owner != file.folder {
+                    violations.append("\(file.folder)/\(file.name) adds \(member) to \(type), which \(owner) declares")
                 }
             }
         }
@@ -111,36 +122,131 @@ struct LayerGraph {
         }.joined()
     }
 
-    /// `source` without comments and string literals (their words are not uses).
-    static func code(of source: String) -> String {
-        var out = ""
-        var index = source.startIndex
-        func at(_ text: String) -> Bool { source[index...].hasPrefix(text) }
-        func skip(past end: String) {
-            if let range = source.range(of: end, range: index..<source.endIndex) { index = range.upperBound } else { index = source.endIndex }
+    /// What one source file declares and uses.
+    struct File {
+        var folder: String
+        var name: String
+        /// Names declared at top level, private ones left out.
+        var declarations: Set<String> = []
+        /// Names used in code: types, called or referenced names, extended types.
+        var uses: Set<String> = []
+        /// Members an extension adds to a type, private ones left out.
+        var extensionMembers: [(type: String, member: String)] = []
+        /// Member names used after a dot (`repository.seedRecord(…)`).
+        var memberUses: Set<String> = []
+    }
+
+    /// Parses every Swift file under `root` in one `swiftc -dump-parse` (syntax only: no
+    /// module, no type checking) and reads each file's top-level declarations, extension
+    /// members and uses from the tree.
+    static func parse(swiftFilesUnder root: URL) throws -> [File] {
+        var paths: [String] = []
+        let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        while let url = enumerator?.nextObject() as? URL {
+            if url.pathExtension == "swift" { paths.append(url.path) }
         }
-        while index < source.endIndex {
-            if at("//") {
-                skip(past: "\n")
-                out.append("\n")
-            } else if at("/*") {
-                skip(past: "*/")
-            } else if at("\"\"\"") {
-                index = source.index(index, offsetBy: 3)
-                skip(past: "\"\"\"")
-                out.append("\"\"")
-            } else if at("\"") {
-                index = source.index(after: index)
-                while index < source.endIndex, source[index] != "\"", source[index] != "\n" {
-                    index = source.index(index, offsetBy: source[index] == "\\" ? 2 : 1, limitedBy: source.endIndex) ?? source.endIndex
+        let tree = try compilerParseTree(of: paths.sorted())
+        var files: [File] = []
+        let lines = tree.split(separator: "\n", omittingEmptySubsequences: true)
+        var extending: String?
+        for (index, line) in lines.enumerated() {
+            let depth = line.prefix { $0 == " " }.count / 2
+            let node = line.drop { $0 == " " }
+            if node.hasPrefix("(source_file ") {
+                let path = quoted(node) ?? ""
+                let parts = path.dropFirst(root.path.count + 1).split(separator: "/")
+                files.append(File(folder: parts.count > 1 ? String(parts[0]) : "(top)", name: String(parts.last ?? "")))
+                continue
+            }
+            guard !files.isEmpty else { continue }
+            if depth == 1 { extending = nil }
+            let kind = node.dropFirst().prefix { $0 != " " && $0 != ")" }
+            if depth == 1, kind == "extension_decl", let type = quoted(node) {
+                extending = type
+                files[files.count - 1].uses.insert(type)
+            } else if depth == 1, declarationKinds.contains(String(kind)), let name = quoted(node) {
+                if !isPrivate(lines, declarationAt: index, depth: depth) { files[files.count - 1].declarations.insert(baseName(name)) }
+            } else if depth == 2, let type = extending, memberKinds.contains(String(kind)), let name = quoted(node) {
+                if !isPrivate(lines, declarationAt: index, depth: depth) {
+                    files[files.count - 1].extensionMembers.append((type, baseName(name)))
                 }
-                if index < source.endIndex { index = source.index(after: index) }
-                out.append("\"\"")
-            } else {
-                out.append(source[index])
-                index = source.index(after: index)
+            }
+            if node.hasPrefix("(unresolved_dot_expr "), let field = value(of: "field", in: node) {
+                files[files.count - 1].memberUses.insert(baseName(field))
+            }
+            for key in [#"type_unqualified_ident id=""#, #"unresolved_decl_ref_expr "#] {
+                if node.hasPrefix("(" + key), let name = value(of: key.hasPrefix("type") ? "id" : "name", in: node) {
+                    files[files.count - 1].uses.insert(baseName(name))
+                }
             }
         }
-        return out
+        return files
+    }
+
+    static let declarationKinds: Set<String> = [
+        "struct_decl", "class_decl", "enum_decl", "protocol", "typealias", "func_decl", "var_decl", "actor_decl",
+    ]
+    static let memberKinds: Set<String> = declarationKinds.union(["constructor_decl", "subscript_decl"])
+
+    /// Whether the declaration at `index` carries `private` or `fileprivate` (an attribute node
+    /// one level below it).
+    static func isPrivate(_ lines: [Substring], declarationAt index: Int, depth: Int) -> Bool {
+        for line in lines[(index + 1)...] {
+            let childDepth = line.prefix { $0 == " " }.count / 2
+            if childDepth <= depth { return false }
+            if childDepth == depth + 1, line.contains("(access_control_attr"),
+                line.contains("access_level=private") || line.contains("access_level=fileprivate")
+            {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// `name(_:label:)` → `name`.
+    static func baseName(_ name: String) -> String { String(name.prefix { $0 != "(" }) }
+
+    /// The first double-quoted string on the line.
+    static func quoted(_ node: Substring) -> String? {
+        guard let open = node.firstIndex(of: "\"") else { return nil }
+        let rest = node[node.index(after: open)...]
+        return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+    }
+
+    /// `key="value"` on the line.
+    static func value(of key: String, in node: Substring) -> String? {
+        guard let range = node.range(of: " \(key)=\"") ?? node.range(of: "(\(key)=\"") else { return nil }
+        let rest = node[range.upperBound...]
+        return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+    }
+
+    /// `swiftc -dump-parse` over `paths`: the tree on standard output or error.
+    static func compilerParseTree(of paths: [String]) throws -> String {
+        let search = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":").map(String.init)
+        guard let swiftc = search.map({ $0 + "/swiftc" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw ParseFailure(message: "swiftc is not on PATH")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: swiftc)
+        process.arguments = ["-dump-parse"] + paths
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("parse-\(UUID().uuidString).txt")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        process.waitUntilExit()
+        try handle.close()
+        let tree = String(decoding: try Data(contentsOf: output), as: UTF8.self)
+        guard process.terminationStatus == 0, tree.contains("(source_file ") else {
+            throw ParseFailure(message: "swiftc -dump-parse failed (\(process.terminationStatus)): \(tree.prefix(2_000))")
+        }
+        return tree
+    }
+
+    struct ParseFailure: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
     }
 }

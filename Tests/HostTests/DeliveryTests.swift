@@ -39,7 +39,7 @@ import Testing
         content.labels = ["one"]
         if let attachment { content.attachments = [Attachment(name: "log.txt", filename: "log.txt", data: attachment, source: .extended)] }
         let document = ReportDocument(id: UUID().uuidString.lowercased(), trigger: trigger, content: content, internalLog: [], createdAt: created)
-        let rowID = try repository.seed(document, state: state)
+        let rowID = try repository.seedRecord(document, state: state)
         return try #require(try repository.records().first { $0.rowID == rowID })
     }
 

@@ -26,7 +26,7 @@ import Testing
         configuration.submission.url = receiver.url
         configuration.reportsPerMin = 0
         let log = MemoryDestination()
-        let rowID = try repository.seed(document(attachment: Data(repeating: 7, count: 100_000)), state: .awaitingFirstAttempt)
+        let rowID = try repository.seedRecord(document(attachment: Data(repeating: 7, count: 100_000)), state: .awaitingFirstAttempt)
         for (errno, from) in [(ENOSPC, 1), (EIO, 3), (ENOSPC, 5)] {
             let plan = FaultPlan([FaultPlan.Fault(.write, from: from, errno: errno)])
             let failing = Deliverer(
@@ -59,7 +59,7 @@ import Testing
                 folder: folder.appendingPathComponent("repo-\(call.rawValue)"),
                 system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(call, errno: errno)])))
             do throws(StorageError) {
-                try repository.seed(document(attachment: Data("bytes".utf8)), state: .awaitingFirstAttempt)
+                try repository.seedRecord(document(attachment: Data("bytes".utf8)), state: .awaitingFirstAttempt)
                 Issue.record("\(call): the insert should have failed")
             } catch {
                 #expect(error.message.contains(String(cString: strerror(errno))), "\(call): \(error.message)")

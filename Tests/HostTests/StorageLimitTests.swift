@@ -25,12 +25,12 @@ import Testing
         var protectedIDs: [String] = []
         for (index, state) in protectedStates.enumerated() {
             let doc = document(created: Double(100 + index))
-            try unlimited.seed(doc, state: state)
+            try unlimited.seedRecord(doc, state: state)
             protectedIDs.append(doc.id)
         }
         let retryOld = document(created: 10), retryNew = document(created: 20), terminalNew = document(created: 30), terminalOld = document(created: 5)
         for (doc, state) in [(retryOld, RecordState.retry), (retryNew, .retry), (terminalNew, .terminal), (terminalOld, .terminal)] {
-            try unlimited.seed(doc, state: state)
+            try unlimited.seedRecord(doc, state: state)
         }
         let eviction = try repository.enforceLimits()
         #expect(eviction.evicted == [terminalOld.id, terminalNew.id, retryOld.id, retryNew.id])
@@ -43,9 +43,9 @@ import Testing
     func databaseSize() throws {
         let folder = makeTemporaryDirectory("limits").appendingPathComponent("repo")
         let unlimited = try Repository.open(folder: folder)
-        for index in 0..<12 { try unlimited.seed(document(padding: 200_000, created: Double(index)), state: .terminal) }
+        for index in 0..<12 { try unlimited.seedRecord(document(padding: 200_000, created: Double(index)), state: .terminal) }
         let awaiting = document(padding: 200_000, created: 100)
-        try unlimited.seed(awaiting, state: .awaitingFirstAttempt)
+        try unlimited.seedRecord(awaiting, state: .awaitingFirstAttempt)
         let before = unlimited.databaseBytes
         #expect(try unlimited.usedBytes() > 2 * 1024 * 1024)
         let limited = try Repository.open(folder: folder, limits: { var l = StorageLimits(); l.maxDatabaseSizeMB = 1; return l }())
@@ -62,7 +62,7 @@ import Testing
     @Test("D-12: 0 disables each target")
     func disabled() throws {
         let repository = try Repository.open(folder: makeTemporaryDirectory("limits").appendingPathComponent("repo"))
-        for index in 0..<5 { try repository.seed(document(created: Double(index)), state: .terminal) }
+        for index in 0..<5 { try repository.seedRecord(document(created: Double(index)), state: .terminal) }
         #expect(try repository.enforceLimits().evicted.isEmpty)
         #expect(try repository.records().count == 5)
     }

@@ -60,7 +60,7 @@ import Testing
                 let document = ReportDocument(
                     id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [],
                     createdAt: Date(timeIntervalSince1970: 1_000 + Double(index)))
-                try unlimited.seed(document, state: state)
+                try unlimited.seedRecord(document, state: state)
             }
             let bytes = try unlimited.records().reduce(0) { $0 + $1.bytes }
             let config = try write(#"{"storage": {"maxRecordCount": 1}}"#)
@@ -91,7 +91,7 @@ import Testing
             var content = ReportContent()
             content.summary = "the primary's retry"
             let retry = ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
-            let retryRow = try setup.seed(retry, state: .retry)
+            let retryRow = try setup.seedRecord(retry, state: .retry)
             try setup.retryLater(retryRow, reason: "HTTP 503", at: Date(timeIntervalSince1970: 0))
             // This test process is the primary: it holds the lock and names itself in it.
             let lockPath = repository + "/reporthost.lock"

@@ -1,4 +1,3 @@
-import CrashCapture
 import Foundation
 
 /// A crash file written by the signal-safe writer (`Sources/CrashCapture`), parsed.

@@ -251,6 +251,11 @@ public final class LiveReport: Sendable {
         return .success(())
     }
 
+    /// The report as it stands, without bundling it (the journal, SPEC H-13).
+    var snapshot: ReportDocument {
+        ReportDocument(id: id, trigger: trigger, content: content, internalLog: internalLog, createdAt: createdAt)
+    }
+
     /// Closes every handle and freezes the content: the report's final form (bundling).
     /// Later uses of its handles go to the host's log.
     public func bundle() -> ReportDocument {

@@ -6,7 +6,7 @@ import Foundation
 ///
 ///     journal ──────────────────────┐          (a running-app report, H-13)
 ///     saveCrash → crashFilePurged ──┤          (a crash file, D-1)
-///     saveFound ────────────────────┤          (an abnormal exit, an unreadable crash file)
+///     saveFound ────────────────────┤          (an abnormal exit, an unreadable crash file, a killed program)
 ///                                   ▼
 ///                             pending_chain ── reopenChain (recovered: the chain again, H-13)
 ///                                   │  chainFinished            discard (a dialog not sent)
@@ -163,7 +163,7 @@ extension Repository {
     /// Puts a report straight into `state`, for tests and tools that need a repository in a
     /// given shape. The host itself never calls it: it goes through the steps above.
     @discardableResult
-    func seed(_ document: ReportDocument, state: RecordState) throws(StorageError) -> Int64 {
+    func seedRecord(_ document: ReportDocument, state: RecordState) throws(StorageError) -> Int64 {
         try store(document, state: state)
     }
 

@@ -230,10 +230,3 @@ struct JournalingDialog: DialogPresenter {
         return decision
     }
 }
-
-extension LiveReport {
-    /// The report as it stands, without bundling it (for the journal).
-    var snapshot: ReportDocument {
-        ReportDocument(id: id, trigger: trigger, content: content, internalLog: internalLog, createdAt: createdAt)
-    }
-}
