@@ -5,10 +5,10 @@ import Host
 /// The checks `reporthost check` runs, in order. Each reads the typed rule events the host
 /// itself noted (the events the internal log is written from), so a check fails exactly when
 /// the host saw the rule broken, whatever the wording of the log.
-public enum Catalogue {
+package enum Catalogue {
     static let handlerSlots: Set<PluginSlot> = [.wrapper, .handler]
 
-    public static let checks: [ConformanceCheck] = [
+    package static let checks: [ConformanceCheck] = [
         ConformanceCheck(
             name: "loads", summary: "loads with RTLD_NOW into its slot; the descriptor's version, size and name are valid",
             slots: Set(PluginSlot.allCases)

@@ -3,35 +3,35 @@ import Foundation
 import Host
 
 /// How one conformance check ended (SPEC I-8).
-public enum CheckStatus: String, Sendable, CaseIterable {
+package enum CheckStatus: String, Sendable, CaseIterable {
     case passed, failed, crashed
     case timedOut = "timed_out"
     case skipped, warning
 
     /// Failed, crashed and timed-out checks make `reporthost check` exit 1; warnings do not.
-    public var fails: Bool { self == .failed || self == .crashed || self == .timedOut }
+    package var fails: Bool { self == .failed || self == .crashed || self == .timedOut }
 }
 
 /// One check's result, as `--json` prints it.
-public struct CheckResult: Sendable, Equatable {
-    public var check: String
-    public var status: CheckStatus
-    public var details: String
-    public var durationMs: Int
+package struct CheckResult: Sendable, Equatable {
+    package var check: String
+    package var status: CheckStatus
+    package var details: String
+    package var durationMs: Int
 
-    public init(check: String, status: CheckStatus, details: String, durationMs: Int) {
+    package init(check: String, status: CheckStatus, details: String, durationMs: Int) {
         self.check = check
         self.status = status
         self.details = details
         self.durationMs = durationMs
     }
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         .object([("check", .string(check)), ("status", .string(status.rawValue)), ("details", .string(details)),
                  ("duration_ms", .int(durationMs))])
     }
 
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard let check = json["check"]?.stringValue, let status = json["status"]?.stringValue.flatMap(CheckStatus.init(rawValue:))
         else { return nil }
         self.init(check: check, status: status, details: json["details"]?.stringValue ?? "", durationMs: json["duration_ms"]?.intValue ?? 0)
@@ -39,16 +39,16 @@ public struct CheckResult: Sendable, Equatable {
 }
 
 /// What a check gets: the plugin, its slot, the seed, and hosts with short limits.
-public struct CheckContext: Sendable {
-    public let pluginPath: String
-    public let slot: PluginSlot
-    public let seed: UInt64
+package struct CheckContext: Sendable {
+    package let pluginPath: String
+    package let slot: PluginSlot
+    package let seed: UInt64
     let mainExecutor: any MainExecutor
     /// Where the fresh copies of the plugin go (`reporthost check` hands its children a
     /// folder it removes even when they crash).
     let copiesFolder: URL
 
-    public init(
+    package init(
         pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor,
         copiesFolder: URL = FileManager.default.temporaryDirectory
     ) {
@@ -60,7 +60,7 @@ public struct CheckContext: Sendable {
     }
 
     /// Short limits, so a never-completing plugin costs seconds, not minutes.
-    public static let limits: Limits = {
+    package static let limits: Limits = {
         var limits = Limits()
         limits.callbackTimeoutMs = 2_000
         limits.recoveredReturnMs = 1_000
@@ -88,13 +88,13 @@ public struct CheckContext: Sendable {
     }
 
     /// Set by `reporthost check` for its child processes: where they put their plugin copies.
-    public static let copiesFolderVariable = "REPORTHOST_CHECK_COPIES"
+    package static let copiesFolderVariable = "REPORTHOST_CHECK_COPIES"
 
     /// The fresh copies made by `host()`, removed by `removeCopies` once the checks ran (the
     /// images stay mapped: they are never unloaded).
     private static let copies = Locked<[String]>([])
 
-    public static func removeCopies() {
+    package static func removeCopies() {
         for copy in copies.withLock({ list in defer { list = [] }; return list }) { try? FileManager.default.removeItem(atPath: copy) }
     }
 }
@@ -122,14 +122,14 @@ final class RuleEvents: Sendable {
 
 /// A named conformance check (SPEC I-8): stable kebab-case name, one-line summary, the slots
 /// it applies to.
-public struct ConformanceCheck: Sendable {
-    public let name: String
-    public let summary: String
-    public let slots: Set<PluginSlot>
+package struct ConformanceCheck: Sendable {
+    package let name: String
+    package let summary: String
+    package let slots: Set<PluginSlot>
     let body: @Sendable (CheckContext) throws -> (CheckStatus, String)
 
     /// Runs the check, timing it; an error is a failure with its message.
-    public func run(_ context: CheckContext) -> CheckResult {
+    package func run(_ context: CheckContext) -> CheckResult {
         let clock = SystemClock()
         let start = clock.now()
         let outcome: (CheckStatus, String)

@@ -14,56 +14,56 @@ import Host
 ///
 /// # Thread safety
 /// One thread accepts; one thread serves each connection; shared state is behind `Locked`.
-public final class LocalReceiver: Sendable {
-    public enum Response: Sendable, Equatable {
+package final class LocalReceiver: Sendable {
+    package enum Response: Sendable, Equatable {
         case status(Int)
         case reset
         case stall
     }
 
     /// One stored submission.
-    public struct Received: Sendable {
-        public var uuid: String
-        public var report: JSONValue
-        public var attachments: [String: Data]
-        public var query: String
-        public var answer: Response
+    package struct Received: Sendable {
+        package var uuid: String
+        package var report: JSONValue
+        package var attachments: [String: Data]
+        package var query: String
+        package var answer: Response
     }
 
-    public let port: UInt16
-    public let folder: URL
+    package let port: UInt16
+    package let folder: URL
     private let listener: Int32
     private let state: Locked<(script: [Response], received: [Received], stopped: Bool, connections: Int)>
     /// Limits that keep one client from stopping or exhausting the receiver.
-    public let limits: Limits
+    package let limits: Limits
 
     /// What one client may use: each request is read within these bounds, or answered with
     /// an error and its connection closed.
-    public struct Limits: Sendable {
+    package struct Limits: Sendable {
         /// Connections served at once; more are answered 503 and closed.
-        public var maxConnections = 16
+        package var maxConnections = 16
         /// A request head (request line and headers).
-        public var maxHeadBytes = 64 * 1024
+        package var maxHeadBytes = 64 * 1024
         /// A request body, with or without chunked encoding.
-        public var maxBodyBytes = 64 << 20
+        package var maxBodyBytes = 64 << 20
         /// How long a connection may stay silent (between bytes) before it is closed.
-        public var idleTimeoutMs = 30_000
+        package var idleTimeoutMs = 30_000
         /// How long one request may take to arrive whole: a client sending a byte just
         /// inside the idle timeout cannot hold a connection for ever.
-        public var requestDeadlineMs = 120_000
+        package var requestDeadlineMs = 120_000
 
-        public init() {}
+        package init() {}
     }
     private let onReceive: @Sendable (Received) -> Void
     private let keepInMemory: Bool
 
     /// A `--respond` word that is not an HTTP status, `reset` or `stall`.
-    public struct ScriptError: Error, CustomStringConvertible {
-        public let description: String
+    package struct ScriptError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// Parses `--respond` text: `503,429,reset,stall,200`.
-    public static func parseScript(_ text: String) throws(ScriptError) -> [Response] {
+    package static func parseScript(_ text: String) throws(ScriptError) -> [Response] {
         try text.split(separator: ",").map { (item) throws(ScriptError) -> Response in
             let word = item.trimmingCharacters(in: .whitespaces).lowercased()
             if word == "reset" { return .reset }
@@ -78,7 +78,7 @@ public final class LocalReceiver: Sendable {
     /// Listens on 127.0.0.1:`port` (0 picks a free port) and stores into `folder`.
     /// - Parameter keepInMemory: keep every submission in `received` (tests); the command
     ///   line keeps only the files, so a long run does not grow.
-    public init(
+    package init(
         port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true, limits: Limits = Limits(),
         onReceive: @escaping @Sendable (Received) -> Void = { _ in }
     ) throws(HostError) {
@@ -111,13 +111,13 @@ public final class LocalReceiver: Sendable {
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
-    public var url: String { "http://127.0.0.1:\(port)/post?format=json&token=local-token" }
-    public var received: [Received] { state.withLock { $0.received } }
+    package var url: String { "http://127.0.0.1:\(port)/post?format=json&token=local-token" }
+    package var received: [Received] { state.withLock { $0.received } }
 
     /// Stops accepting (open connections finish their current request). The accept thread
     /// closes the listening socket itself when it wakes, so its descriptor number cannot be
     /// reused by another socket while that thread may still call `accept` on it.
-    public func stop() {
+    package func stop() {
         state.withLock { $0.stopped = true }
         shutdown(listener, Int32(SHUT_RDWR))
     }
@@ -155,7 +155,7 @@ public final class LocalReceiver: Sendable {
     }
 
     /// Connections being served now.
-    public var openConnections: Int { state.withLock { $0.connections } }
+    package var openConnections: Int { state.withLock { $0.connections } }
 
     private func nextResponse() -> Response {
         state.withLock { state in

@@ -2,27 +2,27 @@ import Foundation
 import Host
 
 /// Runs a program to completion and captures its output.
-public enum ChildProcess {
-    public struct Result: Sendable {
-        public var status: Int32
-        public var stdout: String
-        public var stderr: String
+package enum ChildProcess {
+    package struct Result: Sendable {
+        package var status: Int32
+        package var stdout: String
+        package var stderr: String
         /// Set when the process ended by a signal.
-        public var signal: Int32?
+        package var signal: Int32?
     }
 
     /// The environment children run with: this process's (so settings such as a sanitizer's
     /// options reach them), with `SWIFT_BACKTRACE` unset as a user's would be: the host must
     /// never hand a crash to the Swift runtime's backtracer (its process outlives the crash
     /// and holds the output pipes open, so a test reading them to the end would wait).
-    public static var environment: [String: String] {
+    package static var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = nil
         return environment
     }
 
     /// Runs `executable` with `arguments`; `environment` is added to the current one.
-    public static func run(
+    package static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil,
         input: Data? = nil
     ) throws -> Result {
@@ -63,7 +63,7 @@ public enum ChildProcess {
 
     /// Runs the built `reporthost` with `arguments`, in `directory` or a fresh temporary one
     /// (so the default repository, `.reporthost`, never lands in the source tree).
-    public static func reporthost(
+    package static func reporthost(
         _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil
     ) throws -> Result {
         try run(Products.reporthost.path, arguments, environment: environment, directory: directory ?? makeTemporaryDirectory("cwd"))

@@ -7,11 +7,11 @@ import Host
 /// # Thread safety
 /// The cache is behind a `Locked`; a compile happens at most once per key, and tests
 /// that need fresh plugin globals copy the result with `freshCopy`.
-public enum Fixtures {
-    public struct CompileError: Error, CustomStringConvertible {
-        public let description: String
+package enum Fixtures {
+    package struct CompileError: Error, CustomStringConvertible {
+        package let description: String
 
-        public init(description: String) { self.description = description }
+        package init(description: String) { self.description = description }
     }
 
     private static let folder = makeTemporaryDirectory("reporthost-fixtures")
@@ -19,7 +19,7 @@ public enum Fixtures {
     private static let compileLock = NSLock()
 
     /// The shared object built from `source` (C11) with `flags`.
-    public static func plugin(_ name: String, source: String, flags: [String] = []) throws -> URL {
+    package static func plugin(_ name: String, source: String, flags: [String] = []) throws -> URL {
         let key = name + "\u{0}" + source + "\u{0}" + flags.joined(separator: " ")
         if let url = cache.withLock({ $0[key] }) { return url }
         compileLock.lock()
@@ -38,7 +38,7 @@ public enum Fixtures {
     }
 
     /// Runs `cc` with `arguments`; throws with its output when it fails.
-    public static func compile(_ arguments: [String], compiler: String = "cc") throws {
+    package static func compile(_ arguments: [String], compiler: String = "cc") throws {
         let result = try ChildProcess.run("/usr/bin/env", [compiler] + arguments)
         guard result.status == 0 else {
             throw CompileError(description: "\(compiler) failed (\(result.status)): \(result.stderr)")
@@ -46,14 +46,14 @@ public enum Fixtures {
     }
 
     /// A copy of `library` at a unique path: a fresh image with its own globals.
-    public static func freshCopy(of library: URL) throws -> URL {
+    package static func freshCopy(of library: URL) throws -> URL {
         let copy = folder.appendingPathComponent("copy-\(UUID().uuidString)-\(library.lastPathComponent)")
         try FileManager.default.copyItem(at: library, to: copy)
         return copy
     }
 
     /// Writes `text` to a file in the fixture folder.
-    public static func file(_ name: String, _ text: String) throws -> URL {
+    package static func file(_ name: String, _ text: String) throws -> URL {
         let url = folder.appendingPathComponent("\(UUID().uuidString)-\(name)")
         try text.write(to: url, atomically: true, encoding: .utf8)
         return url

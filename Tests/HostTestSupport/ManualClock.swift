@@ -10,7 +10,7 @@ import Host
 ///
 /// # Thread safety
 /// State is a `WaitableState`; `advance` wakes every condition parked on this clock.
-public final class ManualClock: HostClock {
+package final class ManualClock: HostClock {
     fileprivate struct Parked {
         var condition: Condition
         /// The number of advances when it parked.
@@ -30,11 +30,11 @@ public final class ManualClock: HostClock {
 
     fileprivate let state: WaitableState<State>
 
-    public init(start: UInt64 = 1_000_000_000) { state = WaitableState(State(now: start)) }
+    package init(start: UInt64 = 1_000_000_000) { state = WaitableState(State(now: start)) }
 
-    public func now() -> HostInstant { HostInstant(nanoseconds: state.read { $0.now }) }
+    package func now() -> HostInstant { HostInstant(nanoseconds: state.read { $0.now }) }
 
-    public func advance(byMilliseconds ms: Int) {
+    package func advance(byMilliseconds ms: Int) {
         let parked = state.update { state in
             state.now += UInt64(ms) * 1_000_000
             state.advances += 1
@@ -48,7 +48,7 @@ public final class ManualClock: HostClock {
     }
 
     /// Work started with `start`: its result, once it has returned.
-    public final class Run<T: Sendable>: Sendable {
+    package final class Run<T: Sendable>: Sendable {
         fileprivate let clock: ManualClock
         fileprivate let number: Int
         fileprivate let value = Locked<T?>(nil)
@@ -61,7 +61,7 @@ public final class ManualClock: HostClock {
         /// Blocks until some thread has parked on the clock since the last advance (true), or
         /// the work has returned or 30 s of real time passed (false).
         @discardableResult
-        public func awaitParkOrReturn() -> Bool {
+        package func awaitParkOrReturn() -> Bool {
             let clock = SystemClock()
             return self.clock.state.wait(
                 until: clock.now().advanced(byMilliseconds: 30_000), clock: clock,
@@ -71,7 +71,7 @@ public final class ManualClock: HostClock {
 
         /// Blocks until the work has returned, or gives up after `watchdogSeconds` of real
         /// time (nil), so a host that wrongly keeps waiting fails the test instead of hanging it.
-        public func result(watchdogSeconds: Double = 30) -> T? {
+        package func result(watchdogSeconds: Double = 30) -> T? {
             let clock = SystemClock()
             let watchdog = clock.now().advanced(byMilliseconds: Int(watchdogSeconds * 1000))
             return self.clock.state.wait(until: watchdog, clock: clock, for: { $0.finishedRuns.contains(self.number) }) { _, returned in
@@ -80,11 +80,11 @@ public final class ManualClock: HostClock {
         }
 
         /// The result if the work has returned, else nil.
-        public var resultIfReturned: T? { value.withLock { $0 } }
+        package var resultIfReturned: T? { value.withLock { $0 } }
     }
 
     /// Runs `body` on a thread of its own.
-    public func start<T: Sendable>(_ body: @escaping @Sendable () -> T) -> Run<T> {
+    package func start<T: Sendable>(_ body: @escaping @Sendable () -> T) -> Run<T> {
         let run = Run<T>(clock: self, number: state.update { state in
             state.runs += 1
             return state.runs
@@ -97,7 +97,7 @@ public final class ManualClock: HostClock {
         return run
     }
 
-    public func wait(on condition: Condition, until deadline: HostInstant) {
+    package func wait(on condition: Condition, until deadline: HostInstant) {
         // The caller holds `condition`, so an `advance` that follows cannot broadcast before
         // this thread is parked in `condition.wait()`.
         let id = state.update { state -> Int? in

@@ -1,25 +1,25 @@
 import Foundation
 
 /// Where the build put its products, and the package's source tree.
-public enum Products {
+package enum Products {
     /// The folder of the running test binary: built products (the `reporthost`
     /// executable, plugin libraries) sit beside it.
-    public static let directory: URL = {
+    package static let directory: URL = {
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent()
     }()
 
-    public static var reporthost: URL { directory.appendingPathComponent("reporthost") }
+    package static var reporthost: URL { directory.appendingPathComponent("reporthost") }
 
     /// The package root, from this file's place in the source tree.
-    public static let packageRoot: URL = URL(fileURLWithPath: #filePath)
+    package static let packageRoot: URL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    public static var pluginAPIInclude: URL { packageRoot.appendingPathComponent("Sources/PluginAPI/include") }
+    package static var pluginAPIInclude: URL { packageRoot.appendingPathComponent("Sources/PluginAPI/include") }
 }
 
 /// A fresh temporary folder per call.
-public func makeTemporaryDirectory(_ label: String = "reporthost-test") -> URL {
+package func makeTemporaryDirectory(_ label: String = "reporthost-test") -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")
     try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url

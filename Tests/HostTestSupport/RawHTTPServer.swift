@@ -6,8 +6,8 @@ import Host
 ///
 /// # Thread safety
 /// One thread accepts and one serves each connection; `stopped` is behind a `Locked`.
-public final class RawHTTPServer: Sendable {
-    public enum Behaviour: Sendable {
+package final class RawHTTPServer: Sendable {
+    package enum Behaviour: Sendable {
         /// Sends `text` at once, then closes.
         case respond(String)
         /// Sends `head` at once, then `body` one byte every `intervalMs`, then closes.
@@ -16,12 +16,12 @@ public final class RawHTTPServer: Sendable {
         case endlessBody(head: String)
     }
 
-    public let port: UInt16
+    package let port: UInt16
     private let listener: Int32
     private let behaviour: Behaviour
     private let state = Locked((stopped: false, requests: 0))
 
-    public init(_ behaviour: Behaviour) throws {
+    package init(_ behaviour: Behaviour) throws {
         self.behaviour = behaviour
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
@@ -49,10 +49,10 @@ public final class RawHTTPServer: Sendable {
         }
     }
 
-    public var url: String { "http://127.0.0.1:\(port)/post?format=json&token=t" }
-    public var requests: Int { state.withLock { $0.requests } }
+    package var url: String { "http://127.0.0.1:\(port)/post?format=json&token=t" }
+    package var requests: Int { state.withLock { $0.requests } }
 
-    public func stop() {
+    package func stop() {
         state.withLock { $0.stopped = true }
         shutdown(listener, Int32(SHUT_RDWR))
     }

@@ -2,21 +2,21 @@ import Foundation
 import Host
 
 /// An ordered, thread-safe list of what happened, for order and "was it called" checks.
-public final class Recorder: Sendable {
+package final class Recorder: Sendable {
     private let entries = Locked<[String]>([])
-    public init() {}
-    public func record(_ entry: String) { entries.withLock { $0.append(entry) } }
-    public var all: [String] { entries.withLock { $0 } }
+    package init() {}
+    package func record(_ entry: String) { entries.withLock { $0.append(entry) } }
+    package var all: [String] { entries.withLock { $0 } }
 }
 
 /// A gate a test opens once: threads that wait on it block until then.
-public final class Gate: Sendable {
+package final class Gate: Sendable {
     private let open = WaitableState(false)
-    public init() {}
-    public func release() { open.update { $0 = true } }
+    package init() {}
+    package func release() { open.update { $0 = true } }
     /// Waits until released, at most `seconds` of real time; false on time-out.
     @discardableResult
-    public func wait(seconds: Double = 30) -> Bool {
+    package func wait(seconds: Double = 30) -> Bool {
         let clock = SystemClock()
         return open.wait(until: clock.now().advanced(byMilliseconds: Int(seconds * 1000)), clock: clock, for: { $0 }) { _, opened in opened }
     }
@@ -24,7 +24,7 @@ public final class Gate: Sendable {
 
 extension SwiftHandler {
     /// A handler whose callbacks record "<name>.<step>" and complete at once.
-    public static func recording(_ name: String, into recorder: Recorder) -> SwiftHandler {
+    package static func recording(_ name: String, into recorder: Recorder) -> SwiftHandler {
         SwiftHandler(
             name: name,
             before: .completion { _, _, done in
@@ -43,7 +43,7 @@ extension SwiftHandler {
 ///
 /// The body stays in the test's task (a task executor preference, not a detached thread), so
 /// an `#expect` that fails inside it is recorded against its test by name.
-public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+package func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     let executor = OwnThreadExecutor()
     defer { executor.finish() }
     return try await withTaskExecutorPreference(executor) { try body() }

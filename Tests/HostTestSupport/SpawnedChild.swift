@@ -8,8 +8,8 @@ import Host
 ///
 /// # Thread safety
 /// One test thread uses it.
-public final class SpawnedChild {
-    public let pid: pid_t
+package final class SpawnedChild {
+    package let pid: pid_t
     private let output: Int32
     private var input: Int32
     private let logFile: URL
@@ -17,7 +17,7 @@ public final class SpawnedChild {
 
     /// - Parameter blocking: signals blocked in the child from its start (the mask a parent
     ///   spawning from a libdispatch worker thread hands down).
-    public init(_ words: [String], log: URL, blocking signals: [Int32] = []) throws {
+    package init(_ words: [String], log: URL, blocking signals: [Int32] = []) throws {
         guard let program = words.first else { throw POSIXError(.EINVAL) }
         // Close-on-exec from the start: tests run in parallel, and an end another test's child
         // inherited would keep this child's input open (it would never see end of file).
@@ -71,7 +71,7 @@ public final class SpawnedChild {
 
     /// One line of its standard output, without the newline (nil at end of file, or when no
     /// line came within `timeoutMs`: a hung child fails the test instead of hanging it).
-    public func readLine(timeoutMs: Int = 60_000) -> String? {
+    package func readLine(timeoutMs: Int = 60_000) -> String? {
         var line = Data()
         var byte: UInt8 = 0
         let clock = SystemClock()
@@ -93,7 +93,7 @@ public final class SpawnedChild {
     }
 
     /// Closes its standard input (it reads end of file).
-    public func closeInput() {
+    package func closeInput() {
         guard input >= 0 else { return }
         close(input)
         input = -1
@@ -101,7 +101,7 @@ public final class SpawnedChild {
 
     /// Waits for it to end: its exit status, or 128 + the signal that ended it.
     @discardableResult
-    public func wait() -> Int32 {
+    package func wait() -> Int32 {
         if let status { return status }
         var raw: Int32 = 0
         while waitpid(pid, &raw, 0) < 0 {
@@ -113,5 +113,5 @@ public final class SpawnedChild {
     }
 
     /// What it wrote to standard error so far.
-    public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+    package var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 }

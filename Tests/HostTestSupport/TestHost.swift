@@ -4,8 +4,8 @@ import Host
 
 /// Builds hosts for tests: each with its own serial queue standing in for the main thread
 /// (test runners keep the real one), its own clock and an in-memory log.
-public enum TestHost {
-    public static func make(
+package enum TestHost {
+    package static func make(
         clock: any HostClock = SystemClock(), log: MemoryDestination = MemoryDestination(),
         events: EventRecorder? = nil, mainExecutor: ThreadExecutor? = nil, _ configure: (inout Configuration) -> Void = { _ in }
     ) throws -> ReportHost {
@@ -21,15 +21,15 @@ public enum TestHost {
 ///
 /// # Thread safety
 /// Events are a `WaitableState`.
-public final class EventRecorder: Sendable {
+package final class EventRecorder: Sendable {
     private let events = WaitableState<[PipelineEvent]>([])
 
-    public init() {}
+    package init() {}
 
-    public var observer: PipelineObserver { { [events] event in events.update { $0.append(event) } } }
+    package var observer: PipelineObserver { { [events] event in events.update { $0.append(event) } } }
 
     /// The rule events so far (`PipelineEvent.broke`), in order, with the handler each names.
-    public var ruleEvents: [(handler: String, event: RuleEvent)] {
+    package var ruleEvents: [(handler: String, event: RuleEvent)] {
         events.read { events in
             events.compactMap { event in
                 if case .broke(let handler, let rule) = event { (handler, rule) } else { nil }
@@ -39,25 +39,25 @@ public final class EventRecorder: Sendable {
 
     /// Blocks until the host waits for `callback` to finish; returns that wait's deadline.
     @discardableResult
-    public func awaitFinishWait(of callback: String) -> HostInstant {
+    package func awaitFinishWait(of callback: String) -> HostInstant {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.finishDeadline($0, callback) != nil } }) { events, _ in
             events.lazy.compactMap { Self.finishDeadline($0, callback) }.first!
         }
     }
 
     /// Blocks until `callback`'s method has returned.
-    public func awaitReturn(of callback: String) {
+    package func awaitReturn(of callback: String) {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains(.returned(call: callback)) }, then: { _, _ in })
     }
 
     /// Blocks until `callback`'s completion has been called.
-    public func awaitCompletion(of callback: String) {
+    package func awaitCompletion(of callback: String) {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains(.completed(call: callback)) }, then: { _, _ in })
     }
 
     /// Blocks until `callback` is queued; returns the deadline for it to start.
     @discardableResult
-    public func awaitStartWait(of callback: String) -> HostInstant {
+    package func awaitStartWait(of callback: String) -> HostInstant {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.startDeadline($0, callback) != nil } }) { events, _ in
             events.lazy.compactMap { Self.startDeadline($0, callback) }.first!
         }
@@ -73,7 +73,7 @@ public final class EventRecorder: Sendable {
 }
 
 /// The C prelude every fixture plugin starts with.
-public let fixturePrelude = """
+package let fixturePrelude = """
     #include <reporthost/plugin.h>
     #include <pthread.h>
     #include <stdio.h>
@@ -85,7 +85,7 @@ public let fixturePrelude = """
 
 /// A fixture plugin whose entry returns a handler named `name` with the given callbacks
 /// (C function names, or NULL).
-public func fixtureHandler(
+package func fixtureHandler(
     name: String = "fixture", before: String = "NULL", after: String = "NULL", destroy: String = "NULL",
     extra: String = ""
 ) -> String {
@@ -109,10 +109,10 @@ public func fixtureHandler(
 }
 
 extension ReportHost {
-    public struct Cancelled: Error {}
+    package struct Cancelled: Error {}
 
     /// `raise`, for reports that cannot be cancelled: a nil document is an error.
-    public func raiseDocument(_ request: ReportRequest) throws -> ReportDocument {
+    package func raiseDocument(_ request: ReportRequest) throws -> ReportDocument {
         guard let document = try raise(request) else { throw Cancelled() }
         return document
     }
@@ -120,14 +120,14 @@ extension ReportHost {
 
 extension HostError {
     /// Whether this is a configuration error (the CLI exits 2 for it).
-    public var isConfiguration: Bool {
+    package var isConfiguration: Bool {
         if case .configuration = self { true } else { false }
     }
 }
 
 /// A C handler that marks every report it sees (`changed.by` = `marker`): proof that a
 /// report went through the chain.
-public let markerHandler = fixtureHandler(
+package let markerHandler = fixtureHandler(
     name: "marker", before: "on_before",
     extra: """
         static void on_before(void *c, rh_report *r, bool t, rh_completion done) {

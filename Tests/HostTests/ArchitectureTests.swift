@@ -39,6 +39,23 @@ struct ArchitectureTests {
         #expect(try LayerGraph.parse(swiftFilesUnder: root).first?.memberUses.contains("seedRecord") == true)
     }
 
+    /// What a program outside this package sees of the engine: the runtime, its options and
+    /// the value types they take and give. Everything else other targets need is `package`.
+    static let publicSurface: Set<String> = [
+        "Runtime", "RuntimeOptions", "ProgramExit", "MainExecutor", "ThreadExecutor", "HostError", "PluginLoadError",
+        "Configuration", "Submission", "SubmissionURL", "RetryPolicy", "StorageLimits", "Limits", "LoggingDestination",
+        "LogDestination", "LogLevel", "PluginSlot", "ReportRequest", "ReportDocument", "ReportContent", "ReportType", "Trigger",
+        "Attachment", "AttachmentInfo", "AttachmentSource", "OfferedAttachment", "InternalLogEntry",
+        "DialogPresenter", "DialogFields", "DialogDecision",
+    ]
+
+    @Test("Public surface: the engine makes public only the runtime, its options and value types (everything else is package or internal)")
+    func publicSurface() throws {
+        let declared = try LayerGraph.parse(swiftFilesUnder: Self.sources).reduce(into: Set<String>()) { $0.formUnion($1.publicDeclarations) }
+        #expect(declared.subtracting(Self.publicSurface).sorted() == [], "public beyond the runtime's surface")
+        #expect(Self.publicSurface.subtracting(declared).sorted() == [], "listed here but no longer public")
+    }
+
     @Test("Layers: ARCHITECTURE.md shows the graph the sources have (derived from the names each folder uses)")
     func documentedGraph() throws {
         let graph = try LayerGraph(root: Self.sources, layers: Self.layers)
@@ -128,6 +145,8 @@ struct LayerGraph {
         var name: String
         /// Names declared at top level, private ones left out.
         var declarations: Set<String> = []
+        /// Names declared `public` at top level.
+        var publicDeclarations: Set<String> = []
         /// Names used in code: types, called or referenced names, extended types.
         var uses: Set<String> = []
         /// Members an extension adds to a type, private ones left out.
@@ -166,6 +185,9 @@ struct LayerGraph {
                 files[files.count - 1].uses.insert(type)
             } else if depth == 1, declarationKinds.contains(String(kind)), let name = quoted(node) {
                 if !isPrivate(lines, declarationAt: index, depth: depth) { files[files.count - 1].declarations.insert(baseName(name)) }
+                if access(lines, declarationAt: index, depth: depth) == "public" {
+                    files[files.count - 1].publicDeclarations.insert(baseName(name))
+                }
             } else if depth == 2, let type = extending, memberKinds.contains(String(kind)), let name = quoted(node) {
                 if !isPrivate(lines, declarationAt: index, depth: depth) {
                     files[files.count - 1].extensionMembers.append((type, baseName(name)))
@@ -188,19 +210,22 @@ struct LayerGraph {
     ]
     static let memberKinds: Set<String> = declarationKinds.union(["constructor_decl", "subscript_decl"])
 
-    /// Whether the declaration at `index` carries `private` or `fileprivate` (an attribute node
-    /// one level below it).
+    /// Whether the declaration at `index` is `private` or `fileprivate`.
     static func isPrivate(_ lines: [Substring], declarationAt index: Int, depth: Int) -> Bool {
+        ["private", "fileprivate"].contains(access(lines, declarationAt: index, depth: depth))
+    }
+
+    /// The access level the declaration at `index` states (an attribute node one level below
+    /// it), nil when it states none.
+    static func access(_ lines: [Substring], declarationAt index: Int, depth: Int) -> String? {
         for line in lines[(index + 1)...] {
             let childDepth = line.prefix { $0 == " " }.count / 2
-            if childDepth <= depth { return false }
-            if childDepth == depth + 1, line.contains("(access_control_attr"),
-                line.contains("access_level=private") || line.contains("access_level=fileprivate")
-            {
-                return true
+            if childDepth <= depth { return nil }
+            if childDepth == depth + 1, line.contains("(access_control_attr"), let level = line.split(separator: "=").last {
+                return String(level.prefix { $0.isLetter })
             }
         }
-        return false
+        return nil
     }
 
     /// `name(_:label:)` → `name`.

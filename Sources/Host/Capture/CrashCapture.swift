@@ -13,20 +13,20 @@ import Foundation
 ///
 /// # Thread safety
 /// The C writer keeps its own state behind atomics and per-thread marks: any thread.
-public struct CrashCapture: Sendable {
+package struct CrashCapture: Sendable {
     /// Whether calls reach the C writer.
-    public let isLive: Bool
+    package let isLive: Bool
 
     /// The writer of this process.
-    public static let process = CrashCapture(isLive: true)
+    package static let process = CrashCapture(isLive: true)
     /// A writer that records nothing.
-    public static let off = CrashCapture(isLive: false)
+    package static let off = CrashCapture(isLive: false)
 
     /// Installs the handlers writing into `crashes`, naming `session`; registers the host-wide
     /// attributes, telling `omitted` the keys crash files cannot carry. Returns false if the
     /// handlers could not be installed.
     @discardableResult
-    public func install(
+    package func install(
         crashes: URL, session: String, attributes: [String: String], omitted: (String) -> Void = { _ in }
     ) -> Bool {
         guard isLive else { return false }
@@ -35,10 +35,10 @@ public struct CrashCapture: Sendable {
     }
 
     /// Whether the handlers are installed in this process.
-    public var isInstalled: Bool { isLive && rh_crash_is_installed() }
+    package var isInstalled: Bool { isLive && rh_crash_is_installed() }
 
     /// The log line for an attribute crash files cannot carry.
-    public static func omission(of key: String) -> String {
+    package static func omission(of key: String) -> String {
         "crash files omit the attribute '\(key.prefix(64))' (at most 64 attributes, each key=value of at most 511 bytes "
             + "with no newline); reports still carry it"
     }
@@ -47,7 +47,7 @@ public struct CrashCapture: Sendable {
     /// crash files cannot carry it (`omission(of:)` says why): they then omit the key, rather
     /// than keep a value reports no longer carry.
     @discardableResult
-    public func setAttribute(_ key: String, _ value: String?) -> Bool {
+    package func setAttribute(_ key: String, _ value: String?) -> Bool {
         guard isLive else { return true }
         if let value, rh_crash_set_attribute(key, value) { return true }
         rh_crash_remove_attribute(key)
@@ -57,10 +57,10 @@ public struct CrashCapture: Sendable {
     /// Gives the calling thread an alternate signal stack (freed when the thread ends), so a
     /// stack overflow there is still captured. Does nothing before `install`.
     @discardableResult
-    public func prepareThread() -> Bool { isLive && rh_crash_prepare_thread() }
+    package func prepareThread() -> Bool { isLive && rh_crash_prepare_thread() }
 
     /// Registers an attachment path recorded in crash files.
-    public func addAttachment(path: String) {
+    package func addAttachment(path: String) {
         guard isLive else { return }
         _ = rh_crash_add_attachment(path)
     }
@@ -91,7 +91,7 @@ public struct CrashCapture: Sendable {
     }
 
     /// Crashes on purpose with `signal` (`reporthost crash`).
-    public static func crash(_ signal: Int32) -> Never {
+    package static func crash(_ signal: Int32) -> Never {
         rh_crash_now(signal)
         fatalError("signal \(signal) did not end the process")
     }

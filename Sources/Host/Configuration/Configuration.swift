@@ -73,7 +73,7 @@ public struct Configuration: Sendable, Equatable {
     public init() {}
 
     /// Builds the logger the configuration asks for (SPEC D-14: before the host exists).
-    public func makeLogger(overrideLevel: LogLevel? = nil) throws(HostError) -> HostLogger {
+    package func makeLogger(overrideLevel: LogLevel? = nil) throws(HostError) -> HostLogger {
         var destinations: [any LogDestination] = []
         for destination in logging {
             let level = overrideLevel ?? destination.level
@@ -122,7 +122,7 @@ extension Configuration {
     }
 
     /// Validates a parsed configuration; `origin` names it in errors.
-    public static func parse(_ json: JSONValue, origin: String, baseDirectory: String) throws(HostError) -> Configuration {
+    package static func parse(_ json: JSONValue, origin: String, baseDirectory: String) throws(HostError) -> Configuration {
         let reader = ConfigReader(origin: origin)
         var config = Configuration()
         let root = try reader.object(json, at: "")

@@ -5,11 +5,11 @@ import Foundation
 /// of the retry backlog, the shared local admission window, and the outcome rules.
 ///
 /// It never sleeps: what is not admissible now stays stored for a later pass (SPEC I-3).
-public struct Deliverer: Sendable {
-    public let repository: Repository
-    public let configuration: Configuration
-    public let transport: any SubmissionTransport
-    public let logger: HostLogger
+package struct Deliverer: Sendable {
+    package let repository: Repository
+    package let configuration: Configuration
+    package let transport: any SubmissionTransport
+    package let logger: HostLogger
     let now: @Sendable () -> Date
     /// Writes the request bodies (tests inject a full disk here).
     let system: SystemCalls
@@ -19,7 +19,7 @@ public struct Deliverer: Sendable {
     /// (SPEC I-2); nil for the primary.
     let ownSession: String?
 
-    public init(
+    package init(
         repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
         now: @escaping @Sendable () -> Date = { Date() }, system: SystemCalls = .live,
         faults: Faults = Faults(), ownSession: String? = nil
@@ -35,24 +35,24 @@ public struct Deliverer: Sendable {
     }
 
     /// What a pass did.
-    public struct Summary: Sendable, Equatable {
-        public var accepted = 0
-        public var retained = 0
-        public var terminal = 0
+    package struct Summary: Sendable, Equatable {
+        package var accepted = 0
+        package var retained = 0
+        package var terminal = 0
         /// Stopped by the local admission window; the rest stay eligible.
-        public var rateLimited = false
+        package var rateLimited = false
         /// Reports whose request could not be built (a full disk): they stay as they were,
         /// due again at once, so a loop must not come straight back (`earliestNextPass`).
-        public var notBuilt = 0
+        package var notBuilt = 0
         /// Reports held because the submission configuration failed (D-9).
-        public var held = 0
+        package var held = 0
 
-        public init() {}
+        package init() {}
     }
 
     /// Initial attempts, oldest first, native reports ahead of the others (D-6); with
     /// `retries`, then the due retries in `retry.order` (only under behaviour `interval`).
-    public func deliver(retries: Bool) throws(HostError) -> Summary {
+    package func deliver(retries: Bool) throws(HostError) -> Summary {
         var summary = Summary()
         guard let text = configuration.submission.url else {
             logger.debug("no submission URL configured: reports stay awaiting_first_attempt")
@@ -213,7 +213,7 @@ public struct Deliverer: Sendable {
     /// When a later pass may have work: the earliest retry due, or when the admission window
     /// lets an initial report in. nil when nothing waits on time (`launch --watch` sleeps
     /// until then).
-    public func nextWake() throws(HostError) -> Date? {
+    package func nextWake() throws(HostError) -> Date? {
         guard configuration.submission.url != nil else { return nil }
         return try storing { () throws(StorageError) -> Date? in
             // The rows a pass would send, read as `deliver` reads them: a damaged row it skips
@@ -232,12 +232,12 @@ public struct Deliverer: Sendable {
 
     /// The pause after a pass whose requests could not be built (a local fault, such as a
     /// full disk, that the next pass would meet again).
-    public static let localFaultPauseMs = 5_000
+    package static let localFaultPauseMs = 5_000
 
     /// When a loop of passes (`launch --watch`, an embedding program's worker) may run the
     /// next one: at `wake`, but never sooner than `localFaultPauseMs` after a pass that could
     /// not build a request, so a full disk is not retried in a busy loop. nil: no time set.
-    public static func earliestNextPass(after pass: Summary, wake: Date?, now: Date) -> Date? {
+    package static func earliestNextPass(after pass: Summary, wake: Date?, now: Date) -> Date? {
         guard pass.notBuilt > 0 else { return wake }
         let floor = now.addingTimeInterval(Double(localFaultPauseMs) / 1000)
         return wake.map { max($0, floor) } ?? floor
@@ -245,7 +245,7 @@ public struct Deliverer: Sendable {
 
     /// D-9: a record found `submitting` at launch (the host died mid-request) counts that
     /// attempt as a retryable transport failure, due now.
-    public func settleInterrupted() throws(HostError) {
+    package func settleInterrupted() throws(HostError) {
         let interrupted = try storing { () throws(StorageError) in try repository.records(in: [.submitting]) }
         var summary = Summary()
         for record in interrupted {

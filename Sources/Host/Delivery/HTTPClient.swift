@@ -2,7 +2,7 @@ import Foundation
 import HTTPPost
 
 /// What one submission attempt came to, from the network's side.
-public enum TransportResult: Sendable, Equatable {
+package enum TransportResult: Sendable, Equatable {
     /// The server answered with `status`; `retryAfter` when it sent a Retry-After header.
     case response(status: Int, retryAfter: TimeInterval?)
     /// No HTTP answer: refused, reset, timed out, DNS… (retryable, SPEC D-9).
@@ -14,7 +14,7 @@ public enum TransportResult: Sendable, Equatable {
 
 /// Sends one request. A protocol so delivery can be driven without a network in unit tests;
 /// the real one is `CurlTransport`.
-public protocol SubmissionTransport: Sendable {
+package protocol SubmissionTransport: Sendable {
     func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult
 }
 
@@ -33,15 +33,15 @@ public protocol SubmissionTransport: Sendable {
 ///
 /// # Thread safety
 /// Each call has its own curl handle; `cancellation` is an atomic flag.
-public struct CurlTransport: SubmissionTransport {
+package struct CurlTransport: SubmissionTransport {
     /// Set from another thread, it ends a request in flight within about a second.
-    public let cancellation: Cancellation?
+    package let cancellation: Cancellation?
 
-    public init(cancellation: Cancellation? = nil) { self.cancellation = cancellation }
+    package init(cancellation: Cancellation? = nil) { self.cancellation = cancellation }
 
     /// - Parameter timeoutMs: the idle limit (`submission.timeoutMs`): for connecting, and for
     ///   any stretch with no byte moving (libcurl counts that in whole seconds: rounded up).
-    public func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
+    package func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
         var result = rh_http_result()
         let totalMs = Self.wholeRequestMilliseconds(timeoutMs)
         let status = rh_http_post(
@@ -87,15 +87,15 @@ public struct CurlTransport: SubmissionTransport {
 ///
 /// # Thread safety
 /// The flag is read and written with atomics (the C side reads it on libcurl's thread).
-public final class Cancellation: @unchecked Sendable {
+package final class Cancellation: @unchecked Sendable {
     let flag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
 
-    public init() { flag.initialize(to: 0) }
+    package init() { flag.initialize(to: 0) }
 
     deinit { flag.deallocate() }
 
     /// Ends the requests in flight and refuses later ones ("cancelled").
-    public func cancel() { rh_cancel_set(flag) }
+    package func cancel() { rh_cancel_set(flag) }
 }
 
 /// For passes that only settle records and never send.

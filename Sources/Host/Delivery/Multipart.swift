@@ -5,16 +5,16 @@ import Foundation
 
 /// A multipart/form-data body written to a file, part by part, so attachments stream from
 /// their copies instead of being held in memory.
-public struct MultipartBody: Sendable {
-    public let boundary = "reporthost-" + UUID().uuidString
-    public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+package struct MultipartBody: Sendable {
+    package let boundary = "reporthost-" + UUID().uuidString
+    package var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 
-    public init() {}
+    package init() {}
 
     /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file, each
     /// streamed from its copy (at most 3 MB, a regular file). Any failed write (a full disk)
     /// or unreadable copy is an error: no request is built, the record stays as it is.
-    public func write(
+    package func write(
         json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL, system: SystemCalls = .live
     ) throws(StorageError) {
         let fd: Int32
@@ -51,14 +51,14 @@ public struct MultipartBody: Sendable {
 }
 
 /// Reads a multipart/form-data body: its named parts.
-public enum Multipart {
-    public struct Part: Sendable {
-        public var name: String
-        public var data: Data
+package enum Multipart {
+    package struct Part: Sendable {
+        package var name: String
+        package var data: Data
     }
 
     /// The parts of `body` between `boundary` delimiters, each with its `name`.
-    public static func parts(of body: Data, boundary: String) -> [Part] {
+    package static func parts(of body: Data, boundary: String) -> [Part] {
         let delimiter = Data("--\(boundary)".utf8)
         var parts: [Part] = []
         var searchStart = body.startIndex

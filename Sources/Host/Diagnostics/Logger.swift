@@ -29,16 +29,16 @@ public protocol LogDestination: Sendable {
 
 /// Standard error, one line per entry. A line that cannot be written (a closed pipe, a full
 /// disk) is dropped: logging never ends the host.
-public struct ConsoleDestination: LogDestination {
-    public let level: LogLevel
+package struct ConsoleDestination: LogDestination {
+    package let level: LogLevel
     private let system: SystemCalls
 
-    public init(level: LogLevel, system: SystemCalls = .live) {
+    package init(level: LogLevel, system: SystemCalls = .live) {
         self.level = level
         self.system = system
     }
 
-    public func write(_ line: String) {
+    package func write(_ line: String) {
         _ = system.writeAll(STDERR_FILENO, line + "\n")
     }
 }
@@ -48,13 +48,13 @@ public struct ConsoleDestination: LogDestination {
 ///
 /// # Thread safety
 /// Writes are serialised by the `Locked` descriptor (`O_APPEND` keeps lines whole).
-public final class FileDestination: LogDestination {
-    public let level: LogLevel
+package final class FileDestination: LogDestination {
+    package let level: LogLevel
     private let descriptor: Locked<Int32>
     private let system: SystemCalls
 
     /// Throws when the file cannot be opened for appending or is not a regular file.
-    public init(path: String, level: LogLevel, system: SystemCalls = .live) throws(HostError) {
+    package init(path: String, level: LogLevel, system: SystemCalls = .live) throws(HostError) {
         let fd: Int32
         switch system.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o644) {
         case .success(let opened): fd = opened
@@ -70,7 +70,7 @@ public final class FileDestination: LogDestination {
         descriptor = Locked(fd)
     }
 
-    public func write(_ line: String) {
+    package func write(_ line: String) {
         descriptor.withLock { _ = system.writeAll($0, line + "\n") }
     }
 
@@ -78,36 +78,36 @@ public final class FileDestination: LogDestination {
 }
 
 /// Collects lines in memory; for tests and for callers that show logs themselves.
-public final class MemoryDestination: LogDestination {
-    public let level: LogLevel
+package final class MemoryDestination: LogDestination {
+    package let level: LogLevel
     private let storage = Locked<[String]>([])
 
-    public init(level: LogLevel = .debug) { self.level = level }
+    package init(level: LogLevel = .debug) { self.level = level }
 
-    public func write(_ line: String) { storage.withLock { $0.append(line) } }
+    package func write(_ line: String) { storage.withLock { $0.append(line) } }
 
-    public var lines: [String] { storage.withLock { $0 } }
+    package var lines: [String] { storage.withLock { $0 } }
 }
 
 /// The host's log: fans each entry out to the destinations whose level admits it.
-public struct HostLogger: Sendable {
-    public let destinations: [any LogDestination]
+package struct HostLogger: Sendable {
+    package let destinations: [any LogDestination]
 
-    public init(destinations: [any LogDestination]) { self.destinations = destinations }
+    package init(destinations: [any LogDestination]) { self.destinations = destinations }
 
     /// The built-in default (SPEC D-14): the console at `info`.
-    public static let standard = HostLogger(destinations: [ConsoleDestination(level: .info)])
-    public static let silent = HostLogger(destinations: [])
+    package static let standard = HostLogger(destinations: [ConsoleDestination(level: .info)])
+    package static let silent = HostLogger(destinations: [])
 
-    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, handler: String = "host") {
+    package func log(_ level: LogLevel, _ message: @autoclosure () -> String, handler: String = "host") {
         let wanted = destinations.filter { level >= $0.level }
         guard !wanted.isEmpty else { return }
         let line = "reporthost: \(level.name): [\(handler)] \(message())"
         for destination in wanted { destination.write(line) }
     }
 
-    public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
-    public func info(_ message: @autoclosure () -> String) { log(.info, message()) }
-    public func warn(_ message: @autoclosure () -> String) { log(.warn, message()) }
-    public func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+    package func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+    package func info(_ message: @autoclosure () -> String) { log(.info, message()) }
+    package func warn(_ message: @autoclosure () -> String) { log(.warn, message()) }
+    package func error(_ message: @autoclosure () -> String) { log(.error, message()) }
 }

@@ -2,7 +2,7 @@ import Foundation
 import PluginAPI
 
 /// How a chain runs its callbacks.
-public enum ChainMode: Sendable, Equatable {
+package enum ChainMode: Sendable, Equatable {
     /// A running-app report: callbacks on the main thread; wait for completion (SPEC H-8).
     case runningApp
     /// A report raised with `--terminating`: wait for each method to return; its handle

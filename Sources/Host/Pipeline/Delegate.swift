@@ -18,14 +18,14 @@ public struct OfferedAttachment: Sendable, Equatable {
 }
 
 /// Which methods an in-process delegate implements.
-public struct DelegateMethods: OptionSet, Sendable {
-    public let rawValue: Int
-    public init(rawValue: Int) { self.rawValue = rawValue }
+package struct DelegateMethods: OptionSet, Sendable {
+    package let rawValue: Int
+    package init(rawValue: Int) { self.rawValue = rawValue }
 
-    public static let addFields = DelegateMethods(rawValue: 1)
-    public static let checkFields = DelegateMethods(rawValue: 2)
-    public static let attachments = DelegateMethods(rawValue: 4)
-    public static let attachmentsAsync = DelegateMethods(rawValue: 8)
+    package static let addFields = DelegateMethods(rawValue: 1)
+    package static let checkFields = DelegateMethods(rawValue: 2)
+    package static let attachments = DelegateMethods(rawValue: 4)
+    package static let attachmentsAsync = DelegateMethods(rawValue: 8)
 }
 
 /// The optional second interface, in Swift (SPEC A): fields hooks for dialog reports and an
@@ -33,7 +33,7 @@ public struct DelegateMethods: OptionSet, Sendable {
 ///
 /// The host holds an in-process delegate weakly (SPEC A-5): once its owner releases it, it
 /// is no longer called.
-public protocol ReportDelegate: AnyObject, Sendable {
+package protocol ReportDelegate: AnyObject, Sendable {
     var name: String { get }
     /// The methods below that this delegate implements; the others are never called.
     var implements: DelegateMethods { get }
@@ -48,28 +48,28 @@ public protocol ReportDelegate: AnyObject, Sendable {
 }
 
 extension ReportDelegate {
-    public func addFields(_ report: ReportHandle) {}
-    public func checkFields(_ report: ReportHandle) {}
-    public func attachments(_ report: ReportHandle) {}
-    public func attachments(_ report: ReportHandle, decide: @escaping @Sendable ([OfferedAttachment]?) -> Void) { decide(nil) }
+    package func addFields(_ report: ReportHandle) {}
+    package func checkFields(_ report: ReportHandle) {}
+    package func attachments(_ report: ReportHandle) {}
+    package func attachments(_ report: ReportHandle, decide: @escaping @Sendable ([OfferedAttachment]?) -> Void) { decide(nil) }
 }
 
 /// What sits in the delegate slot: a plugin's `rh_delegate` (alive as long as its slot) or a
 /// weakly held Swift delegate.
-public enum Delegate: Sendable {
+package enum Delegate: Sendable {
     case plugin(LoadedPlugin)
     case swift(WeakDelegate)
 
     /// A weak reference to an in-process delegate.
-    public final class WeakDelegate: Sendable {
+    package final class WeakDelegate: Sendable {
         private let reference: Locked<Reference>
         private struct Reference { weak var delegate: (any ReportDelegate)? }
 
-        public init(_ delegate: any ReportDelegate) { reference = Locked(Reference(delegate: delegate)) }
-        public var delegate: (any ReportDelegate)? { reference.withLock { $0.delegate } }
+        package init(_ delegate: any ReportDelegate) { reference = Locked(Reference(delegate: delegate)) }
+        package var delegate: (any ReportDelegate)? { reference.withLock { $0.delegate } }
     }
 
-    public static func weak(_ delegate: any ReportDelegate) -> Delegate { .swift(WeakDelegate(delegate)) }
+    package static func weak(_ delegate: any ReportDelegate) -> Delegate { .swift(WeakDelegate(delegate)) }
 
     /// The delegate's name for the internal log, or nil once a Swift delegate is gone.
     var name: String? {

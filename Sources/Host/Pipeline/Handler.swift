@@ -2,12 +2,12 @@ import CrashCapture
 import PluginAPI
 
 /// Which callback of a handler runs.
-public enum HandlerStep: String, Sendable {
+package enum HandlerStep: String, Sendable {
     case before, after
 }
 
 /// The two handler slots (SPEC H-1): the wrapper's runs first in every step.
-public enum HandlerSlot: String, Sendable, CaseIterable {
+package enum HandlerSlot: String, Sendable, CaseIterable {
     case wrapper, handler
 
     func source(_ step: HandlerStep) -> AttachmentSource {
@@ -23,18 +23,18 @@ public enum HandlerSlot: String, Sendable, CaseIterable {
 /// An in-process Swift handler (SPEC H-4): each callback optional, in the completion form
 /// (call `completion` exactly once, from any thread) or the `async` form (done when it
 /// returns; the host completes for it).
-public struct SwiftHandler: Sendable {
-    public enum Callback: Sendable {
+package struct SwiftHandler: Sendable {
+    package enum Callback: Sendable {
         case completion(@Sendable (_ report: ReportHandle, _ isTerminating: Bool, _ completion: @escaping @Sendable () -> Void) -> Void)
         case async(@Sendable (_ report: ReportHandle, _ isTerminating: Bool) async -> Void)
     }
 
-    public var name: String
-    public var before: Callback?
-    public var after: Callback?
-    public var destroy: (@Sendable () -> Void)?
+    package var name: String
+    package var before: Callback?
+    package var after: Callback?
+    package var destroy: (@Sendable () -> Void)?
 
-    public init(name: String, before: Callback? = nil, after: Callback? = nil, destroy: (@Sendable () -> Void)? = nil) {
+    package init(name: String, before: Callback? = nil, after: Callback? = nil, destroy: (@Sendable () -> Void)? = nil) {
         self.name = name
         self.before = before
         self.after = after
@@ -44,11 +44,11 @@ public struct SwiftHandler: Sendable {
 
 /// What sits in a handler slot: a loaded plugin or an in-process Swift handler. The host
 /// holds it strongly until it is replaced or removed (SPEC H-1).
-public enum Handler: Sendable {
+package enum Handler: Sendable {
     case plugin(LoadedPlugin)
     case swift(SwiftHandler)
 
-    public var name: String {
+    package var name: String {
         switch self {
         case .plugin(let plugin): plugin.name
         case .swift(let handler): handler.name

@@ -3,7 +3,7 @@ import Foundation
 
 /// What the pipeline is waiting for, for tests and tools that must act at the right moment
 /// (a test advancing a manual clock, the conformance validator).
-public enum PipelineEvent: Sendable, Equatable {
+package enum PipelineEvent: Sendable, Equatable {
     /// A call ("<plugin>.<method>") is queued; it is skipped if not started by `deadline`.
     case awaitingStart(call: String, deadline: HostInstant)
     /// A call started; the host waits for it until `deadline`.
@@ -20,7 +20,7 @@ public enum PipelineEvent: Sendable, Equatable {
     case broke(handler: String, RuleEvent)
 }
 
-public typealias PipelineObserver = @Sendable (PipelineEvent) -> Void
+package typealias PipelineObserver = @Sendable (PipelineEvent) -> Void
 
 /// Where a call into a handler or delegate runs.
 enum CallThread {

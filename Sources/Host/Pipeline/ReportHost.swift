@@ -11,17 +11,17 @@ import PluginAPI
 /// # Thread safety
 /// Safe from any thread except the main executor's: loading plugins and raising reports
 /// wait for work they queue there.
-public final class ReportHost: Sendable {
-    public let configuration: Configuration
-    public let logger: HostLogger
-    public let hostID: UInt32
-    public let attributes: HostAttributes
+package final class ReportHost: Sendable {
+    package let configuration: Configuration
+    package let logger: HostLogger
+    package let hostID: UInt32
+    package let attributes: HostAttributes
     let clock: any HostClock
-    public let mainExecutor: any MainExecutor
+    package let mainExecutor: any MainExecutor
     /// The crash writer this host marks its plugin calls with and prepares threads for.
-    public let crashCapture: CrashCapture
+    package let crashCapture: CrashCapture
     /// Faults armed for tests (none in production).
-    public let faults: Faults
+    package let faults: Faults
     let observer: PipelineObserver?
     /// Where reports send their rule events: the observer, as `.broke`.
     let events: RuleEventSink
@@ -41,7 +41,7 @@ public final class ReportHost: Sendable {
     }
 
     /// Creates a host; fails (exit 1) when libffi closures cannot be allocated.
-    public init(
+    package init(
         configuration: Configuration, logger: HostLogger, clock: any HostClock = SystemClock(),
         mainExecutor: any MainExecutor, observer: PipelineObserver? = nil, crashCapture: CrashCapture = .process,
         faults: Faults = Faults()
@@ -71,13 +71,13 @@ public final class ReportHost: Sendable {
     }
 
     /// The table this host hands to its plugins (valid for the life of the process).
-    public var hostAPI: UnsafePointer<rh_host_api> { UnsafePointer(table.pointer) }
+    package var hostAPI: UnsafePointer<rh_host_api> { UnsafePointer(table.pointer) }
 
     // MARK: Slots
 
     /// Puts `handler` in `slot`, or empties it with nil (SPEC H-1). The previous handler's
     /// `destroy` runs once, on the main executor, after any callback of it queued there.
-    public func setHandler(_ handler: Handler?, for slot: HandlerSlot) {
+    package func setHandler(_ handler: Handler?, for slot: HandlerSlot) {
         let previous = slots.withLock { slots in
             defer { slots.handlers[slot] = handler }
             return slots.handlers[slot]
@@ -92,14 +92,14 @@ public final class ReportHost: Sendable {
     }
 
     /// Puts an in-process Swift handler in `slot`.
-    public func setHandler(_ handler: SwiftHandler, for slot: HandlerSlot) { setHandler(.swift(handler), for: slot) }
+    package func setHandler(_ handler: SwiftHandler, for slot: HandlerSlot) { setHandler(.swift(handler), for: slot) }
 
-    public func handler(in slot: HandlerSlot) -> Handler? { slots.withLock { $0.handlers[slot] } }
+    package func handler(in slot: HandlerSlot) -> Handler? { slots.withLock { $0.handlers[slot] } }
 
     /// Puts `delegate` in the delegate slot, or empties it with nil. A plugin delegate lives
     /// as long as its slot (its plugin's `destroy` runs when it leaves); a Swift delegate is
     /// held weakly (SPEC A-5).
-    public func setDelegate(_ delegate: Delegate?) {
+    package func setDelegate(_ delegate: Delegate?) {
         let previous = slots.withLock { slots in
             defer { slots.delegate = delegate }
             return slots.delegate
@@ -120,12 +120,12 @@ public final class ReportHost: Sendable {
         }
     }
 
-    public var delegate: Delegate? { slots.withLock { $0.delegate } }
+    package var delegate: Delegate? { slots.withLock { $0.delegate } }
 
     /// Loads the plugin at `path` (made absolute first) into `slot`. The entry point runs
     /// on the main executor.
     @discardableResult
-    public func loadPlugin(at path: String, into slot: PluginSlot) throws(HostError) -> LoadedPlugin {
+    package func loadPlugin(at path: String, into slot: PluginSlot) throws(HostError) -> LoadedPlugin {
         try loadPlugin(at: path, into: slot, identity: nil)
     }
 
@@ -161,9 +161,9 @@ public final class ReportHost: Sendable {
 
     /// Records that the configured plugins of `entries` were not loaded (quarantined): every
     /// report raised from now on says so in its internal log.
-    public func setQuarantined(_ entries: [QuarantineEntry]) { quarantine.withLock { $0 = entries } }
+    package func setQuarantined(_ entries: [QuarantineEntry]) { quarantine.withLock { $0 = entries } }
 
-    public var quarantined: [QuarantineEntry] { quarantine.withLock { $0 } }
+    package var quarantined: [QuarantineEntry] { quarantine.withLock { $0 } }
 
     /// Notes each quarantined plugin on `report`, naming it and why.
     func noteQuarantine(on report: LiveReport) {
@@ -174,7 +174,7 @@ public final class ReportHost: Sendable {
 
     /// Launches the host: runs the chain over each recovered report in recovered mode with
     /// the handlers set so far (SPEC H-2); a handler set later sees later reports only.
-    public func launch(recovered reports: [LiveReport] = []) throws(HostError) -> [ReportDocument] {
+    package func launch(recovered reports: [LiveReport] = []) throws(HostError) -> [ReportDocument] {
         var documents: [ReportDocument] = []
         for report in reports {
             if let document = try runChain(report, mode: .recovered) { documents.append(document) }
@@ -184,7 +184,7 @@ public final class ReportHost: Sendable {
 
     /// Makes a report for `request` with the host-wide attributes merged in (SPEC R-4), ready
     /// for `runChain` (a caller that journals reports first uses this).
-    public func makeReport(_ request: ReportRequest) -> LiveReport {
+    package func makeReport(_ request: ReportRequest) -> LiveReport {
         let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger, events: events)
         prepare(report, from: request)
         return report
@@ -192,13 +192,13 @@ public final class ReportHost: Sendable {
 
     /// Raises a running-app report (or a terminating one), runs the chain and returns the
     /// bundled document; nil when the user cancelled the dialog.
-    public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
+    package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         let mode: ChainMode = request.isTerminating ? .terminating : (request.trigger.isRecovered ? .recovered : .runningApp)
         return try runChain(makeReport(request), mode: mode, dialog: request.dialog)
     }
 
     /// Runs the chain over a prepared report in `mode`, with the slots as they are now.
-    public func runChain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil) throws(HostError)
+    package func runChain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil) throws(HostError)
         -> ReportDocument?
     {
         let slots = self.slots.withLock { $0 }
@@ -234,16 +234,16 @@ public final class ReportHost: Sendable {
 
     /// SPEC H-15 (SIGINT, SIGTERM): every call in flight or still to come is skipped and
     /// logged; chains running now go straight to bundling.
-    public var isInterrupted: Bool { active.isStopping }
+    package var isInterrupted: Bool { active.isStopping }
 
-    public func interrupt() {
+    package func interrupt() {
         logger.info("interrupted: skipping the remaining handler calls")
         active.stopAll()
     }
 
     /// Stops the host: calls still waiting are skipped (SPEC H-8), then the handlers and the
     /// delegate leave their slots, each plugin's `destroy` called once.
-    public func stop() {
+    package func stop() {
         active.stopAll()
         for slot in HandlerSlot.allCases { setHandler(nil, for: slot) }
         setDelegate(nil)

@@ -6,9 +6,9 @@
 ///
 /// # Thread safety
 /// Behind one `Locked`; `fire` may be called from any thread and never blocks for long.
-public final class CallbackCompletion: Sendable {
+package final class CallbackCompletion: Sendable {
     /// Why a call was ignored.
-    public enum Ignored: Sendable, Equatable {
+    package enum Ignored: Sendable, Equatable {
         /// The callback had already completed.
         case second
         /// The host had stopped waiting (timed out, abandoned, bundled) before the call.
@@ -22,30 +22,30 @@ public final class CallbackCompletion: Sendable {
     }
 
     /// A closure's raw libffi arguments (`void **`), valid only during the call.
-    public typealias Arguments = UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    package typealias Arguments = UnsafeMutablePointer<UnsafeMutableRawPointer?>
 
     private let state = Locked(State())
     private let onFirst: @Sendable (Arguments?) -> Void
     private let onIgnored: @Sendable (Ignored) -> Void
 
     /// - Parameter onFirst: runs for the first call, during it (so it may copy arguments).
-    public init(onFirst: @escaping @Sendable (Arguments?) -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
+    package init(onFirst: @escaping @Sendable (Arguments?) -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
         self.onFirst = onFirst
         self.onIgnored = onIgnored
     }
 
-    public convenience init(onFirst: @escaping @Sendable () -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
+    package convenience init(onFirst: @escaping @Sendable () -> Void, onIgnored: @escaping @Sendable (Ignored) -> Void) {
         self.init(onFirst: { (_: Arguments?) in onFirst() }, onIgnored: onIgnored)
     }
 
     /// One call of the completion; `arguments` are the decision closure's, if any.
-    public func fire(arguments: Arguments? = nil) {
+    package func fire(arguments: Arguments? = nil) {
         fire { onFirst(arguments) }
     }
 
     /// One call, where the first runs `first` instead of `onFirst` (a Swift decision
     /// carries its items as Swift values).
-    public func fire(_ first: () -> Void) {
+    package func fire(_ first: () -> Void) {
         let outcome: Ignored? = state.withLock { state in
             state.calls += 1
             if state.completed { return .second }
@@ -57,11 +57,11 @@ public final class CallbackCompletion: Sendable {
     }
 
     /// The host stopped waiting: later calls are late, not completions.
-    public func close() { state.withLock { $0.closed = true } }
+    package func close() { state.withLock { $0.closed = true } }
 
-    public var isCompleted: Bool { state.withLock { $0.completed } }
-    public var callCount: Int { state.withLock { $0.calls } }
+    package var isCompleted: Bool { state.withLock { $0.completed } }
+    package var callCount: Int { state.withLock { $0.calls } }
 
     /// A Swift closure with the same exactly-once rule, for in-process handlers.
-    public var swiftClosure: @Sendable () -> Void { { [self] in fire() } }
+    package var swiftClosure: @Sendable () -> Void { { [self] in fire() } }
 }

@@ -15,9 +15,9 @@ import PluginAPI
 /// # Thread safety
 /// Behind one `Locked`; the trampoline looks the slot up under it and fires the binding
 /// outside it.
-public final class ClosurePool: Sendable {
+package final class ClosurePool: Sendable {
     /// The C signature of a pool's closures.
-    public enum Signature: Sendable {
+    package enum Signature: Sendable {
         /// `void (*)(void)`: `rh_completion`.
         case completion
         /// `void (*)(const rh_attachment *, size_t)`: `rh_attachments_decision`.
@@ -46,15 +46,15 @@ public final class ClosurePool: Sendable {
         var coolingHead = 0
     }
 
-    public let windowMilliseconds: Int
-    public let signature: Signature
+    package let windowMilliseconds: Int
+    package let signature: Signature
     private let clock: any HostClock
     private let poolID: UInt32
     private let faults: Faults
     private let state = Locked(State())
 
     /// - Parameter windowMilliseconds: how long a closure stays reserved after its callback ends.
-    public init(windowMilliseconds: Int, clock: any HostClock, signature: Signature = .completion, faults: Faults = Faults()) {
+    package init(windowMilliseconds: Int, clock: any HostClock, signature: Signature = .completion, faults: Faults = Faults()) {
         self.windowMilliseconds = windowMilliseconds
         self.faults = faults
         self.signature = signature
@@ -68,14 +68,14 @@ public final class ClosurePool: Sendable {
 
     /// A completion closure bound to `binding`; throws when libffi cannot allocate one
     /// (SPEC I-4, exit 1).
-    public func acquire(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: rh_completion) {
+    package func acquire(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: rh_completion) {
         precondition(signature == .completion)
         let (slot, code) = try acquireRaw(for: binding)
         return (slot, unsafeBitCast(code, to: rh_completion.self))
     }
 
     /// A decision closure bound to `binding`; its first call hands `binding` the arguments.
-    public func acquireDecision(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: rh_attachments_decision) {
+    package func acquireDecision(for binding: CallbackCompletion) throws(HostError) -> (slot: Int, code: rh_attachments_decision) {
         precondition(signature == .decision)
         let (slot, code) = try acquireRaw(for: binding)
         return (slot, unsafeBitCast(code, to: rh_attachments_decision.self))
@@ -107,7 +107,7 @@ public final class ClosurePool: Sendable {
 
     /// The callback behind `slot` has ended: later calls are late. The closure may serve
     /// another callback once its method has returned and the window has passed since.
-    public func release(_ slot: Int) {
+    package func release(_ slot: Int) {
         let binding = state.withLock { state -> CallbackCompletion? in
             guard slot >= 0 && slot < state.slots.count else { return nil }
             if !state.slots[slot].released {
@@ -120,7 +120,7 @@ public final class ClosurePool: Sendable {
     }
 
     /// The method the closure of `slot` was given to has returned (or will never run).
-    public func methodReturned(_ slot: Int) {
+    package func methodReturned(_ slot: Int) {
         state.withLock { state in
             guard slot >= 0 && slot < state.slots.count, !state.slots[slot].returned else { return }
             state.slots[slot].returned = true
@@ -135,7 +135,7 @@ public final class ClosurePool: Sendable {
     }
 
     /// Closures ever allocated by this pool (they are never freed).
-    public var allocatedCount: Int { state.withLock { $0.slots.count } }
+    package var allocatedCount: Int { state.withLock { $0.slots.count } }
 
     // MARK: libffi
 

@@ -5,7 +5,7 @@ import PluginAPI
 /// Loads plugins with `dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)` and validates what
 /// their entry returns. Never calls `dlclose`: unloading Swift code crashes the Swift
 /// runtime, and RTLD_NODELETE keeps the image even if someone else does.
-public enum PluginLoader {
+package enum PluginLoader {
     /// Loads the plugin at `path` into `slot`, handing it `table`. Call on the host's main
     /// thread ([main-thread] entry). `identity`: the file's, when the caller has read it
     /// already (the quarantine check), so it is hashed once.
@@ -55,13 +55,13 @@ public enum PluginLoader {
     }
 
     /// The host's ABI version.
-    public static let hostVersion = (major: UInt32(RH_ABI_VERSION_MAJOR), minor: UInt32(RH_ABI_VERSION_MINOR))
+    package static let hostVersion = (major: UInt32(RH_ABI_VERSION_MAJOR), minor: UInt32(RH_ABI_VERSION_MINOR))
 
     /// The ABI version a plugin's entry declares, read without validating anything else (the
     /// conformance check of version negotiation); nil when there is no entry or it refuses.
     /// The entry runs on `mainExecutor`, for at most `timeoutMs` (an entry that never returns
     /// is a load failure, as in `ReportHost.loadPlugin`).
-    public static func declaredVersion(
+    package static func declaredVersion(
         path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor, timeoutMs: Int
     ) throws(HostError) -> (major: UInt32, minor: UInt32)? {
         let path = Paths.absolute(path)
@@ -112,12 +112,12 @@ public enum PluginLoader {
 
 /// What identifies a plugin file for the quarantine: its real path (symbolic links
 /// resolved) and the sha256 of its contents, so a rebuilt plugin is a different plugin.
-public struct PluginIdentity: Sendable, Hashable {
-    public var realPath: String
+package struct PluginIdentity: Sendable, Hashable {
+    package var realPath: String
     /// Empty when the file could not be read.
-    public var digest: String
+    package var digest: String
 
-    public init(path: String) {
+    package init(path: String) {
         let absolute = Paths.absolute(path)
         realPath = Glibc.realpath(absolute, nil).map { resolved in
             defer { free(resolved) }
@@ -133,12 +133,12 @@ public struct PluginIdentity: Sendable, Hashable {
 /// `@unchecked Sendable`: the copied structs are never written after load, and the only
 /// mutable state (`destroyed`, calls in flight) is behind a `Locked`. The plugin's own
 /// pointers are the plugin's to keep valid until `destroy` (ABI).
-public final class LoadedPlugin: @unchecked Sendable {
-    public let path: String
-    public let slot: PluginSlot
-    public let name: String
-    public let version: String?
-    public let identity: PluginIdentity
+package final class LoadedPlugin: @unchecked Sendable {
+    package let path: String
+    package let slot: PluginSlot
+    package let name: String
+    package let version: String?
+    package let identity: PluginIdentity
     let handler: rh_handler
     let delegate: rh_delegate?
     /// The crash writer's id for this plugin (0: not registered).
@@ -181,7 +181,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// calling it, while a call into the plugin is still running (ABI: destroy runs "after no
     /// callback of it runs"). [main-thread]
     @discardableResult
-    public func destroy() -> Bool {
+    package func destroy() -> Bool {
         let outcome: Bool? = state.withLock { state in
             if state.destroyed { return nil }
             if state.inFlight > 0 { return false }
@@ -195,7 +195,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         return outcome
     }
 
-    public var isDestroyed: Bool { state.withLock { $0.destroyed } }
+    package var isDestroyed: Bool { state.withLock { $0.destroyed } }
 }
 
 /// A plugin entry point, called on the main executor.

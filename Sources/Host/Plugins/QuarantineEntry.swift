@@ -2,19 +2,19 @@ import Foundation
 
 /// A plugin that crashed the host inside one of its calls: not loaded again while its file
 /// is unchanged (keyed by real path and sha256), until `reporthost quarantine --clear`.
-public struct QuarantineEntry: Sendable, Equatable {
-    public var path: String
-    public var name: String
-    public var digest: String
+package struct QuarantineEntry: Sendable, Equatable {
+    package var path: String
+    package var name: String
+    package var digest: String
     /// The signal's short name ("SEGV").
-    public var signal: String
+    package var signal: String
     /// The ABI member that was running ("on_before_report_created").
-    public var callback: String
+    package var callback: String
     /// The latest crash.
-    public var at: Date
-    public var crashes: Int
+    package var at: Date
+    package var crashes: Int
 
-    public init(path: String, name: String, digest: String, signal: String, callback: String, at: Date, crashes: Int = 1) {
+    package init(path: String, name: String, digest: String, signal: String, callback: String, at: Date, crashes: Int = 1) {
         self.path = path
         self.name = name
         self.digest = digest
@@ -25,7 +25,7 @@ public struct QuarantineEntry: Sendable, Equatable {
     }
 
     /// The `status --json` form (SPEC I: `quarantine`).
-    public var json: JSONValue {
+    package var json: JSONValue {
         .object([
             ("path", .string(path)), ("name", .string(name)), ("digest", .string(digest)), ("signal", .string(signal)),
             ("callback", .string(callback)), ("at", .string(ReportDocument.timestamp(at))), ("crashes", .int(crashes)),
@@ -33,7 +33,7 @@ public struct QuarantineEntry: Sendable, Equatable {
     }
 
     /// Why the plugin is not loaded, for logs and internal-log entries.
-    public var reason: String {
+    package var reason: String {
         "\(name) (\(path)) is quarantined: it crashed the host with SIG\(signal) in \(callback) at \(ReportDocument.timestamp(at))"
             + (crashes > 1 ? " (\(crashes) crashes)" : "")
             + "; not loaded until it is rebuilt or `reporthost quarantine --clear` lifts it"

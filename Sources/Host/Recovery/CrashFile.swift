@@ -3,32 +3,32 @@ import Foundation
 /// A crash file written by the signal-safe writer (`Sources/CrashCapture`), parsed.
 /// A torn file (the writer died too) yields what it holds; `complete` says whether the
 /// writer reached its end marker.
-public struct CrashFile: Sendable {
-    public var path: String
-    public var session: String?
-    public var signal: Int32
-    public var code: Int64
-    public var address: String
-    public var thread: Int64
-    public var time: Date
-    public var registers: [(String, String)] = []
-    public var frames: [UInt64] = []
-    public var modules: [(start: UInt64, end: UInt64, path: String)] = []
-    public var attributes: [String: String] = [:]
-    public var attachmentPaths: [String] = []
+package struct CrashFile: Sendable {
+    package var path: String
+    package var session: String?
+    package var signal: Int32
+    package var code: Int64
+    package var address: String
+    package var thread: Int64
+    package var time: Date
+    package var registers: [(String, String)] = []
+    package var frames: [UInt64] = []
+    package var modules: [(start: UInt64, end: UInt64, path: String)] = []
+    package var attributes: [String: String] = [:]
+    package var attachmentPaths: [String] = []
     /// The plugin whose call the crashed thread was in, if any (SPEC I: crashed_in_plugin).
-    public var plugin: PluginCall?
-    public var complete = false
+    package var plugin: PluginCall?
+    package var complete = false
 
     /// A plugin call named by the writer: the plugin's real path, the sha256 of its file,
     /// its name (absent when it crashed before its entry returned) and the ABI member.
-    public struct PluginCall: Sendable, Equatable {
-        public var path: String
-        public var digest: String
-        public var name: String?
-        public var callback: String
+    package struct PluginCall: Sendable, Equatable {
+        package var path: String
+        package var digest: String
+        package var name: String?
+        package var callback: String
 
-        public init(path: String, digest: String, name: String?, callback: String) {
+        package init(path: String, digest: String, name: String?, callback: String) {
             self.path = path
             self.digest = digest
             self.name = name
@@ -36,32 +36,32 @@ public struct CrashFile: Sendable {
         }
 
         /// The name reports use: the plugin's own, or its file name before it had one.
-        public var displayName: String { name ?? URL(fileURLWithPath: path).lastPathComponent }
+        package var displayName: String { name ?? URL(fileURLWithPath: path).lastPathComponent }
     }
 
-    public static let signalNames: [Int32: String] = [
+    package static let signalNames: [Int32: String] = [
         SIGSEGV: "SEGV", SIGBUS: "BUS", SIGILL: "ILL", SIGFPE: "FPE", SIGABRT: "ABRT", SIGTRAP: "TRAP",
     ]
 
     /// The largest crash file read (the writer's own output stays far below).
-    public static let maxBytes = 4 << 20
+    package static let maxBytes = 4 << 20
     /// What is read of each list at most: the writer's own limits, with room to spare. A
     /// crafted file cannot make recovery copy thousands of files or search for minutes.
-    public static let maxFrames = 512
-    public static let maxModules = 4096
-    public static let maxAttachments = 16
+    package static let maxFrames = 512
+    package static let maxModules = 4096
+    package static let maxAttachments = 16
 
     /// `attachment` lines past `maxAttachments`, not read.
-    public var ignoredAttachments = 0
+    package var ignoredAttachments = 0
 
     /// Parses the file at `path`; nil when it is not a crash file at all.
-    public init?(path: String, modifiedAt fallbackTime: Date) {
+    package init?(path: String, modifiedAt fallbackTime: Date) {
         guard case .success(let crash) = Self.read(path, modifiedAt: fallbackTime) else { return nil }
         self = crash
     }
 
     /// Reads and parses the file at `path`, or says why it cannot be read as a crash file.
-    public static func read(_ path: String, modifiedAt fallbackTime: Date) -> Result<CrashFile, Rejection> {
+    package static func read(_ path: String, modifiedAt fallbackTime: Date) -> Result<CrashFile, Rejection> {
         switch BoundedFile.read(path, limit: maxBytes) {
         case .failure(let failure): return .failure(Rejection(reason: failure.description))
         case .success(let data):
@@ -73,14 +73,14 @@ public struct CrashFile: Sendable {
     }
 
     /// Why a file in `crashes/` is not read as a crash file.
-    public struct Rejection: Error, Equatable, Sendable {
-        public var reason: String
+    package struct Rejection: Error, Equatable, Sendable {
+        package var reason: String
     }
 
     /// Parses crash-file text; nil when it does not start with the crash-file header. Any
     /// other line may be missing, repeated, garbled or out of range: what cannot be read is
     /// left at its default.
-    public init?(path: String, data: Data, modifiedAt fileTime: Date) {
+    package init?(path: String, data: Data, modifiedAt fileTime: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
         let fallbackTime = Self.plausible(fileTime) ?? Date()
         let text = String(decoding: data, as: UTF8.self)
@@ -142,29 +142,29 @@ public struct CrashFile: Sendable {
     }
 
     /// `date` when it is a plausible crash time (as for a `time` line).
-    public static func plausible(_ date: Date) -> Date? {
+    package static func plausible(_ date: Date) -> Date? {
         Int64(exactly: date.timeIntervalSince1970.rounded(.down)).flatMap { plausibleTime(String($0)) }
     }
 
     /// The instruction pointer at the fault, when the file has it.
-    public var programCounter: UInt64? {
+    package var programCounter: UInt64? {
         registers.first { $0.0 == "rip" || $0.0 == "pc" }.flatMap { Self.hex($0.1) }
     }
 
     /// The module (from the file's module map) holding `address`.
-    public func module(containing address: UInt64) -> String? {
+    package func module(containing address: UInt64) -> String? {
         modules.first { $0.start <= address && address < $0.end }?.path
     }
 
     /// The module that holds the faulting instruction.
-    public var faultModule: String? { programCounter.flatMap(module(containing:)) }
+    package var faultModule: String? { programCounter.flatMap(module(containing:)) }
 
     /// Whether the plugin named by `plugin` is the one at fault, not the host code it called
     /// back into: walking the stack from the faulting instruction outwards, the first frame
     /// inside either the plugin's file or `hostModules` decides (system libraries it passes,
     /// such as libc's `strlen` called with a bad pointer, decide nothing). Without a usable
     /// stack the plugin is blamed: its call was running.
-    public func blamesPlugin(hostModules: Set<String>) -> Bool {
+    package func blamesPlugin(hostModules: Set<String>) -> Bool {
         guard let plugin else { return false }
         // Nothing but the plugin's own constructors (and the libraries it pulls in) runs under
         // this mark, and the module map taken before the load does not hold the plugin yet.
@@ -186,10 +186,10 @@ public struct CrashFile: Sendable {
         UInt64(text.hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: 16)
     }
 
-    public var signalName: String { Self.signalNames[signal] ?? "signal \(signal)" }
+    package var signalName: String { Self.signalNames[signal] ?? "signal \(signal)" }
 
     /// The crash payload kept with the record and sent as Backtrace's `threads`.
-    public var payload: JSONValue {
+    package var payload: JSONValue {
         let stack: [JSONValue] = frames.map { address in
             var frame: [(String, JSONValue)] = [("address", .string("0x" + String(address, radix: 16)))]
             if let module = modules.first(where: { $0.start <= address && address < $0.end }) {

@@ -8,8 +8,8 @@
 ///
 /// # Thread safety
 /// All state is behind one `Locked`; it never calls out while holding it.
-public final class HandleRegistry: Sendable {
-    public static let shared = HandleRegistry()
+package final class HandleRegistry: Sendable {
+    package static let shared = HandleRegistry()
 
     private struct State {
         var nextSequence: UInt64 = 1

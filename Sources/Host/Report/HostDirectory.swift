@@ -2,13 +2,13 @@
 ///
 /// # Thread safety
 /// Behind one `Locked`; plugins call `set` from any thread.
-public final class HostAttributes: Sendable {
+package final class HostAttributes: Sendable {
     private let values: Locked<[String: String]>
     private let mirror: @Sendable (String, String?) -> Void
 
     /// - Parameter mirror: told of every change (the host hands in its crash writer's
     ///   `setAttribute`, so crash files record what reports carry).
-    public init(_ initial: [String: String] = [:], mirror: @escaping @Sendable (String, String?) -> Void = { _, _ in }) {
+    package init(_ initial: [String: String] = [:], mirror: @escaping @Sendable (String, String?) -> Void = { _, _ in }) {
         values = Locked(initial)
         self.mirror = mirror
     }
@@ -17,7 +17,7 @@ public final class HostAttributes: Sendable {
     /// `ReportContent.attributesMax` or a key or value over `ReportContent.textMaxBytes`
     /// (host-wide attributes reach every report: they are held to a report's limits).
     @discardableResult
-    public func set(_ key: String, _ value: String?) -> Bool {
+    package func set(_ key: String, _ value: String?) -> Bool {
         let fits = { (text: String) in text.utf8.count <= ReportContent.textMaxBytes }
         guard fits(key), value.map(fits) ?? true else { return false }
         return values.withLock { values -> Bool in
@@ -30,7 +30,7 @@ public final class HostAttributes: Sendable {
         }
     }
 
-    public var snapshot: [String: String] { values.withLock { $0 } }
+    package var snapshot: [String: String] { values.withLock { $0 } }
 }
 
 /// The process-wide list of hosts, so that a plugin's call that carries no host (a handle
@@ -39,16 +39,16 @@ public final class HostAttributes: Sendable {
 ///
 /// # Thread safety
 /// Behind one `Locked`.
-public final class HostDirectory: Sendable {
-    public static let shared = HostDirectory()
+package final class HostDirectory: Sendable {
+    package static let shared = HostDirectory()
 
-    public struct Entry: Sendable {
-        public let log: HostLogger
-        public let attributes: HostAttributes
+    package struct Entry: Sendable {
+        package let log: HostLogger
+        package let attributes: HostAttributes
         /// The host's rule events (a use of a handle whose report is gone reaches it here).
-        public let events: RuleEventSink
+        package let events: RuleEventSink
 
-        public init(log: HostLogger, attributes: HostAttributes, events: @escaping RuleEventSink = { _, _ in }) {
+        package init(log: HostLogger, attributes: HostAttributes, events: @escaping RuleEventSink = { _, _ in }) {
             self.log = log
             self.attributes = attributes
             self.events = events
@@ -58,7 +58,7 @@ public final class HostDirectory: Sendable {
     private let entries = Locked<(next: UInt32, byID: [UInt32: Entry])>((1, [:]))
 
     /// Registers a host; ids start at 1 and are never reused.
-    public func register(_ entry: Entry) -> UInt32 {
+    package func register(_ entry: Entry) -> UInt32 {
         entries.withLock { state in
             let id = state.next
             state.next += 1
@@ -67,5 +67,5 @@ public final class HostDirectory: Sendable {
         }
     }
 
-    public func entry(_ id: UInt32) -> Entry? { entries.withLock { $0.byID[id] } }
+    package func entry(_ id: UInt32) -> Entry? { entries.withLock { $0.byID[id] } }
 }

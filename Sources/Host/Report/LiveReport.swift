@@ -3,19 +3,19 @@ import Foundation
 /// Who changes a report through a handle: names the handler for the internal log and the
 /// attachment budget it draws on (SPEC R-7: one callback invocation is one source, all
 /// delegate calls of a report share the `delegate` source).
-public struct Contributor: Sendable, Hashable {
-    public var handler: String
-    public var source: AttachmentSource
-    public var budgetKey: String
+package struct Contributor: Sendable, Hashable {
+    package var handler: String
+    package var source: AttachmentSource
+    package var budgetKey: String
 
-    public init(handler: String, source: AttachmentSource, budgetKey: String) {
+    package init(handler: String, source: AttachmentSource, budgetKey: String) {
         self.handler = handler
         self.source = source
         self.budgetKey = budgetKey
     }
 
-    public static let extended = Contributor(handler: "host", source: .extended, budgetKey: "extended")
-    public static func delegate(_ name: String) -> Contributor {
+    package static let extended = Contributor(handler: "host", source: .extended, budgetKey: "extended")
+    package static func delegate(_ name: String) -> Contributor {
         Contributor(handler: name, source: .delegate, budgetKey: "delegate")
     }
 }
@@ -29,10 +29,10 @@ public struct Contributor: Sendable, Hashable {
 ///
 /// # Thread safety
 /// All state is behind one `Locked`; safe from any thread.
-public final class LiveReport: Sendable {
-    public let id: String
-    public let trigger: Trigger
-    public let createdAt: Date
+package final class LiveReport: Sendable {
+    package let id: String
+    package let trigger: Trigger
+    package let createdAt: Date
     let hostID: UInt32
     let hostLog: HostLogger
     /// Told of every rule event noted on this report (the host's observer).
@@ -96,9 +96,9 @@ public final class LiveReport: Sendable {
         }
     }
 
-    public var type: ReportType { trigger.type }
+    package var type: ReportType { trigger.type }
 
-    public init(
+    package init(
         trigger: Trigger, id: String = UUID().uuidString.lowercased(), createdAt: Date = Date(),
         hostID: UInt32 = 0, hostLog: HostLogger = .silent, events: @escaping RuleEventSink = { _, _ in }
     ) {
@@ -114,7 +114,7 @@ public final class LiveReport: Sendable {
     // MARK: Host side
 
     /// Opens a handle for one callback invocation or delegate call.
-    public func openHandle(for contributor: Contributor) -> ReportHandle {
+    package func openHandle(for contributor: Contributor) -> ReportHandle {
         let handle = HandleRegistry.shared.open(self, hostID: hostID)
         let opened = state.withLock { state -> Bool in
             guard !state.isBundled else { return false }
@@ -127,7 +127,7 @@ public final class LiveReport: Sendable {
 
     /// Closes a handle; later calls through it change nothing (SPEC R-8). Changes it held
     /// back (see `holdChanges`) are dropped and noted.
-    public func close(_ handle: ReportHandle) {
+    package func close(_ handle: ReportHandle) {
         state.withLock { state in
             guard var handleState = state.handles[handle], handleState.isOpen else { return }
             handleState.isOpen = false
@@ -152,7 +152,7 @@ public final class LiveReport: Sendable {
 
     /// The callback behind `handle` completed: applies the changes it held back, in order,
     /// then closes the handle.
-    public func complete(_ handle: ReportHandle) {
+    package func complete(_ handle: ReportHandle) {
         state.withLock { state in
             guard var handleState = state.handles[handle], handleState.isOpen else { return }
             for change in handleState.pending ?? [] { change(&state, handleState.contributor) }
@@ -166,7 +166,7 @@ public final class LiveReport: Sendable {
     /// From now on, changes through `handle` are held back until it completes (SPEC H-9: a
     /// recovered callback's change after its method returned counts only if completion
     /// arrives before bundling). Reads still see the report without them.
-    public func holdChanges(of handle: ReportHandle) {
+    package func holdChanges(of handle: ReportHandle) {
         state.withLock { state in
             guard state.handles[handle]?.isOpen == true, state.handles[handle]?.pending == nil else { return }
             state.handles[handle]?.pending = []
@@ -181,17 +181,17 @@ public final class LiveReport: Sendable {
 
     /// Changes the content on the host's behalf (no handle, no budget).
     @discardableResult
-    public func edit<T: Sendable>(_ body: (inout ReportContent) -> T) -> T {
+    package func edit<T: Sendable>(_ body: (inout ReportContent) -> T) -> T {
         state.withLock { body(&$0.content) }
     }
 
-    public var content: ReportContent { state.withLock { $0.content } }
-    public var internalLog: [InternalLogEntry] { state.withLock { $0.internalLog.entries } }
-    public var isBundled: Bool { state.withLock { $0.isBundled } }
+    package var content: ReportContent { state.withLock { $0.content } }
+    package var internalLog: [InternalLogEntry] { state.withLock { $0.internalLog.entries } }
+    package var isBundled: Bool { state.withLock { $0.isBundled } }
 
     /// Notes a broken rule in the internal log under `handler`'s name (SPEC H-14); after
     /// bundling, in the host's log. Either way the event goes to `events`.
-    public func record(_ event: RuleEvent, by handler: String) {
+    package func record(_ event: RuleEvent, by handler: String) {
         let bundled = state.withLock { state -> Bool in
             if !state.isBundled { state.record(event, by: handler) }
             return state.isBundled
@@ -205,7 +205,7 @@ public final class LiveReport: Sendable {
     }
 
     /// Notes a fact in the internal log (SPEC H-14); after bundling, in the host's log.
-    public func note(_ level: LogLevel, handler: String, _ message: String) {
+    package func note(_ level: LogLevel, handler: String, _ message: String) {
         let bundled = state.withLock { state -> Bool in
             if !state.isBundled {
                 state.internalLog.append(InternalLogEntry(level: level, handler: handler, message: message))
@@ -216,7 +216,7 @@ public final class LiveReport: Sendable {
     }
 
     /// Adds an attachment charged to `contributor`'s budget (SPEC R-7).
-    public func addAttachment(
+    package func addAttachment(
         name: String, filename: String, data: Data, declaredSize: UInt? = nil, by contributor: Contributor
     ) -> Result<Void, ReportError> {
         defer { sendEvents() }
@@ -258,7 +258,7 @@ public final class LiveReport: Sendable {
 
     /// Closes every handle and freezes the content: the report's final form (bundling).
     /// Later uses of its handles go to the host's log.
-    public func bundle() -> ReportDocument {
+    package func bundle() -> ReportDocument {
         let (document, handles) = state.withLock { state in
             for (handle, handleState) in state.handles where handleState.isOpen {
                 if let pending = handleState.pending, !pending.isEmpty {
@@ -384,7 +384,7 @@ private enum AccessOutcome<T: Sendable>: Sendable {
 }
 
 /// Why a report operation did nothing. Raw values are the ABI's `RH_ERR_*`.
-public enum ReportError: Int32, Error, Sendable {
+package enum ReportError: Int32, Error, Sendable {
     /// The handle is closed or unknown: nothing changed.
     case closed = -1
     /// A value is missing where one is required, or is not valid UTF-8.

@@ -21,7 +21,7 @@ public struct ReportDocument: Sendable, Equatable {
 
     /// The document as SPEC I shows it: absent strings are null, labels in order,
     /// attribute keys sorted.
-    public var json: JSONValue {
+    package var json: JSONValue {
         .object([
             ("report_id", .string(id)),
             ("type", .string(type.name)),
@@ -67,7 +67,7 @@ extension ReportDocument {
     /// Reads a document written by `json`. Attachments come back without their bytes (the
     /// repository keeps those in its copies), with the size and sha256 the document names;
     /// nil when a required field is missing.
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard let id = json["report_id"]?.stringValue,
             let triggerName = json["trigger"]?.stringValue,
             let trigger = Trigger.allCases.first(where: { $0.name == triggerName }),

@@ -8,10 +8,10 @@ import Foundation
 ///
 /// # Thread safety
 /// Safe from any thread while open ([handle-open]).
-public struct ReportHandle: Hashable, Sendable {
-    public let rawValue: UInt64
+package struct ReportHandle: Hashable, Sendable {
+    package let rawValue: UInt64
 
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    package init(rawValue: UInt64) { self.rawValue = rawValue }
 
     /// - Parameter cost: the bytes the change keeps alive while it is held (SPEC H-9).
     private func access<T: Sendable>(
@@ -38,28 +38,28 @@ public struct ReportHandle: Hashable, Sendable {
 
     // MARK: Read-only fields
 
-    public func reportID() throws(ReportError) -> String {
+    package func reportID() throws(ReportError) -> String {
         guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
         return try read("report_id") { _ in report.id }
     }
 
-    public func trigger() throws(ReportError) -> Trigger {
+    package func trigger() throws(ReportError) -> Trigger {
         guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
         return try read("report_trigger") { _ in report.trigger }
     }
 
-    public func type() throws(ReportError) -> ReportType { try trigger().type }
+    package func type() throws(ReportError) -> ReportType { try trigger().type }
 
     // MARK: Text fields
 
-    public func summary() throws(ReportError) -> String { try read("summary") { $0.summary } }
-    public func setSummary(_ value: String?) throws(ReportError) { try setText("set_summary", value) { $0.summary = $1 } }
-    public func description() throws(ReportError) -> String { try read("description") { $0.description } }
-    public func setDescription(_ value: String?) throws(ReportError) {
+    package func summary() throws(ReportError) -> String { try read("summary") { $0.summary } }
+    package func setSummary(_ value: String?) throws(ReportError) { try setText("set_summary", value) { $0.summary = $1 } }
+    package func description() throws(ReportError) -> String { try read("description") { $0.description } }
+    package func setDescription(_ value: String?) throws(ReportError) {
         try setText("set_description", value) { $0.description = $1 }
     }
-    public func email() throws(ReportError) -> String { try read("email") { $0.email } }
-    public func setEmail(_ value: String?) throws(ReportError) { try setText("set_email", value) { $0.email = $1 } }
+    package func email() throws(ReportError) -> String { try read("email") { $0.email } }
+    package func setEmail(_ value: String?) throws(ReportError) { try setText("set_email", value) { $0.email = $1 } }
 
     /// Sets a text field through `assign`, cut to `ReportContent.textMaxBytes` (the cut noted).
     private func setText(
@@ -82,10 +82,10 @@ public struct ReportHandle: Hashable, Sendable {
 
     // MARK: Severity (SPEC R-3)
 
-    public func severity() throws(ReportError) -> Int32 { try read("severity") { $0.severity } }
+    package func severity() throws(ReportError) -> Int32 { try read("severity") { $0.severity } }
 
     /// Sets 1...5; any other value is ignored, noted in the internal log, and answered `.range`.
-    public func setSeverity(_ value: Int32) throws(ReportError) {
+    package func setSeverity(_ value: Int32) throws(ReportError) {
         try self.access("set_severity") { (state, contributor) -> Result<Void, ReportError> in
             guard ReportContent.severityRange.contains(value) else {
                 state.internalLog.append(InternalLogEntry(
@@ -100,12 +100,12 @@ public struct ReportHandle: Hashable, Sendable {
 
     // MARK: Attributes (SPEC R-4)
 
-    public func attribute(_ key: String) throws(ReportError) -> String { try read("attribute") { $0.attributes[key] } }
+    package func attribute(_ key: String) throws(ReportError) -> String { try read("attribute") { $0.attributes[key] } }
 
     /// Sets `key`; nil removes it (and succeeds whether or not it existed). A new key past
     /// `ReportContent.attributesMax` is refused (`.invalid`, noted); a key or value over
     /// `textMaxBytes` is cut (noted).
-    public func setAttribute(_ key: String, _ value: String?) throws(ReportError) {
+    package func setAttribute(_ key: String, _ value: String?) throws(ReportError) {
         let key = ReportContent.bounded(key)
         let value = value.map { ReportContent.bounded($0) }
         let cost = key.text.utf8.count + (value?.text.utf8.count ?? 0)
@@ -121,34 +121,34 @@ public struct ReportHandle: Hashable, Sendable {
         }.get()
     }
 
-    public func removeAttribute(_ key: String) throws(ReportError) {
+    package func removeAttribute(_ key: String) throws(ReportError) {
         try self.access("remove_attribute") { (state, _) -> Result<Void, ReportError> in
             state.content.attributes.removeValue(forKey: key) == nil ? .failure(.notFound) : .success(())
         }.get()
     }
 
-    public func clearAttributes() throws(ReportError) { try change("clear_attributes") { $0.attributes = [:] } }
+    package func clearAttributes() throws(ReportError) { try change("clear_attributes") { $0.attributes = [:] } }
 
     /// A snapshot, sorted by key.
-    public func attributes() throws(ReportError) -> [(key: String, value: String)] {
+    package func attributes() throws(ReportError) -> [(key: String, value: String)] {
         try read("each_attribute") { $0.attributes.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) } }
     }
 
     // MARK: Labels (SPEC R-5)
 
-    public func labels() throws(ReportError) -> [String] { try read("each_label") { $0.labels } }
+    package func labels() throws(ReportError) -> [String] { try read("each_label") { $0.labels } }
 
     /// Replaces the whole list; nil elements are dropped. A list over
     /// `ReportContent.labelsMax` is refused whole (`.invalid`, noted).
-    public func setLabels(_ labels: [String?]) throws(ReportError) {
+    package func setLabels(_ labels: [String?]) throws(ReportError) {
         try changeLabels("set_labels", labels, replacing: true)
     }
 
     /// Appends, even a label already present.
-    public func addLabel(_ label: String) throws(ReportError) { try changeLabels("add_label", [label], replacing: false) }
+    package func addLabel(_ label: String) throws(ReportError) { try changeLabels("add_label", [label], replacing: false) }
 
     /// Appends; refused whole (`.invalid`, noted) when the list would pass `labelsMax`.
-    public func addLabels(_ labels: [String?]) throws(ReportError) {
+    package func addLabels(_ labels: [String?]) throws(ReportError) {
         try changeLabels("add_labels", labels, replacing: false)
     }
 
@@ -169,7 +169,7 @@ public struct ReportHandle: Hashable, Sendable {
     }
 
     /// Removes every occurrence.
-    public func removeLabel(_ label: String) throws(ReportError) {
+    package func removeLabel(_ label: String) throws(ReportError) {
         try self.access("remove_label") { (state, _) -> Result<Void, ReportError> in
             let before = state.content.labels.count
             state.content.labels.removeAll { $0 == label }
@@ -177,36 +177,36 @@ public struct ReportHandle: Hashable, Sendable {
         }.get()
     }
 
-    public func clearLabels() throws(ReportError) { try change("clear_labels") { $0.labels = [] } }
+    package func clearLabels() throws(ReportError) { try change("clear_labels") { $0.labels = [] } }
 
-    public func hasLabel(_ label: String) throws(ReportError) -> Bool { try read("has_label") { $0.labels.contains(label) } }
+    package func hasLabel(_ label: String) throws(ReportError) -> Bool { try read("has_label") { $0.labels.contains(label) } }
 
     // MARK: Attachments (SPEC)
 
-    public func attachments() throws(ReportError) -> [AttachmentInfo] {
+    package func attachments() throws(ReportError) -> [AttachmentInfo] {
         try read("each_attachment") { $0.attachments.map(\.info) }
     }
 
     /// Appends an attachment charged to this handle's source budget.
-    public func addAttachment(name: String, filename: String, data: Data) throws(ReportError) {
+    package func addAttachment(name: String, filename: String, data: Data) throws(ReportError) {
         guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
         try report.add(attachment: name, filename: filename, data: data, through: self).get()
     }
 
     /// Appends an attachment of `size` bytes that `copy` reads, only once the size and the
     /// budget admit it (plugins: a claimed size is outside input).
-    public func addAttachment(name: String, filename: String, size: UInt, copy: () -> Data) throws(ReportError) {
+    package func addAttachment(name: String, filename: String, size: UInt, copy: () -> Data) throws(ReportError) {
         guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
         try report.add(attachment: name, filename: filename, size: size, through: self, copy: copy).get()
     }
 
     /// The bytes of the first attachment called `name`.
-    public func attachmentData(_ name: String) throws(ReportError) -> Data {
+    package func attachmentData(_ name: String) throws(ReportError) -> Data {
         try read("attachment_data") { content in content.attachments.first { $0.name == name }?.data }
     }
 
     /// Removes every attachment called `name`; the budget is not given back.
-    public func removeAttachment(_ name: String) throws(ReportError) {
+    package func removeAttachment(_ name: String) throws(ReportError) {
         try self.access("remove_attachment") { (state, _) -> Result<Void, ReportError> in
             let before = state.content.attachments.count
             state.content.attachments.removeAll { $0.name == name }
@@ -214,14 +214,14 @@ public struct ReportHandle: Hashable, Sendable {
         }.get()
     }
 
-    public func clearAttachments() throws(ReportError) { try change("clear_attachments") { $0.attachments = [] } }
+    package func clearAttachments() throws(ReportError) { try change("clear_attachments") { $0.attachments = [] } }
 
     /// Notes in the internal log that a call's argument was refused or dropped (NULL where a
     /// value is required, or not UTF-8), under this handler's name.
-    public func noteInvalid(_ operation: String, _ what: String) { note(.refusedArgument(operation, what), during: operation) }
+    package func noteInvalid(_ operation: String, _ what: String) { note(.refusedArgument(operation, what), during: operation) }
 
     /// Notes `event` in the internal log, under this handler's name.
-    public func note(_ event: RuleEvent, during operation: String) {
+    package func note(_ event: RuleEvent, during operation: String) {
         _ = access(operation, mutates: false) { state, contributor in
             state.record(event, by: contributor.handler)
             return .success(())
@@ -232,7 +232,7 @@ public struct ReportHandle: Hashable, Sendable {
 
     /// Notes `message` in the report's internal log under this handler's name (and in the
     /// host's log); through a closed handle, in the host's log only.
-    public func log(_ level: LogLevel, _ message: String) {
+    package func log(_ level: LogLevel, _ message: String) {
         let message = InternalLogEntry.bounded(message)
         guard let report = HandleRegistry.shared.report(for: self) else {
             HandleRegistry.shared.hostLog(for: self)?.log(level, message)

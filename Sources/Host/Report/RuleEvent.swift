@@ -2,8 +2,8 @@
 /// H-14). The report's internal log is written from it (its `message`, under the handler's
 /// name), the host's observer receives it (`PipelineEvent.broke`), and the conformance checks
 /// match on its `kind`, never on the wording of the message.
-public struct RuleEvent: Sendable, Equatable {
-    public enum Kind: String, Sendable, CaseIterable {
+package struct RuleEvent: Sendable, Equatable {
+    package enum Kind: String, Sendable, CaseIterable {
         /// A callback's completion called after the first (H-7).
         case secondCompletion
         /// A callback's completion called after the host stopped waiting for it (H-7).
@@ -41,13 +41,13 @@ public struct RuleEvent: Sendable, Equatable {
         case overLimit
     }
 
-    public let kind: Kind
+    package let kind: Kind
     /// The call (`<plugin>.<method>`) or report function the event is about.
-    public let subject: String
+    package let subject: String
     /// The internal-log text.
-    public let message: String
+    package let message: String
 
-    public init(_ kind: Kind, subject: String, message: String) {
+    package init(_ kind: Kind, subject: String, message: String) {
         self.kind = kind
         self.subject = subject
         self.message = message
@@ -55,28 +55,28 @@ public struct RuleEvent: Sendable, Equatable {
 
     // MARK: The events, each with its one wording
 
-    public static func secondCompletion(_ call: String) -> RuleEvent {
+    package static func secondCompletion(_ call: String) -> RuleEvent {
         RuleEvent(.secondCompletion, subject: call, message: "\(call): completion called again; ignored")
     }
 
-    public static func lateCompletion(_ call: String) -> RuleEvent {
+    package static func lateCompletion(_ call: String) -> RuleEvent {
         RuleEvent(.lateCompletion, subject: call, message: "\(call): completion called after the host stopped waiting; ignored")
     }
 
-    public static func secondDecision(_ call: String) -> RuleEvent {
+    package static func secondDecision(_ call: String) -> RuleEvent {
         RuleEvent(.secondDecision, subject: call, message: "\(call): decision called again; ignored")
     }
 
-    public static func lateDecision(_ call: String) -> RuleEvent {
+    package static func lateDecision(_ call: String) -> RuleEvent {
         RuleEvent(.lateDecision, subject: call, message: "\(call): decision called after the host stopped waiting; ignored")
     }
 
-    public static func skipped(_ call: String, _ why: String) -> RuleEvent {
+    package static func skipped(_ call: String, _ why: String) -> RuleEvent {
         RuleEvent(.skipped, subject: call, message: "\(call) skipped: \(why)")
     }
 
     /// A call that did not finish `within` its limit; `outcome` says what the host did then.
-    public static func timedOut(_ call: String, awaited kind: Kind, within: String, outcome: String? = nil) -> RuleEvent {
+    package static func timedOut(_ call: String, awaited kind: Kind, within: String, outcome: String? = nil) -> RuleEvent {
         let verb =
             switch kind {
             case .notCompleted: "complete"
@@ -87,45 +87,45 @@ public struct RuleEvent: Sendable, Equatable {
         return RuleEvent(kind, subject: call, message: "\(call) did not \(verb) \(within)\(then); its later changes are ignored")
     }
 
-    public static func returnedLate(_ call: String, within: String) -> RuleEvent {
+    package static func returnedLate(_ call: String, within: String) -> RuleEvent {
         RuleEvent(.returnedLate, subject: call, message: "\(call) completed but its method did not return \(within)")
     }
 
-    public static func notCalled(_ call: String) -> RuleEvent {
+    package static func notCalled(_ call: String) -> RuleEvent {
         RuleEvent(.notCalled, subject: call, message: "\(call) not called: the plugin was replaced and destroyed before the call")
     }
 
-    public static func useAfterClose(_ operation: String) -> RuleEvent {
+    package static func useAfterClose(_ operation: String) -> RuleEvent {
         RuleEvent(.useAfterClose, subject: operation, message: "\(operation) through a closed handle was ignored")
     }
 
-    public static func useAfterBundle(_ operation: String) -> RuleEvent {
+    package static func useAfterBundle(_ operation: String) -> RuleEvent {
         RuleEvent(.useAfterBundle, subject: operation, message: "\(operation) through a handle whose report is gone was ignored")
     }
 
-    public static func refusedArgument(_ operation: String, _ what: String) -> RuleEvent {
+    package static func refusedArgument(_ operation: String, _ what: String) -> RuleEvent {
         RuleEvent(.refusedArgument, subject: operation, message: "\(operation): \(what) (NULL or not valid UTF-8)")
     }
 
-    public static func droppedAttachment(_ name: String, because reason: String) -> RuleEvent {
+    package static func droppedAttachment(_ name: String, because reason: String) -> RuleEvent {
         RuleEvent(.droppedAttachment, subject: name, message: "attachment '\(name)' dropped: it \(reason)")
     }
 
-    public static func textCut(_ operation: String) -> RuleEvent {
+    package static func textCut(_ operation: String) -> RuleEvent {
         RuleEvent(.overLimit, subject: operation, message: "\(operation): a text over the \(ReportContent.textMaxBytes)-byte limit was cut to it")
     }
 
-    public static func countRefused(_ operation: String, _ what: String, limit: Int) -> RuleEvent {
+    package static func countRefused(_ operation: String, _ what: String, limit: Int) -> RuleEvent {
         RuleEvent(.overLimit, subject: operation, message: "\(operation) refused: it would make more than \(limit) \(what)")
     }
 
-    public static func heldChangesFull(_ limit: Int, bytes: Int) -> RuleEvent {
+    package static func heldChangesFull(_ limit: Int, bytes: Int) -> RuleEvent {
         RuleEvent(
             .droppedChanges, subject: "\(limit)",
             message: "changes made after the method returned are dropped past the first \(limit) (or \(bytes) bytes)")
     }
 
-    public static func droppedChanges(_ count: Int) -> RuleEvent {
+    package static func droppedChanges(_ count: Int) -> RuleEvent {
         RuleEvent(
             .droppedChanges, subject: "\(count)",
             message: "\(count) change(s) made after the method returned were dropped: no completion before bundling")
@@ -133,4 +133,4 @@ public struct RuleEvent: Sendable, Equatable {
 }
 
 /// Where a report's rule events go besides its internal log: the handler's name and the event.
-public typealias RuleEventSink = @Sendable (_ handler: String, _ event: RuleEvent) -> Void
+package typealias RuleEventSink = @Sendable (_ handler: String, _ event: RuleEvent) -> Void

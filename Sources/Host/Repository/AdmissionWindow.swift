@@ -4,7 +4,7 @@ import Foundation
 /// 60 s, shared by every process on this repository.
 extension Repository {
     /// What `admit` decided.
-    public enum Admission: Sendable, Equatable {
+    package enum Admission: Sendable, Equatable {
         /// Counted in the window; the record is `submitting` with one more attempt.
         case admitted
         /// A local rejection (D-7): nothing is counted.
@@ -17,7 +17,7 @@ extension Repository {
     /// Admits one submission if the record still waits to be sent and fewer than `perMinute`
     /// were admitted in the last 60 s (0 = unlimited), and marks the record `submitting` with
     /// one more attempt, in one transaction.
-    public func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Admission {
+    package func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Admission {
         try database.transaction { () throws(StorageError) -> Admission in
             let state = try database.query("SELECT state FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
             guard state == RecordState.awaitingFirstAttempt.rawValue || state == RecordState.retry.rawValue else { return .taken }
@@ -38,7 +38,7 @@ extension Repository {
     }
 
     /// When the admission window lets the next submission in (nil: now).
-    public func nextAdmission(perMinute: Int, now: Date) throws(StorageError) -> Date? {
+    package func nextAdmission(perMinute: Int, now: Date) throws(StorageError) -> Date? {
         guard perMinute > 0 else { return nil }
         let nowMs = Self.milliseconds(now)
         let times = try database.query(

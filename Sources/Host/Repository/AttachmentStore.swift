@@ -5,7 +5,7 @@ import Foundation
 extension Repository {
     /// The bytes of a record's attachment copies, in order (a copy that went missing is
     /// skipped), for a chain that runs over the record again.
-    public func attachments(of rowID: Int64) throws(StorageError) -> [Attachment] {
+    package func attachments(of rowID: Int64) throws(StorageError) -> [Attachment] {
         try attachmentFiles(of: rowID).compactMap { copy in
             guard case .success(let data) = BoundedFile.read(copy.file.path, limit: ReportContent.attachmentMaxBytes, system: system)
             else { return nil }
@@ -16,7 +16,7 @@ extension Repository {
     /// A record's attachments as stored: what the document says of each (size and sha256 as
     /// taken when it was copied) and the file its bytes stream from, in order. Reads no bytes,
     /// except to hash a copy written before schema 5.
-    public func attachmentFiles(of rowID: Int64) throws(StorageError) -> [(attachment: Attachment, file: URL)] {
+    package func attachmentFiles(of rowID: Int64) throws(StorageError) -> [(attachment: Attachment, file: URL)] {
         try database.query(
             "SELECT position, name, filename, source, file, size, sha256 FROM attachments WHERE record = ? ORDER BY position",
             [.integer(rowID)]

@@ -2,15 +2,15 @@ import CSQLite
 import Foundation
 
 /// Why storage failed. Every message names the file.
-public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let path: String
-    public let message: String
-    public var description: String { "\(path): \(message)" }
+package struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    package let path: String
+    package let message: String
+    package var description: String { "\(path): \(message)" }
 }
 
 /// Runs a storage step for a caller that reports `HostError`s: a storage failure becomes an
 /// I/O error naming the file (exit 1).
-public func storing<T>(_ body: () throws(StorageError) -> T) throws(HostError) -> T {
+package func storing<T>(_ body: () throws(StorageError) -> T) throws(HostError) -> T {
     do {
         return try body()
     } catch {

@@ -2,10 +2,10 @@ import Foundation
 
 /// Writes that survive a power cut: data and then the folder entry fsync'd, through the
 /// system-call seam (a full disk is an error, never a trap).
-public enum DurableFile {
+package enum DurableFile {
     /// Creates (or truncates) `url` with `data`. A write or sync that fails removes the file:
     /// a full disk keeps no partial copy.
-    public static func write(_ data: Data, to url: URL, system: SystemCalls = .live) throws(StorageError) {
+    package static func write(_ data: Data, to url: URL, system: SystemCalls = .live) throws(StorageError) {
         let fd: Int32
         switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
         case .success(let opened): fd = opened
@@ -24,7 +24,7 @@ public enum DurableFile {
         }
     }
 
-    public static func syncDirectory(_ url: URL, system: SystemCalls = .live) {
+    package static func syncDirectory(_ url: URL, system: SystemCalls = .live) {
         system.syncDirectory(url.path)
     }
 }

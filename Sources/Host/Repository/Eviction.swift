@@ -3,25 +3,25 @@ import Foundation
 /// Maintenance: the storage limits (SPEC D-12) and the leftovers of an interrupted run.
 extension Repository {
     /// What one maintenance pass evicted.
-    public struct Eviction: Sendable, Equatable {
-        public var evicted: [String] = []
+    package struct Eviction: Sendable, Equatable {
+        package var evicted: [String] = []
         /// The bytes the evicted records held (documents and attachments, as `status` counts).
-        public var bytes = 0
+        package var bytes = 0
         /// How many were evicted from each state.
-        public var byState: [RecordState: Int] = [:]
+        package var byState: [RecordState: Int] = [:]
         /// Targets still exceeded once nothing evictable was left (protected records remain).
-        public var overTarget = false
+        package var overTarget = false
     }
 
     /// Evictions since the repository was created (`status`).
-    public struct EvictionTotals: Sendable, Equatable {
-        public var records = 0
-        public var bytes = 0
-        public init() {}
+    package struct EvictionTotals: Sendable, Equatable {
+        package var records = 0
+        package var bytes = 0
+        package init() {}
     }
 
     /// Read-only commands may open a repository of an older schema, which has no counters.
-    public func evictionTotals() throws(StorageError) -> EvictionTotals {
+    package func evictionTotals() throws(StorageError) -> EvictionTotals {
         guard try !database.query("SELECT 1 FROM sqlite_master WHERE name = 'counters'").isEmpty else { return EvictionTotals() }
         let rows = try database.query("SELECT name, value FROM counters WHERE name IN ('evicted_records', 'evicted_bytes')")
         var totals = EvictionTotals()
@@ -40,7 +40,7 @@ extension Repository {
     /// measured as the pages in use (page count less free pages). Each step deletes one
     /// evictable record, so the pass ends after at most that many steps.
     @discardableResult
-    public func enforceLimits() throws(StorageError) -> Eviction {
+    package func enforceLimits() throws(StorageError) -> Eviction {
         var eviction = Eviction()
         let maxRecords = limits.maxRecordCount
         let maxBytes = limits.maxDatabaseSizeMB * 1024 * 1024
@@ -88,7 +88,7 @@ extension Repository {
     }
 
     /// Bytes of the database pages in use.
-    public func usedBytes() throws(StorageError) -> Int {
+    package func usedBytes() throws(StorageError) -> Int {
         let pages = try database.query("PRAGMA page_count").first?.first?.int ?? 0
         let free = try database.query("PRAGMA freelist_count").first?.first?.int ?? 0
         let size = try database.query("PRAGMA page_size").first?.first?.int ?? 4096
@@ -101,7 +101,7 @@ extension Repository {
     /// no attachment row names. Call with the repository lock held (a launch). Returns how many
     /// files and folders went.
     @discardableResult
-    public func sweepLeftovers() throws(StorageError) -> Int {
+    package func sweepLeftovers() throws(StorageError) -> Int {
         let files = FileManager.default
         var removed = 0
         for name in (try? files.contentsOfDirectory(atPath: folder.path)) ?? [] where name.hasPrefix("outgoing-") {

@@ -6,8 +6,8 @@ import Foundation
 ///
 /// # Thread safety
 /// The descriptor is behind a `Locked`: released once, from any thread.
-public final class FileLock: Sendable {
-    public let path: String
+package final class FileLock: Sendable {
+    package let path: String
     private let descriptor: Locked<Int32?>
 
     private init(path: String, descriptor: Int32) {
@@ -17,7 +17,7 @@ public final class FileLock: Sendable {
 
     /// Takes the lock on `path` (created if missing), waiting up to `waitMilliseconds` or until
     /// `giveUp` says so; nil when another process still holds it then.
-    public static func take(
+    package static func take(
         _ path: String, waitMilliseconds: Int, giveUp: () -> Bool = { false }
     ) throws(StorageError) -> FileLock? {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -40,7 +40,7 @@ public final class FileLock: Sendable {
     }
 
     /// The pid the holder of the lock on `path` wrote, while the lock is held.
-    public static func holder(of path: String) -> Int32? {
+    package static func holder(of path: String) -> Int32? {
         guard isHeld(path), let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         let text = String(decoding: (try? handle.read(upToCount: 32)) ?? Data(), as: UTF8.self)
@@ -48,7 +48,7 @@ public final class FileLock: Sendable {
     }
 
     /// Whether some open file holds the lock on `path` now (false when the file is missing).
-    public static func isHeld(_ path: String) -> Bool {
+    package static func isHeld(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -58,7 +58,7 @@ public final class FileLock: Sendable {
     }
 
     /// Gives the lock up (closing its descriptor); later calls do nothing.
-    public func release() {
+    package func release() {
         if let fd = descriptor.withLock({ $0.take() }) { close(fd) }
     }
 

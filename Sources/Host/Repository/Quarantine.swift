@@ -3,7 +3,7 @@ import Foundation
 // The quarantine's rows (`QuarantineEntry`, in Plugins/, is the value each holds).
 extension Repository {
     /// Adds a crash to the quarantine of the plugin file `(path, digest)`.
-    public func quarantine(_ entry: QuarantineEntry) throws(StorageError) {
+    package func quarantine(_ entry: QuarantineEntry) throws(StorageError) {
         try database.query(
             """
             INSERT INTO quarantine(path, digest, name, signal, callback, at, crashes) VALUES(?, ?, ?, ?, ?, ?, 1)
@@ -16,7 +16,7 @@ extension Repository {
     }
 
     /// Every quarantined plugin file, oldest crash first.
-    public func quarantined() throws(StorageError) -> [QuarantineEntry] {
+    package func quarantined() throws(StorageError) -> [QuarantineEntry] {
         try database.query("SELECT path, digest, name, signal, callback, at, crashes FROM quarantine ORDER BY at, path").map { row in
             QuarantineEntry(
                 path: row[0].string ?? "", name: row[2].string ?? "", digest: row[1].string ?? "", signal: row[3].string ?? "",
@@ -25,14 +25,14 @@ extension Repository {
     }
 
     /// The quarantine entry of this exact plugin file, if any.
-    public func quarantineEntry(for identity: PluginIdentity) throws(StorageError) -> QuarantineEntry? {
+    package func quarantineEntry(for identity: PluginIdentity) throws(StorageError) -> QuarantineEntry? {
         try quarantined().first { $0.path == identity.realPath && $0.digest == identity.digest }
     }
 
     /// Lifts the quarantine of `path` (every digest of it), or of every plugin when nil;
     /// returns how many entries were removed.
     @discardableResult
-    public func clearQuarantine(path: String?) throws(StorageError) -> Int {
+    package func clearQuarantine(path: String?) throws(StorageError) -> Int {
         try database.transaction { () throws(StorageError) -> Int in
             if let path {
                 try database.query("DELETE FROM quarantine WHERE path = ?", [.text(path)])
@@ -47,14 +47,14 @@ extension Repository {
 
     /// Records which record this session is running the chain over (nil: none), so a crash
     /// of the session names the record whose chain crashed.
-    public func setChainRecord(_ rowID: Int64?, session: String) throws(StorageError) {
+    package func setChainRecord(_ rowID: Int64?, session: String) throws(StorageError) {
         try database.query(
             "UPDATE sessions SET chain_record = ? WHERE id = ?", [rowID.map(SQLValue.integer) ?? .null, .text(session)])
     }
 
     /// What a session was doing, if its mark is still there: its phase and the record whose
     /// chain it was running.
-    public func sessionState(_ id: String) throws(StorageError) -> (phase: SessionPhase, chainRecord: Int64?)? {
+    package func sessionState(_ id: String) throws(StorageError) -> (phase: SessionPhase, chainRecord: Int64?)? {
         guard let row = try database.query("SELECT phase, chain_record FROM sessions WHERE id = ?", [.text(id)]).first else {
             return nil
         }
@@ -62,12 +62,12 @@ extension Repository {
     }
 
     /// Marks a record to be stored without the handler chain, with the reason.
-    public func skipChain(_ rowID: Int64, reason: String) throws(StorageError) {
+    package func skipChain(_ rowID: Int64, reason: String) throws(StorageError) {
         try database.query("UPDATE reports SET skip_chain = ? WHERE rowid = ?", [.text(reason), .integer(rowID)])
     }
 
     /// Why a record must be stored without the chain, if it must.
-    public func skipChainReason(_ rowID: Int64) throws(StorageError) -> String? {
+    package func skipChainReason(_ rowID: Int64) throws(StorageError) -> String? {
         try database.query("SELECT skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
     }
 }

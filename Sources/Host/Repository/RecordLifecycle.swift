@@ -21,25 +21,25 @@ extension Repository {
     /// A running-app report journaled before its first callback (SPEC H-13): `pending_chain`.
     /// A dialog report stays `dialogPending` until the user sends it (`dialogSent`).
     @discardableResult
-    public func journal(_ document: ReportDocument, session: String, dialogPending: Bool) throws(StorageError) -> Int64 {
+    package func journal(_ document: ReportDocument, session: String, dialogPending: Bool) throws(StorageError) -> Int64 {
         try store(document, state: .pendingChain, session: session, dialogPending: dialogPending)
     }
 
     /// The user sent a dialog report: its journal keeps their edits, and from now on it is a
     /// report to deliver even if the host dies in the after-callbacks (SPEC H-13).
-    public func dialogSent(_ rowID: Int64, journal: ReportDocument) throws(StorageError) {
+    package func dialogSent(_ rowID: Int64, journal: ReportDocument) throws(StorageError) {
         try replace(rowID, document: journal, state: .pendingChain)
     }
 
     /// D-1 step 1: a crash file's report is saved (payload, attributes, attachment copies);
     /// the file is not purged yet (`pending_purge`).
     @discardableResult
-    public func saveCrash(_ document: ReportDocument, crash: JSONValue, crashFile: String, session: String?) throws(StorageError) -> Int64 {
+    package func saveCrash(_ document: ReportDocument, crash: JSONValue, crashFile: String, session: String?) throws(StorageError) -> Int64 {
         try store(document, state: .pendingPurge, crash: crash, crashFile: crashFile, session: session)
     }
 
     /// D-1 step 2: the crash file is gone; the chain is next.
-    public func crashFilePurged(_ rowID: Int64) throws(StorageError) {
+    package func crashFilePurged(_ rowID: Int64) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, crash_file = NULL, updated_at = ? WHERE rowid = ?",
             [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(Date())), .integer(rowID)])
@@ -51,7 +51,7 @@ extension Repository {
     /// mark clears the mark in the same transaction: a kill between the two cannot report it
     /// twice.
     @discardableResult
-    public func saveFound(
+    package func saveFound(
         _ document: ReportDocument, session: String? = nil, replacingSessionMark: Bool = false, runsChain: Bool = true
     ) throws(StorageError) -> Int64 {
         try store(
@@ -62,19 +62,19 @@ extension Repository {
     // MARK: The chain
 
     /// What a recovered report's chain starts from.
-    public struct ReopenedChain: Sendable {
+    package struct ReopenedChain: Sendable {
         /// The record's attachments, bytes read from its copies.
-        public var attachments: [Attachment]
+        package var attachments: [Attachment]
         /// How many times this record's chain has run, this one included.
-        public var runs: Int
+        package var runs: Int
         /// Why the chain must not run (a crash interrupted it), if so.
-        public var skipReason: String?
+        package var skipReason: String?
     }
 
     /// SPEC H-13: a recovered report's chain runs again under `newID` (the old id is gone),
     /// counted; unless it must be skipped, `session` names this record as the one whose chain
     /// runs, so a crash from here on blames it.
-    public func reopenChain(_ rowID: Int64, newID: String, session: String) throws(StorageError) -> ReopenedChain {
+    package func reopenChain(_ rowID: Int64, newID: String, session: String) throws(StorageError) -> ReopenedChain {
         let (runs, skip) = try database.transaction { () throws(StorageError) -> (Int, String?) in
             try database.query(
                 "UPDATE reports SET report_id = ?, chain_runs = chain_runs + 1 WHERE rowid = ?", [.text(newID), .integer(rowID)])
@@ -90,14 +90,14 @@ extension Repository {
     /// journal, and the report awaits its first attempt. Attachments whose bytes a copy of the
     /// record already holds are not copied again. `session`'s chain record, when given, is
     /// cleared in the same transaction.
-    public func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil) throws(StorageError) {
+    package func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil) throws(StorageError) {
         try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session)
     }
 
     /// A report nobody will send (a cancelled dialog, a dialog report the host died before its
     /// user sent, a record evicted for the storage limits, D-12): the record, its attachment
     /// rows and copies are deleted.
-    public func discard(_ rowID: Int64) throws(StorageError) {
+    package func discard(_ rowID: Int64) throws(StorageError) {
         try database.transaction { () throws(StorageError) in
             try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
             try database.query("DELETE FROM reports WHERE rowid = ?", [.integer(rowID)])
@@ -109,7 +109,7 @@ extension Repository {
 
     /// The attempt failed and a later one is allowed: `retry`, due at `at`; nil under retry
     /// behaviour `none` (due `interval` after this change once retries are allowed, D-5).
-    public func retryLater(_ rowID: Int64, reason: String, at: Date?) throws(StorageError) {
+    package func retryLater(_ rowID: Int64, reason: String, at: Date?) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
             [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map(Self.milliseconds)),
@@ -118,7 +118,7 @@ extension Repository {
 
     /// Holds a record (SPEC D-9, status states): it keeps its content and attempts and is not
     /// sent until its reason's kind is released.
-    public func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
+    package func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
             [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
@@ -127,7 +127,7 @@ extension Repository {
     /// Releases every record held for configuration: one with no attempt yet awaits its first,
     /// one with attempts is a retry due now. Returns how many.
     @discardableResult
-    public func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
+    package func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
         // One statement, no transaction of its own: every delivery pass runs it, and with
         // nothing held it writes nothing.
         try database.query(
@@ -143,7 +143,7 @@ extension Repository {
 
     /// Terminal (SPEC D-9: accepted, rejected, retries exhausted): keeps the row with its
     /// state and outcome, deletes the payload and the attachment copies.
-    public func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
+    package func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
         let rows = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
         var stub = rows.first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
         stub?.content = ReportContent()

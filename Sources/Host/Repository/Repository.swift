@@ -2,7 +2,7 @@ import CSQLite
 import Foundation
 
 /// Where a stored report is in its life (SPEC I, `status --json` states).
-public enum RecordState: String, Sendable, CaseIterable {
+package enum RecordState: String, Sendable, CaseIterable {
     /// Saved from a crash file that is not yet purged.
     case pendingPurge = "pending_purge"
     /// Saved or journaled; the handler chain has not finished.
@@ -19,7 +19,7 @@ public enum RecordState: String, Sendable, CaseIterable {
 
 /// Why a record is `held`. Stored as `<kind>: <details>`, so the kind that releases it can
 /// find it.
-public enum HoldReason: Sendable, Equatable {
+package enum HoldReason: Sendable, Equatable {
     /// The submission configuration failed at delivery; a valid one releases it (D-9).
     case configuration(String)
 
@@ -31,29 +31,29 @@ public enum HoldReason: Sendable, Equatable {
 }
 
 /// One stored report.
-public struct ReportRecord: Sendable {
-    public var rowID: Int64
-    public var document: ReportDocument
-    public var state: RecordState
-    public var attempts: Int
-    public var nextAttemptAt: Date?
+package struct ReportRecord: Sendable {
+    package var rowID: Int64
+    package var document: ReportDocument
+    package var state: RecordState
+    package var attempts: Int
+    package var nextAttemptAt: Date?
     /// The crash payload (signal, threads, modules) of a native report.
-    public var crash: JSONValue?
+    package var crash: JSONValue?
     /// The original crash file, until it is purged.
-    public var crashFile: String?
-    public var session: String?
+    package var crashFile: String?
+    package var session: String?
     /// A dialog report the user has not sent yet (dropped if the host dies, SPEC H-13).
-    public var dialogPending: Bool
-    public var outcome: String?
-    public var bytes: Int
+    package var dialogPending: Bool
+    package var outcome: String?
+    package var bytes: Int
     /// When the record last changed state (for a retry kept under behaviour `none`: when its
     /// attempt failed).
-    public var updatedAt: Date
+    package var updatedAt: Date
     /// Why a `held` record is held.
-    public var held: String?
+    package var held: String?
 
-    public var reportID: String { document.id }
-    public var trigger: Trigger { document.trigger }
+    package var reportID: String { document.id }
+    package var trigger: Trigger { document.trigger }
 }
 
 /// The local repository (SPEC I-7): `reporthost.sqlite` (WAL, synchronous=FULL), the lock
@@ -64,23 +64,23 @@ public struct ReportRecord: Sendable {
 ///
 /// # Thread safety
 /// The connection serializes its statements; callers run one launch at a time (the lock).
-public final class Repository: Sendable {
-    public let folder: URL
+package final class Repository: Sendable {
+    package let folder: URL
     let database: Database
     /// Maintenance targets checked after each save (SPEC D-12).
-    public let limits: StorageLimits
+    package let limits: StorageLimits
     /// Writes attachment copies (tests inject ENOSPC or EIO here).
     let system: SystemCalls
     /// Where maintenance says what it did (one line per eviction pass, D-12).
     let logger: HostLogger
 
-    public static let databaseName = "reporthost.sqlite"
-    public static let lockName = "reporthost.lock"
+    package static let databaseName = "reporthost.sqlite"
+    package static let lockName = "reporthost.lock"
     static let schemaVersion = 6
 
-    public var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
-    public var crashesFolder: URL { folder.appendingPathComponent("crashes") }
-    public var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
+    package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
+    package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
+    package var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
 
     init(
         folder: URL, database: Database, limits: StorageLimits = StorageLimits(), system: SystemCalls = .live,
@@ -95,7 +95,7 @@ public final class Repository: Sendable {
 
     /// Opens the repository in `folder`, creating the folder, its sub-folders and the
     /// database when missing, and migrating the schema.
-    public static func open(
+    package static func open(
         folder: URL, limits: StorageLimits = StorageLimits(), faults: Faults = Faults(), system: SystemCalls = .live,
         logger: HostLogger = HostLogger(destinations: [])
     ) throws(StorageError) -> Repository {
@@ -112,7 +112,7 @@ public final class Repository: Sendable {
 
     /// Opens an existing repository for reading only (`status`); nil when there is none.
     /// Creates nothing.
-    public static func openForReading(folder: URL) throws(StorageError) -> Repository? {
+    package static func openForReading(folder: URL) throws(StorageError) -> Repository? {
         let path = folder.appendingPathComponent(databaseName).path
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true))
@@ -126,7 +126,7 @@ public final class Repository: Sendable {
     /// `openForReading` for commands a person points at a folder (`status`, `show`): a folder
     /// that does not exist is an error naming it (a misspelled path must not read as an empty
     /// repository); an existing folder that holds none is nil.
-    public static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
+    package static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) else {
             throw StorageError(path: folder.path, message: "no such repository folder")
@@ -144,19 +144,19 @@ public final class Repository: Sendable {
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
-    public func records(in states: [RecordState] = []) throws(StorageError) -> [ReportRecord] {
+    package func records(in states: [RecordState] = []) throws(StorageError) -> [ReportRecord] {
         try rows(in: states).compactMap { row in try? record(from: row) }
     }
 
     /// The sessions that have a crash report stored (D-16: they are not abnormal exits).
-    public func sessionsWithCrashReports() throws(StorageError) -> Set<String> {
+    package func sessionsWithCrashReports() throws(StorageError) -> Set<String> {
         let rows = try database.query(
             "SELECT DISTINCT session FROM reports WHERE trigger = ? AND session IS NOT NULL", [.text(Trigger.crash.name)])
         return Set(rows.compactMap { $0.first?.string })
     }
 
     /// The rows `records` skips, with why (`status` reports them; nothing is deleted, D-13).
-    public func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
+    package func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
         try rows(in: []).compactMap { row -> (rowID: Int64, reason: String)? in
             do throws(StorageError) {
                 _ = try record(from: row)
@@ -189,7 +189,7 @@ public final class Repository: Sendable {
     // MARK: Sizes
 
     /// The physical size of the database file (SPEC D-12 measures this file only).
-    public var databaseBytes: Int {
+    package var databaseBytes: Int {
         ((try? FileManager.default.attributesOfItem(atPath: databasePath))?[.size] as? NSNumber)?.intValue ?? 0
     }
 

@@ -6,26 +6,26 @@ extension Repository {
     /// What a session was doing: `recovering` (running chains over recovered reports) or
     /// `running`. A session that died while recovering is not recovered through the chain
     /// again (that chain is the likely cause).
-    public enum SessionPhase: String, Sendable { case recovering, running }
+    package enum SessionPhase: String, Sendable { case recovering, running }
 
-    public func markSession(_ id: String, phase: SessionPhase = .running) throws(StorageError) {
+    package func markSession(_ id: String, phase: SessionPhase = .running) throws(StorageError) {
         try database.query(
             "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
             [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date())), .text(phase.rawValue)])
     }
 
-    public func setSessionPhase(_ id: String, _ phase: SessionPhase) throws(StorageError) {
+    package func setSessionPhase(_ id: String, _ phase: SessionPhase) throws(StorageError) {
         try database.query("UPDATE sessions SET phase = ? WHERE id = ?", [.text(phase.rawValue), .text(id)])
     }
 
-    public func clearSession(_ id: String) throws(StorageError) {
+    package func clearSession(_ id: String) throws(StorageError) {
         try database.query("DELETE FROM sessions WHERE id = ?", [.text(id)])
         try? FileManager.default.removeItem(atPath: alivePath(id))
     }
 
     /// Locks `sessions/<id>.alive` for as long as the session's process lives, so another
     /// process sharing the repository never takes a running session for an abnormal exit.
-    public func holdAlive(_ id: String) throws(StorageError) -> FileLock {
+    package func holdAlive(_ id: String) throws(StorageError) -> FileLock {
         let folder = folder.appendingPathComponent("sessions")
         if case .failure(let failure) = Paths.makeFolder(folder.path) {
             throw StorageError(path: folder.path, message: "cannot create the folder (\(failure))")
@@ -37,7 +37,7 @@ extension Repository {
     }
 
     /// Whether the process of session `id` is still running (it holds its liveness lock).
-    public func isAlive(_ id: String) -> Bool { FileLock.isHeld(alivePath(id)) }
+    package func isAlive(_ id: String) -> Bool { FileLock.isHeld(alivePath(id)) }
 
     private func alivePath(_ id: String) -> String {
         // Ids come from the database: only a plain file name is used as one.
@@ -46,7 +46,7 @@ extension Repository {
     }
 
     /// Session marks left by hosts that did not stop cleanly.
-    public func sessions(except current: String?) throws(StorageError) -> [(id: String, startedAt: Date, phase: SessionPhase)] {
+    package func sessions(except current: String?) throws(StorageError) -> [(id: String, startedAt: Date, phase: SessionPhase)] {
         try database.query("SELECT id, started_at, phase FROM sessions ORDER BY started_at").compactMap { row in
             guard let id = row[0].string, id != current else { return nil }
             return (id, Self.date(row[1].int ?? 0), row[2].string.flatMap(SessionPhase.init(rawValue:)) ?? .running)

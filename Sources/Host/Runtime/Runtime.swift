@@ -10,12 +10,12 @@ public struct RuntimeOptions: Sendable {
     /// Where running-app callbacks run (SPEC H-8): the CLI's `DispatchQueue.main`, an
     /// embedding program's thread of the host's own, a test's executor.
     public var mainExecutor: any MainExecutor
-    public var faults = Faults()
+    package var faults = Faults()
     /// What to do when another process holds the repository lock.
     public var whenLockHeld = WhenLockHeld.runAsSecondary
     public var installCrashCapture = true
     /// Sees every pipeline event (the demo prints the plugins' changes).
-    public var observer: PipelineObserver?
+    package var observer: PipelineObserver?
     /// How the program `reporthost run` watched ended: `start` records what it left (its
     /// crash files, with its name and output, or an `abnormal_exit` for a signal that left
     /// none; crash files of a fault it survived are discarded) and `recover` runs the chains.
@@ -49,12 +49,12 @@ public struct RuntimeOptions: Sendable {
 /// # Thread safety
 /// Safe from any thread except the main executor's (raising waits for work queued there).
 public final class Runtime: Sendable {
-    public let host: ReportHost
+    package let host: ReportHost
     let session: HostSession
     private let worker = Locked<DeliveryWorker?>(nil)
     private let stopped = Locked(false)
 
-    public var logger: HostLogger { host.logger }
+    package var logger: HostLogger { host.logger }
     public var configuration: Configuration { host.configuration }
     /// Whether this process holds the repository lock (recovers and delivers retries).
     public var isPrimary: Bool { session.isPrimary }
@@ -119,12 +119,12 @@ public final class Runtime: Sendable {
     /// One delivery pass now (one-shot commands drain once): initial attempts, and with
     /// `retries` (a primary only) the due retries. A secondary sends initial attempts only:
     /// retries are the primary's (SPEC I-2).
-    public func deliver(retries: Bool, transport: (any SubmissionTransport)? = nil) throws(HostError) -> Deliverer.Summary {
+    package func deliver(retries: Bool, transport: (any SubmissionTransport)? = nil) throws(HostError) -> Deliverer.Summary {
         try session.deliverer(transport: transport).deliver(retries: retries && isPrimary)
     }
 
     /// When the next pass may have work (`launch --watch` sleeps until then).
-    public func nextWake(after pass: Deliverer.Summary) throws(HostError) -> Date? {
+    package func nextWake(after pass: Deliverer.Summary) throws(HostError) -> Date? {
         Deliverer.earliestNextPass(after: pass, wake: try session.deliverer().nextWake(), now: Date())
     }
 

@@ -9,14 +9,14 @@ import Foundation
 /// A launch is `open` (everything that needs no plugin callback: lock, mark, crash capture,
 /// crash files, the configured plugins) then `recover` (the chains of recovered reports);
 /// `launch` does both. An embedding program runs `recover` in the background.
-public final class HostSession: Sendable {
-    public let host: ReportHost
-    public let repository: Repository
-    public let sessionID: String
+package final class HostSession: Sendable {
+    package let host: ReportHost
+    package let repository: Repository
+    package let sessionID: String
     /// Whether this process holds the repository lock, so it recovers and delivers. A
     /// secondary session (an embedding program's second copy) only marks itself and stores
     /// what it raises; the holder recovers and delivers for it.
-    public let isPrimary: Bool
+    package let isPrimary: Bool
     private let lock: FileLock?
     /// The repository lock file (its holder wrote its pid there).
     var lockPath: String { repository.folder.appendingPathComponent(Repository.lockName).path }
@@ -24,15 +24,15 @@ public final class HostSession: Sendable {
     private let recoveredDocuments = Locked<[ReportDocument]>([])
 
     /// How long a launch waits for another process's lock (SPEC I-2).
-    public static let defaultLockWaitMs = 10_000
+    package static let defaultLockWaitMs = 10_000
 
     /// The most crash files one launch saves (the newest; older ones wait for the next
     /// launch): a program in a crash loop can leave thousands, and each one saved is a chain
     /// to run before the launch is done.
-    public static let defaultCrashFilesPerLaunch = 1_000
+    package static let defaultCrashFilesPerLaunch = 1_000
 
     /// Documents of the reports recovered by `recover`, oldest first.
-    public var recovered: [ReportDocument] { recoveredDocuments.withLock { $0 } }
+    package var recovered: [ReportDocument] { recoveredDocuments.withLock { $0 } }
 
     private init(host: ReportHost, repository: Repository, lock: FileLock?, alive: FileLock, sessionID: String) {
         self.host = host
@@ -47,7 +47,7 @@ public final class HostSession: Sendable {
     /// Plugins set on the host before this call are kept: recovered reports run through them
     /// (SPEC H-2).
     /// - Parameter lockWaitMs: how long to wait for another process's repository lock.
-    public static func launch(host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs)
+    package static func launch(host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs)
         throws(HostError) -> HostSession
     {
         let session = try open(host: host, installCrashCapture: installCrashCapture, lockWaitMs: lockWaitMs)
@@ -63,7 +63,7 @@ public final class HostSession: Sendable {
     ///   `lockWaitMs`, open a secondary session instead of failing.
     /// - Parameter crashFilesPerLaunch: the most crash files this launch saves (the rest wait
     ///   for the next one).
-    public static func open(
+    package static func open(
         host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false,
         giveUpWaiting: () -> Bool = { false }, crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch, watched: ProgramExit? = nil
     ) throws(HostError) -> HostSession {
@@ -127,7 +127,7 @@ public final class HostSession: Sendable {
     /// finish), with the plugins loaded now; then settles interrupted submissions (D-9).
     /// A secondary session recovers nothing. Returns the recovered documents.
     @discardableResult
-    public func recover() throws(HostError) -> [ReportDocument] {
+    package func recover() throws(HostError) -> [ReportDocument] {
         guard isPrimary else { return [] }
         let recovered = try Recovery(host: host, repository: repository).finish(currentSession: sessionID)
         recoveredDocuments.withLock { $0 += recovered }
@@ -162,7 +162,7 @@ public final class HostSession: Sendable {
     /// Raises a running-app report and stores it: journaled before its first callback
     /// (SPEC H-13), stored with the chain's result after bundling. nil when the user
     /// cancelled the dialog (nothing is stored).
-    public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
+    package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         let report = host.makeReport(request)
         let journal = report.snapshot
         let rowID = try storing { () throws(StorageError) in
@@ -184,7 +184,7 @@ public final class HostSession: Sendable {
     }
 
     /// Delivers over `transport` (the network by default) with this host's configuration.
-    public func deliverer(transport: (any SubmissionTransport)? = nil) -> Deliverer {
+    package func deliverer(transport: (any SubmissionTransport)? = nil) -> Deliverer {
         Deliverer(
             repository: repository, configuration: host.configuration,
             transport: transport ?? CurlTransport(), logger: host.logger,
@@ -192,7 +192,7 @@ public final class HostSession: Sendable {
     }
 
     /// A clean stop: clears the session mark and releases the lock.
-    public func end() {
+    package func end() {
         do {
             try repository.clearSession(sessionID)
         } catch {

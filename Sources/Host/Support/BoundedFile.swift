@@ -4,12 +4,12 @@ import Foundation
 /// copies, `--attach`, configuration files): regular files only, never blocking on a FIFO or
 /// a device, bounded before a byte is read, and (but for files a user names on the command
 /// line) never through a symbolic link at the last component.
-public enum BoundedFile {
+package enum BoundedFile {
     /// Why a file was not read.
     /// The largest configuration file or dialog script read.
-    public static let maxDocumentBytes = 1 << 20
+    package static let maxDocumentBytes = 1 << 20
 
-    public enum Failure: Error, Equatable, CustomStringConvertible {
+    package enum Failure: Error, Equatable, CustomStringConvertible {
         /// A system call failed with this errno.
         case system(call: String, errno: Int32)
         /// Not a regular file (a FIFO, a device, a folder, a socket).
@@ -17,7 +17,7 @@ public enum BoundedFile {
         /// Larger than the limit (its size in bytes).
         case tooLarge(size: Int64, limit: Int)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .system(let call, let number): "\(call) failed (\(String(cString: strerror(number))))"
             case .notRegular: "not a regular file"
@@ -27,7 +27,7 @@ public enum BoundedFile {
     }
 
     /// The whole file at `path`, if it is a regular file of at most `limit` bytes.
-    public static func read(_ path: String, limit: Int, followLinks: Bool = false, system: SystemCalls = .live) -> Result<Data, Failure> {
+    package static func read(_ path: String, limit: Int, followLinks: Bool = false, system: SystemCalls = .live) -> Result<Data, Failure> {
         system.openRegular(path, followLinks: followLinks).flatMap { file in
             defer { close(file.fd) }
             guard file.size <= Int64(limit) else { return .failure(.tooLarge(size: file.size, limit: limit)) }

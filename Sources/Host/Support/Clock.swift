@@ -2,22 +2,22 @@ import Foundation
 import Synchronization
 
 /// A point on a host clock, in nanoseconds from an arbitrary origin.
-public struct HostInstant: Comparable, Hashable, Sendable {
-    public var nanoseconds: UInt64
+package struct HostInstant: Comparable, Hashable, Sendable {
+    package var nanoseconds: UInt64
 
-    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+    package init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
-    public static func < (a: HostInstant, b: HostInstant) -> Bool { a.nanoseconds < b.nanoseconds }
+    package static func < (a: HostInstant, b: HostInstant) -> Bool { a.nanoseconds < b.nanoseconds }
 
     /// Saturates at the end of time: no limit, however large, wraps a deadline into the past.
-    public func advanced(byMilliseconds ms: Int) -> HostInstant {
+    package func advanced(byMilliseconds ms: Int) -> HostInstant {
         let (delta, overflowed) = UInt64(max(ms, 0)).multipliedReportingOverflow(by: 1_000_000)
         let (sum, wrapped) = nanoseconds.addingReportingOverflow(delta)
         return HostInstant(nanoseconds: overflowed || wrapped ? UInt64.max : sum)
     }
 
     /// Milliseconds from `earlier` to `self`, 0 when `earlier` is later.
-    public func milliseconds(since earlier: HostInstant) -> Int {
+    package func milliseconds(since earlier: HostInstant) -> Int {
         nanoseconds > earlier.nanoseconds ? Int((nanoseconds - earlier.nanoseconds) / 1_000_000) : 0
     }
 }
@@ -27,7 +27,7 @@ public struct HostInstant: Comparable, Hashable, Sendable {
 ///
 /// # Thread safety
 /// Implementations are called from any thread.
-public protocol HostClock: Sendable {
+package protocol HostClock: Sendable {
     func now() -> HostInstant
     /// Blocks on `condition` (locked by the caller) until it is signalled, `deadline`
     /// passes on this clock, or a spurious wake-up. Callers re-check their predicate.
@@ -35,16 +35,16 @@ public protocol HostClock: Sendable {
 }
 
 /// The monotonic system clock (CLOCK_MONOTONIC).
-public struct SystemClock: HostClock {
-    public init() {}
+package struct SystemClock: HostClock {
+    package init() {}
 
-    public func now() -> HostInstant {
+    package func now() -> HostInstant {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return HostInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 
-    public func wait(on condition: Condition, until deadline: HostInstant) {
+    package func wait(on condition: Condition, until deadline: HostInstant) {
         guard deadline > now() else { return }
         // The same clock as `now()`: the deadline is waited for as it is.
         condition.wait(untilMonotonic: deadline.nanoseconds)
@@ -55,15 +55,15 @@ public struct SystemClock: HostClock {
 ///
 /// # Thread safety
 /// `@unchecked Sendable`: every access to `state` happens while `condition` is locked.
-public final class WaitableState<State>: @unchecked Sendable {
+package final class WaitableState<State>: @unchecked Sendable {
     private let condition = Condition()
     private var state: State
 
-    public init(_ state: State) { self.state = state }
+    package init(_ state: State) { self.state = state }
 
     /// Reads or changes the state under the lock, then wakes every waiter.
     @discardableResult
-    public func update<T>(_ body: (inout State) -> T) -> T {
+    package func update<T>(_ body: (inout State) -> T) -> T {
         condition.lock()
         defer {
             condition.broadcast()
@@ -75,7 +75,7 @@ public final class WaitableState<State>: @unchecked Sendable {
     /// Changes the state under the lock and wakes the waiters only if `wake` says the change
     /// can matter to them (fewer thread switches on hot paths).
     @discardableResult
-    public func update<T>(wakingIf wake: (State) -> Bool, _ body: (inout State) -> T) -> T {
+    package func update<T>(wakingIf wake: (State) -> Bool, _ body: (inout State) -> T) -> T {
         condition.lock()
         defer { condition.unlock() }
         let result = body(&state)
@@ -84,7 +84,7 @@ public final class WaitableState<State>: @unchecked Sendable {
     }
 
     /// Reads the state under the lock without waking anyone.
-    public func read<T>(_ body: (State) -> T) -> T {
+    package func read<T>(_ body: (State) -> T) -> T {
         condition.lock()
         defer { condition.unlock() }
         return body(state)
@@ -92,7 +92,7 @@ public final class WaitableState<State>: @unchecked Sendable {
 
     /// Waits until `predicate` holds or `deadline` (nil: forever) passes on `clock`; then
     /// runs `body` on the state, still under the lock, and returns its result.
-    public func wait<T>(
+    package func wait<T>(
         until deadline: HostInstant?, clock: any HostClock,
         for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
     ) -> T {
@@ -100,7 +100,7 @@ public final class WaitableState<State>: @unchecked Sendable {
     }
 
     /// `wait` with a deadline that depends on the state, re-read after every wake-up.
-    public func wait<T>(
+    package func wait<T>(
         until deadline: (State) -> HostInstant?, clock: any HostClock,
         for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
     ) -> T {

@@ -9,11 +9,11 @@ import Foundation
 ///
 /// # Thread safety
 /// `@unchecked Sendable`: the pthread objects are the synchronization.
-public final class Condition: @unchecked Sendable {
+package final class Condition: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    public init() {
+    package init() {
         pthread_mutex_init(mutex, nil)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
@@ -29,16 +29,16 @@ public final class Condition: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    public func lock() { pthread_mutex_lock(mutex) }
-    public func unlock() { pthread_mutex_unlock(mutex) }
-    public func broadcast() { pthread_cond_broadcast(condition) }
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
+    package func broadcast() { pthread_cond_broadcast(condition) }
 
     /// Waits (locked by the caller) until signalled or a spurious wake-up.
-    public func wait() { pthread_cond_wait(condition, mutex) }
+    package func wait() { pthread_cond_wait(condition, mutex) }
 
     /// Waits (locked by the caller) until signalled, a spurious wake-up, or the monotonic
     /// clock reaches `deadline` (nanoseconds, `SystemClock`'s origin).
-    public func wait(untilMonotonic deadline: UInt64) {
+    package func wait(untilMonotonic deadline: UInt64) {
         let seconds = deadline / 1_000_000_000
         var time = timespec(
             tv_sec: Int(clamping: min(seconds, UInt64(Int.max))), tv_nsec: Int(deadline % 1_000_000_000))

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Which bytes of a drained stream are kept.
-public enum DrainKeep: Sendable {
+package enum DrainKeep: Sendable {
     /// The first bytes, up to the count.
     case first(Int)
     /// The last bytes, up to the count.
@@ -12,7 +12,7 @@ extension SystemCalls {
     /// Reads `fd` to its end, keeping at most the chosen bytes (the rest is read and
     /// dropped): whatever the writer sends, memory stays bounded, and the writer never
     /// blocks on a full pipe.
-    public func drain(_ fd: Int32, keep: DrainKeep) -> Data {
+    package func drain(_ fd: Int32, keep: DrainKeep) -> Data {
         var kept = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while case .success(let count) = buffer.withUnsafeMutableBytes({ read(fd, into: $0) }), count > 0 {

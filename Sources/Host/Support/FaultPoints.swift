@@ -1,7 +1,7 @@
 import Foundation
 
 /// Named points where an armed fault makes the process kill itself with SIGKILL (SPEC I-6).
-public enum FaultPoint: String, Sendable, CaseIterable {
+package enum FaultPoint: String, Sendable, CaseIterable {
     case afterJournal = "after-journal"
     case duringHandlers = "during-handlers"
     case afterSave = "after-save"
@@ -13,23 +13,23 @@ public enum FaultPoint: String, Sendable, CaseIterable {
 /// The faults a test arms in the engine; production runs with none. A value handed in (the
 /// host, its repository and its deliverer each get it), never read from the environment by
 /// the engine: the CLI builds it from its own environment, tests build their own.
-public struct Faults: Sendable, Equatable {
+package struct Faults: Sendable, Equatable {
     /// Where the process kills itself with SIGKILL (`REPORTHOST_CRASH_AT`).
-    public var crashAt: FaultPoint?
+    package var crashAt: FaultPoint?
     /// Every database write fails as SQLite does on a full disk (`REPORTHOST_FAULT=disk-full`).
-    public var diskFull: Bool
+    package var diskFull: Bool
     /// libffi closure allocation fails, as on a system that forbids writable+executable
     /// memory (`REPORTHOST_DENY_CLOSURES=1`).
-    public var denyClosures: Bool
+    package var denyClosures: Bool
 
-    public init(crashAt: FaultPoint? = nil, diskFull: Bool = false, denyClosures: Bool = false) {
+    package init(crashAt: FaultPoint? = nil, diskFull: Bool = false, denyClosures: Bool = false) {
         self.crashAt = crashAt
         self.diskFull = diskFull
         self.denyClosures = denyClosures
     }
 
     /// The faults the variables above arm in `environment`.
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         self.init(
             crashAt: environment["REPORTHOST_CRASH_AT"].flatMap(FaultPoint.init(rawValue:)),
             diskFull: environment["REPORTHOST_FAULT"] == "disk-full",
@@ -37,7 +37,7 @@ public struct Faults: Sendable, Equatable {
     }
 
     /// Dies here with SIGKILL if `point` is armed.
-    public func hit(_ point: FaultPoint) {
+    package func hit(_ point: FaultPoint) {
         if crashAt == point { kill(getpid(), SIGKILL) }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// A JSON value that keeps object keys in order, so documents print in the order SPEC I
 /// shows them, and so parsing can tell `true` from `1` (Foundation's parser cannot, on Linux).
-public enum JSONValue: Equatable, Sendable {
+package enum JSONValue: Equatable, Sendable {
     case null
     case bool(Bool)
     case number(Double)
@@ -10,7 +10,7 @@ public enum JSONValue: Equatable, Sendable {
     case array([JSONValue])
     case object([(String, JSONValue)])
 
-    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+    package static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case (.null, .null): true
         case (.bool(let x), .bool(let y)): x == y
@@ -23,29 +23,29 @@ public enum JSONValue: Equatable, Sendable {
         }
     }
 
-    public static func int<I: BinaryInteger>(_ value: I) -> JSONValue { .number(Double(value)) }
-    public static func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+    package static func int<I: BinaryInteger>(_ value: I) -> JSONValue { .number(Double(value)) }
+    package static func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
 
     /// The value of `key` when this is an object.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let pairs) = self else { return nil }
         return pairs.first(where: { $0.0 == key })?.1
     }
 
-    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
-    public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
-    public var objectValue: [(String, JSONValue)]? { if case .object(let o) = self { o } else { nil } }
-    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
-    public var isNull: Bool { self == .null }
+    package var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    package var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    package var objectValue: [(String, JSONValue)]? { if case .object(let o) = self { o } else { nil } }
+    package var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    package var isNull: Bool { self == .null }
 
     /// The value as an integer, when it is a number without a fractional part.
-    public var intValue: Int? {
+    package var intValue: Int? {
         guard case .number(let d) = self, d.rounded() == d, abs(d) < 9.0e15 else { return nil }
         return Int(d)
     }
 
     /// A short name of the value's JSON type, for error messages.
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
@@ -61,7 +61,7 @@ public enum JSONValue: Equatable, Sendable {
 
 extension JSONValue {
     /// Compact JSON text; `pretty` indents by two spaces.
-    public func serialized(pretty: Bool = false) -> String {
+    package func serialized(pretty: Bool = false) -> String {
         var out = ""
         write(to: &out, pretty: pretty, indent: 0)
         return out
@@ -120,15 +120,15 @@ extension JSONValue {
 // MARK: - Parsing
 
 /// Why JSON text could not be parsed, with the byte offset.
-public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let offset: Int
-    public let reason: String
-    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+package struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
+    package let offset: Int
+    package let reason: String
+    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
 
 extension JSONValue {
     /// Parses one JSON document (RFC 8259); duplicate object keys keep the last value.
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         var parser = Parser(bytes: Array(text.utf8))
         parser.skipSpace()
         let value = try parser.value(depth: 0)
@@ -137,7 +137,7 @@ extension JSONValue {
         return value
     }
 
-    public static func parse(_ data: Data) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ data: Data) throws(JSONParseError) -> JSONValue {
         guard let text = String(data: data, encoding: .utf8) else {
             throw JSONParseError(offset: 0, reason: "not UTF-8")
         }

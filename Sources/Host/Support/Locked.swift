@@ -5,12 +5,12 @@ import Synchronization
 /// # Thread safety
 /// Every access goes through `withLock`; never call back into other locked objects from
 /// inside `body` unless their lock always comes after this one.
-public final class Locked<Value>: Sendable {
+package final class Locked<Value>: Sendable {
     private let mutex: Mutex<Value>
 
-    public init(_ value: sending Value) { mutex = Mutex(value) }
+    package init(_ value: sending Value) { mutex = Mutex(value) }
 
-    public func withLock<T>(_ body: (inout sending Value) throws -> sending T) rethrows -> sending T {
+    package func withLock<T>(_ body: (inout sending Value) throws -> sending T) rethrows -> sending T {
         try mutex.withLock(body)
     }
 }

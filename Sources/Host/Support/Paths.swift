@@ -1,24 +1,24 @@
 import Foundation
 
 /// File paths as the host resolves them.
-public enum Paths {
+package enum Paths {
     /// Makes `path` absolute against `base` (the working directory by default).
-    public static func absolute(_ path: String, relativeTo base: String = FileManager.default.currentDirectoryPath) -> String {
+    package static func absolute(_ path: String, relativeTo base: String = FileManager.default.currentDirectoryPath) -> String {
         let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: base).appendingPathComponent(path)
         return url.standardizedFileURL.path
     }
 
     /// Why a folder could not be made, in plain words ("permission denied", "not a
     /// directory"), naming the folder that failed.
-    public struct FolderFailure: Error, Sendable, CustomStringConvertible {
-        public let path: String
-        public let reason: String
-        public var description: String { "\(reason): \(path)" }
+    package struct FolderFailure: Error, Sendable, CustomStringConvertible {
+        package let path: String
+        package let reason: String
+        package var description: String { "\(reason): \(path)" }
     }
 
     /// Makes `path` and the folders above it that are missing, each private to the user
     /// (0700: report contents are personal data). An existing folder is left as it is.
-    public static func makeFolder(_ path: String) -> Result<Void, FolderFailure> {
+    package static func makeFolder(_ path: String) -> Result<Void, FolderFailure> {
         var isFolder: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
             return isFolder.boolValue ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))

@@ -3,9 +3,9 @@ import Foundation
 
 /// SHA-256 through Debian's libcrypto (the EVP interface): attachments in report documents
 /// and plugin files (the quarantine's key).
-public enum SHA256 {
+package enum SHA256 {
     /// The lowercase hex digest of `data`.
-    public static func hex(_ data: Data) -> String {
+    package static func hex(_ data: Data) -> String {
         var hasher = Hasher()
         hasher.update(data)
         return hasher.finish()
@@ -13,7 +13,7 @@ public enum SHA256 {
 
     /// The lowercase hex digest of the regular file at `path`, read in bounded chunks; nil
     /// when it cannot be opened or read, is not a regular file, or is larger than `limit`.
-    public static func hex(ofFileAt path: String, limit: Int = 1 << 30) -> String? {
+    package static func hex(ofFileAt path: String, limit: Int = 1 << 30) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

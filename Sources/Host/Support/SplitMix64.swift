@@ -1,9 +1,9 @@
 /// A small reproducible random source (SplitMix64) for `fuzz-seeded` and the fuzz tests.
-public struct SplitMix64: Sendable {
-    public var state: UInt64
-    public init(seed: UInt64) { state = seed }
+package struct SplitMix64: Sendable {
+    package var state: UInt64
+    package init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -11,5 +11,5 @@ public struct SplitMix64: Sendable {
         return z ^ (z >> 31)
     }
 
-    public mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
+    package mutating func int(_ range: Range<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
 }

@@ -1,20 +1,20 @@
 import Foundation
 
 /// An errno from a failed system call, with the call's name.
-public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var call: SystemCall
-    public var errno: Int32
+package struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
+    package var call: SystemCall
+    package var errno: Int32
 
-    public init(_ call: SystemCall, _ errno: Int32) {
+    package init(_ call: SystemCall, _ errno: Int32) {
         self.call = call
         self.errno = errno
     }
 
-    public var description: String { "\(call.rawValue) failed (\(String(cString: strerror(errno))))" }
+    package var description: String { "\(call.rawValue) failed (\(String(cString: strerror(errno))))" }
 }
 
 /// The calls that go through the seam (and that a test can make fail).
-public enum SystemCall: String, Sendable, CaseIterable {
+package enum SystemCall: String, Sendable, CaseIterable {
     case open, read, write, fsync, rename
 }
 
@@ -24,16 +24,16 @@ public enum SystemCall: String, Sendable, CaseIterable {
 ///
 /// # Thread safety
 /// Counters behind a `Locked`.
-public final class FaultPlan: Sendable {
-    public struct Fault: Sendable {
-        public var call: SystemCall
+package final class FaultPlan: Sendable {
+    package struct Fault: Sendable {
+        package var call: SystemCall
         /// The first call (1-based) that fails.
-        public var from: Int
+        package var from: Int
         /// How many calls fail from there (nil: all later ones).
-        public var count: Int?
-        public var errno: Int32
+        package var count: Int?
+        package var errno: Int32
 
-        public init(_ call: SystemCall, from: Int = 1, count: Int? = nil, errno: Int32) {
+        package init(_ call: SystemCall, from: Int = 1, count: Int? = nil, errno: Int32) {
             self.call = call
             self.from = from
             self.count = count
@@ -44,7 +44,7 @@ public final class FaultPlan: Sendable {
     private let faults: [Fault]
     private let counts = Locked<[SystemCall: Int]>([:])
 
-    public init(_ faults: [Fault]) { self.faults = faults }
+    package init(_ faults: [Fault]) { self.faults = faults }
 
     /// Counts one call of `call`; the errno it must fail with, if any.
     func failure(of call: SystemCall) -> Int32? {
@@ -58,32 +58,32 @@ public final class FaultPlan: Sendable {
     }
 
     /// How many calls of `call` went through the seam.
-    public func calls(of call: SystemCall) -> Int { counts.withLock { $0[call, default: 0] } }
+    package func calls(of call: SystemCall) -> Int { counts.withLock { $0[call, default: 0] } }
 }
 
 /// The one seam for file and descriptor system calls (swift-system's model): every write
 /// loops until done and reports a typed errno (never a trap, unlike `FileHandle.write`),
 /// reads are bounded, and a `FaultPlan` makes chosen calls fail.
-public struct SystemCalls: Sendable {
-    public let faults: FaultPlan?
+package struct SystemCalls: Sendable {
+    package let faults: FaultPlan?
 
-    public init(faults: FaultPlan? = nil) { self.faults = faults }
+    package init(faults: FaultPlan? = nil) { self.faults = faults }
 
     /// The real calls, without faults.
-    public static let live = SystemCalls()
+    package static let live = SystemCalls()
 
     private func injected(_ call: SystemCall) -> SystemError? {
         faults?.failure(of: call).map { SystemError(call, $0) }
     }
 
-    public func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SystemError> {
+    package func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SystemError> {
         if let fault = injected(.open) { return .failure(fault) }
         let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
         return fd >= 0 ? .success(fd) : .failure(SystemError(.open, errno))
     }
 
     /// Writes every byte of `bytes`, retrying short writes and EINTR.
-    public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Void, SystemError> {
+    package func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Void, SystemError> {
         guard let base = bytes.baseAddress else { return .success(()) }
         var offset = 0
         while offset < bytes.count {
@@ -96,17 +96,17 @@ public struct SystemCalls: Sendable {
         return .success(())
     }
 
-    public func writeAll(_ fd: Int32, _ data: Data) -> Result<Void, SystemError> {
+    package func writeAll(_ fd: Int32, _ data: Data) -> Result<Void, SystemError> {
         data.withUnsafeBytes { writeAll(fd, $0) }
     }
 
-    public func writeAll(_ fd: Int32, _ text: String) -> Result<Void, SystemError> {
+    package func writeAll(_ fd: Int32, _ text: String) -> Result<Void, SystemError> {
         var text = text
         return text.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
     }
 
     /// Reads at most `capacity` bytes into `buffer`; 0 at the end of the file.
-    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, SystemError> {
+    package func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, SystemError> {
         guard let base = buffer.baseAddress else { return .success(0) }
         while true {
             if let fault = injected(.read) { return .failure(fault) }
@@ -116,19 +116,19 @@ public struct SystemCalls: Sendable {
         }
     }
 
-    public func fsync(_ fd: Int32) -> Result<Void, SystemError> {
+    package func fsync(_ fd: Int32) -> Result<Void, SystemError> {
         if let fault = injected(.fsync) { return .failure(fault) }
         return Glibc.fsync(fd) == 0 ? .success(()) : .failure(SystemError(.fsync, errno))
     }
 
-    public func rename(_ from: String, _ to: String) -> Result<Void, SystemError> {
+    package func rename(_ from: String, _ to: String) -> Result<Void, SystemError> {
         if let fault = injected(.rename) { return .failure(fault) }
         return Glibc.rename(from, to) == 0 ? .success(()) : .failure(SystemError(.rename, errno))
     }
 
     /// Makes a folder's entries durable (after a create, rename or unlink in it).
     @discardableResult
-    public func syncDirectory(_ path: String) -> Result<Void, SystemError> {
+    package func syncDirectory(_ path: String) -> Result<Void, SystemError> {
         open(path, O_RDONLY | O_DIRECTORY).flatMap { fd in
             defer { close(fd) }
             return fsync(fd)
@@ -138,7 +138,7 @@ public struct SystemCalls: Sendable {
     /// Opens a regular file named from outside for reading: never blocking on a FIFO or a
     /// device, and never through a symbolic link at the last component unless `followLinks`
     /// (files a user names on the command line). Returns the descriptor and the file's size.
-    public func openRegular(_ path: String, followLinks: Bool = false) -> Result<(fd: Int32, size: Int64), BoundedFile.Failure> {
+    package func openRegular(_ path: String, followLinks: Bool = false) -> Result<(fd: Int32, size: Int64), BoundedFile.Failure> {
         switch open(path, O_RDONLY | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) {
         case .failure(let error): return .failure(.system(call: error.call.rawValue, errno: error.errno))
         case .success(let fd):
@@ -158,7 +158,7 @@ public struct SystemCalls: Sendable {
 
     /// Copies at most `limit` bytes of the regular file at `path` to `output`, in 64 KB
     /// chunks (memory bounded by the buffer, not the file). Fails past the limit.
-    public func stream(_ path: String, to output: Int32, limit: Int) -> Result<Int, BoundedFile.Failure> {
+    package func stream(_ path: String, to output: Int32, limit: Int) -> Result<Int, BoundedFile.Failure> {
         openRegular(path).flatMap { file in
             defer { close(file.fd) }
             guard file.size <= Int64(limit) else { return .failure(.tooLarge(size: file.size, limit: limit)) }

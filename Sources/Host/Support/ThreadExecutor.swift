@@ -42,7 +42,7 @@ public final class ThreadExecutor: MainExecutor {
 
 /// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
 /// bytes Linux keeps. Foundation's `Thread.name` does not set it on Linux.
-public func nameCurrentThread(_ name: String) {
+package func nameCurrentThread(_ name: String) {
     let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
     guard fd >= 0 else { return }
     defer { close(fd) }
