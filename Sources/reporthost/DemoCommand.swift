@@ -65,7 +65,7 @@ enum DemoCommand {
             output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
             output.write(document.json.serialized(pretty: true) + "\n")
         }
-        let summary = try runtime.deliver(retries: true)
+        let summary = try runtime.drain(retries: true)
         output.write("\n== delivered to the local receiver: \(summary.accepted) accepted, \(summary.retained) retained, \(summary.terminal) rejected\n")
         output.write(received.withLock { $0 }.joined(separator: "\n") + "\n")
         return summary.retained == 0 && summary.terminal == 0 ? 0 : 1

@@ -22,7 +22,7 @@ enum ReportCommand {
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
         // Initial attempts only, recovered reports first; retries are left to `launch` (I-3).
         // After SIGINT/SIGTERM the report is stored; a later launch delivers it (H-15).
-        if !runtime.isInterrupted { _ = try runtime.deliver(retries: false) }
+        if !runtime.isInterrupted { _ = try runtime.drain(retries: false) }
         return 0
     }
 

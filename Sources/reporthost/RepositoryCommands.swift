@@ -30,22 +30,17 @@ enum LaunchCommand {
             return 0
         }
         try runtime.recover()
-        var summary = try runtime.deliver(retries: true)
+        let summary = try runtime.drain(retries: true)
         runtime.logger.info("launch: \(runtime.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
-        while watch {
-            let clock = SystemClock()
-            let wake = try runtime.nextWake(after: summary)
-            if let wake { runtime.logger.debug("watch: next pass at \(ReportDocument.timestamp(wake))") }
-            // At most a minute ahead, as the embedded worker: a report stored by a secondary
-            // process wakes nothing here, and a wake time from the database is outside input.
-            let due = wake.map { min(max($0.timeIntervalSinceNow * 1000, 0), 60_000) } ?? 60_000
-            let deadline = clock.now().advanced(byMilliseconds: Int(due) + 1)
-            let stop = stopped.wait(until: deadline, clock: clock, for: { $0 }, then: { value, _ in value })
-            if stop { break }
-            summary = try runtime.deliver(retries: true)
-            if summary != Deliverer.Summary() {
-                runtime.logger.info("watch: \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal")
+        if watch {
+            // The one delivery worker decides what is due and when to wake, as in an
+            // embedding program; this thread waits for SIGINT or SIGTERM.
+            let logger = runtime.logger
+            runtime.startWorker { pass in
+                guard pass != Deliverer.Summary() else { return }
+                logger.info("watch: \(pass.accepted) delivered, \(pass.retained) retained, \(pass.terminal) terminal")
             }
+            _ = stopped.wait(until: nil, clock: SystemClock(), for: { $0 }, then: { value, _ in value })
         }
         withExtendedLifetime(signals) {}
         return 0

@@ -66,7 +66,7 @@ enum RunCommand {
             let runtime = try Runtime.start(watching)
             defer { runtime.stop() }
             try runtime.recover()
-            let summary = try runtime.deliver(retries: false)
+            let summary = try runtime.drain(retries: false)
             if summary.accepted > 0 { logger.info("run: \(summary.accepted) report(s) delivered") }
         } catch {
             writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")

@@ -1,9 +1,13 @@
 import Foundation
 
-/// Recovers (primary sessions only), then delivers: a pass at once, then again whenever a
-/// report is stored or the next retry is due. Never on the program's threads. Asked to stop,
-/// it finishes recovery (local work, bounded by the chain limits), makes one last pass for
-/// reports stored since the previous one, and ends.
+/// The one place that decides what to deliver and when (`launch --watch`, embedding
+/// programs, and the one-shot commands, which make one `pass`).
+///
+/// The worker recovers (primary sessions only; a session recovers once), then delivers: a
+/// pass at once, then again whenever a report is stored or the next retry is due, never more
+/// than `maxSleepMs` apart. Never on the program's threads. Asked to stop, it finishes
+/// recovery (local work, bounded by the chain limits), makes one last pass for reports stored
+/// since the previous one, and ends.
 ///
 /// # Thread safety
 /// State is a `WaitableState`.
@@ -12,9 +16,30 @@ final class DeliveryWorker: Sendable {
     private let session: HostSession
     /// Ends a submission still in flight when stop's grace is over.
     private let cancellation = Cancellation()
+    /// Sees each pass's summary (`launch --watch` logs them).
+    private let onPass: @Sendable (Deliverer.Summary) -> Void
 
-    init(session: HostSession) {
+    /// The longest sleep between passes: a report stored by another process wakes nothing
+    /// here, and a wake time read from the database is outside input.
+    static let maxSleepMs = 60_000
+
+    /// One delivery pass: initial attempts and, with `retries`, the retries due. A secondary's
+    /// deliverer sends only its own session's initial attempts (SPEC I-2).
+    static func pass(_ deliverer: Deliverer, retries: Bool) throws(HostError) -> Deliverer.Summary {
+        try deliverer.deliver(retries: retries)
+    }
+
+    /// How long to sleep after a pass that gave `last`: until the earliest retry due or the
+    /// admission window's next opening, at most `maxSleepMs`.
+    static func sleepMs(after last: Deliverer.Summary, deliverer: Deliverer) -> Int {
+        let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: Date())
+        let due = wake.map { max(0, $0.timeIntervalSinceNow * 1000) } ?? Double(maxSleepMs)
+        return Int(min(due, Double(maxSleepMs)))
+    }
+
+    init(session: HostSession, onPass: @escaping @Sendable (Deliverer.Summary) -> Void = { _ in }) {
         self.session = session
+        self.onPass = onPass
         let thread = Thread { [self] in
             nameCurrentThread("rh-delivery")
             run()
@@ -65,16 +90,15 @@ final class DeliveryWorker: Sendable {
             if wakes != seen {
                 seen = wakes
                 do {
-                    last = try deliverer.deliver(retries: !stopping)
+                    last = try Self.pass(deliverer, retries: !stopping)
+                    onPass(last)
                 } catch {
                     log.warn("delivery: \(error)")
                 }
             }
             if stopping { return }
-            // Until a new report, the next retry (at most a minute away), or stop.
-            let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: Date())
-            let due = wake.map { max(0, $0.timeIntervalSinceNow) } ?? 60
-            let deadline = clock.now().advanced(byMilliseconds: Int(min(due, 60) * 1000))
+            // Until a new report, the next retry, or stop.
+            let deadline = clock.now().advanced(byMilliseconds: Self.sleepMs(after: last, deliverer: deliverer))
             let timedOut = state.wait(until: deadline, clock: clock, for: { $0.stopping || $0.wakes != seen }) { _, woken in !woken }
             if timedOut { seen = -1 }
         }

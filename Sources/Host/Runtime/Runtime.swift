@@ -44,7 +44,7 @@ public struct RuntimeOptions: Sendable {
 ///
 /// Lifecycle: `start` (lock, session mark, crash capture, crash files, plugins) → `recover`
 /// (chains of recovered reports; a secondary recovers nothing) → `raise` / `deliver` /
-/// `startWorker` → `stop`.
+/// `drain` (one pass) or `startWorker` → `stop`.
 ///
 /// # Thread safety
 /// Safe from any thread except the main executor's (raising waits for work queued there).
@@ -116,23 +116,21 @@ public final class Runtime: Sendable {
         return document
     }
 
-    /// One delivery pass now (one-shot commands drain once): initial attempts, and with
-    /// `retries` (a primary only) the due retries. A secondary sends initial attempts only:
-    /// retries are the primary's (SPEC I-2).
-    package func deliver(retries: Bool, transport: (any SubmissionTransport)? = nil) throws(HostError) -> Deliverer.Summary {
-        try session.deliverer(transport: transport).deliver(retries: retries && isPrimary)
+    /// One delivery pass now, the worker's own (one-shot commands drain once): initial
+    /// attempts and, with `retries` (a primary only), the due retries. A secondary sends
+    /// initial attempts only: retries are the primary's (SPEC I-2).
+    package func drain(retries: Bool, transport: (any SubmissionTransport)? = nil) throws(HostError) -> Deliverer.Summary {
+        try DeliveryWorker.pass(session.deliverer(transport: transport), retries: retries && isPrimary)
     }
 
-    /// When the next pass may have work (`launch --watch` sleeps until then).
-    package func nextWake(after pass: Deliverer.Summary) throws(HostError) -> Date? {
-        Deliverer.earliestNextPass(after: pass, wake: try session.deliverer().nextWake(), now: Date())
-    }
+    /// Starts the one delivery worker (`launch --watch`, embedding programs): it recovers
+    /// (once per session), then delivers at once, whenever a report is raised, and when the
+    /// next retry is due; `onPass` sees each pass's summary.
+    public func startWorker() { startWorker(onPass: { _ in }) }
 
-    /// Starts the one delivery worker (embedding programs): it recovers, then delivers at
-    /// once, whenever a report is raised, and when the next retry is due.
-    public func startWorker() {
+    package func startWorker(onPass: @escaping @Sendable (Deliverer.Summary) -> Void) {
         worker.withLock { worker in
-            if worker == nil { worker = DeliveryWorker(session: session) }
+            if worker == nil { worker = DeliveryWorker(session: session, onPass: onPass) }
         }
     }
 

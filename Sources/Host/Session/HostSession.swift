@@ -22,6 +22,7 @@ package final class HostSession: Sendable {
     var lockPath: String { repository.folder.appendingPathComponent(Repository.lockName).path }
     private let alive: FileLock
     private let recoveredDocuments = Locked<[ReportDocument]>([])
+    private let recoveredOnce = Locked(false)
 
     /// How long a launch waits for another process's lock (SPEC I-2).
     package static let defaultLockWaitMs = 10_000
@@ -125,10 +126,12 @@ package final class HostSession: Sendable {
 
     /// Runs the chains of what `open` recovered (and of chains an earlier launch did not
     /// finish), with the plugins loaded now; then settles interrupted submissions (D-9).
-    /// A secondary session recovers nothing. Returns the recovered documents.
+    /// A secondary session recovers nothing, and a session recovers once. Returns the
+    /// documents recovered by this call.
     @discardableResult
     package func recover() throws(HostError) -> [ReportDocument] {
-        guard isPrimary else { return [] }
+        // Once per session: `launch --watch` recovers, then starts the worker, which would again.
+        guard isPrimary, recoveredOnce.withLock({ done in defer { done = true }; return !done }) else { return [] }
         let recovered = try Recovery(host: host, repository: repository).finish(currentSession: sessionID)
         recoveredDocuments.withLock { $0 += recovered }
         try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
