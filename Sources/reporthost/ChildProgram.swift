@@ -185,10 +185,7 @@ enum InheritedDescriptors {
     /// Call first thing in `main`, on the main thread, before any other thread exists.
     static func record() {
         atStart = openNow()
-        for fd in STDIN_FILENO...STDERR_FILENO where !atStart.contains(fd) {
-            let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
-            if placeholder >= 0 && placeholder != fd { close(placeholder) }
-        }
+        StandardDescriptors.holdClosed()
     }
 
     /// The descriptors open in this process now (from /proc/self/fd).

@@ -49,7 +49,8 @@ import Testing
     ///   a.txt … d.txt to attach);
     /// - `fork`: forks; the child prints `child-report <result>`, `child-attribute <result>`
     ///   and `child-stopped`, then exits; the parent then raises a report
-    ///   (`parent-report <result> <id>`) and stops.
+    ///   (`parent-report <result> <id>`) and stops;
+    /// - `stdin`: raises a report, then prints `fd0 <what fd 0 is>` (`closed`, or the path).
     static let driver: Result<URL, Fixtures.CompileError> = {
         let source = #"""
             #include <reporthost/embed.h>
@@ -148,6 +149,16 @@ import Testing
                     waitpid(child, &status, 0);
                     int result = rh_embed_report(h, "error", "from the parent", NULL, id);
                     printf("parent-report %d %s\n", result, id);
+                } else if (strcmp(mode, "stdin") == 0) {
+                    char id[37], target[4096];
+                    printf("report %d\n", rh_embed_report(h, "error", "with stdin closed", NULL, id));
+                    ssize_t length = readlink("/proc/self/fd/0", target, sizeof target - 1);
+                    if (length < 0) {
+                        printf("fd0 closed\n");
+                    } else {
+                        target[length] = 0;
+                        printf("fd0 %s\n", target);
+                    }
                 } else if (strcmp(mode, "misuse") == 0 && argc > 4) {
                     misuse(h, config, repository, argv[4]);
                     return 0;
@@ -243,6 +254,19 @@ import Testing
             let stored = try storedTriggers()
             #expect(stored.count == 1, "only the parent's report is stored: \(stored)")
             #expect(stored[String(parent.dropFirst("parent-report 0 ".count))] == "log_error")
+        }
+    }
+
+    @Test("embed: a program that closed its standard input never finds the host's lock file, database or a socket on fd 0")
+    func closedStandardInput() async throws {
+        try await offPool { [self] in
+            let driver = try Self.driver.get().path
+            let result = try ChildProcess.run("/bin/sh", ["-c", "exec 0<&-; exec '\(driver)' - '\(repository)' stdin"], directory: folder)
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            let lines = result.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.contains("report 0"), "\(result.stdout)")
+            let fd0 = try #require(lines.first { $0.hasPrefix("fd0 ") }, "\(result.stdout)")
+            #expect(fd0 == "fd0 closed" || fd0 == "fd0 /dev/null", "\(fd0)")
         }
     }
 

@@ -107,7 +107,12 @@ typedef struct rh_embed rh_embed;
  * still owns the session and the lock); the child's rh_embed_stop returns at once and
  * leaves the parent's host running. Crash capture still writes the child's crash files
  * (under the parent's session). A child that needs reports starts a host of its own after
- * exec. [not-in-callback] */
+ * exec.
+ *
+ * Closed standard descriptors: when fd 0, 1 or 2 is closed at rh_embed_start, the library
+ * opens /dev/null there (close-on-exec, for the life of the process), so its lock file,
+ * database and sockets never become the program's standard input or output.
+ * [not-in-callback] */
 rh_embed *rh_embed_start(const char *config_path, const char *repository, char *error, size_t error_cap);
 
 /* Sets a host-wide attribute, merged into every report whose first callback starts after
