@@ -231,6 +231,21 @@ import Testing
         }
     }
 
+    @Test("I: reporthost without the capture library beside it (a plain swift build): run says in one line what to build and starts nothing")
+    func runWithoutCaptureLibrary() async throws {
+        try await offPool { [self] in
+            let alone = folder.appendingPathComponent("alone")
+            try FileManager.default.createDirectory(at: alone, withIntermediateDirectories: true)
+            let copy = alone.appendingPathComponent("reporthost")
+            try FileManager.default.copyItem(at: Products.reporthost, to: copy)
+            let marker = folder.appendingPathComponent("started").path
+            let result = try ChildProcess.run(copy.path, ["run", "--repository", folder.appendingPathComponent("repo").path, "--", "/bin/touch", marker], directory: folder)
+            #expect(result.status == 1)
+            #expect(result.stderr == "reporthost: error: \(alone.path)/libreporthost-capture.so: the capture library is missing beside reporthost (build every product: scripts/build)\n", "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: marker), "the program was not started")
+        }
+    }
+
     @Test("I: show prints a stored report as a person reads it, and --json its document with its crash payload")
     func showAReport() async throws {
         try await offPool { [self] in
