@@ -45,10 +45,14 @@ let package = Package(
             name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]),
         .target(name: "CrashCapture"),
+        // Symbolication at recovery: elfutils' libdw (DWARF lines, inlined frames) and libelf.
+        .target(
+            name: "Symbolize",
+            linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("stdc++"), .linkedLibrary("dl")]),
         // libcurl (libcurl4-openssl-dev), not FoundationNetworking: its `try!` on some curl
         // errors could end the host when a server misbehaves.
         .target(name: "HTTPPost", linkerSettings: [.linkedLibrary("curl")]),
-        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture", "HTTPPost"]),
+        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture", "HTTPPost", "Symbolize"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(
             name: "Embed", dependencies: ["Host"],

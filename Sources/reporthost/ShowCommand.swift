@@ -66,22 +66,40 @@ enum ShowCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The signal line, then the crashed thread's stack one frame per line.
+    /// The signal line, then each thread's stack one frame per line, the crashed thread first:
+    /// `#0 zq_fn (file.c:12) in libx.so+0x1139`, as gdb's `bt` reads.
     static func crashLines(_ crash: JSONValue) -> [String] {
         let name = crash["signal_name"]?.stringValue ?? "?"
-        let code = crash["code"]?.intValue.map { " code \($0)" } ?? ""
-        let address = crash["address"]?.stringValue.map { " at \($0)" } ?? ""
-        var lines = ["crash: SIG\(name)\(code)\(address)"]
+        let code = (crash["code_name"]?.stringValue ?? crash["code"]?.intValue.map { "code \($0)" }).map { " (\($0))" } ?? ""
+        let cause: String
+        if crash["abort"]?.boolValue == true {
+            cause = ": abort() called"
+        } else if let sender = crash["sender_pid"]?.intValue {
+            cause = " sent by pid \(sender)\(crash["sender_uid"]?.intValue.map { " (uid \($0))" } ?? "")"
+        } else {
+            cause = crash["address"]?.stringValue.map { " at \($0)" } ?? ""
+        }
+        var lines = ["crash: SIG\(name)\(code)\(cause)"]
         let main = crash["main_thread"]?.stringValue ?? ""
-        let stack = crash["threads"]?[main]?["stack"]?.arrayValue ?? []
-        lines.append("thread \(main) (crashed):")
-        for (index, frame) in stack.enumerated() {
-            let place = frame["library"]?.stringValue.map { library in
-                " in \(URL(fileURLWithPath: library).lastPathComponent)+\(frame["offset"]?.stringValue ?? "?")"
-            } ?? ""
-            let function = frame["function"]?.stringValue.map { " \($0)" } ?? ""
-            lines.append("  #\(index) \(frame["address"]?.stringValue ?? "?")\(function)\(place)")
+        let threads = crash["threads"]?.objectValue ?? []
+        for (id, thread) in threads.filter({ $0.0 == main }) + threads.filter({ $0.0 != main }) {
+            lines.append("thread \(id)\(id == main ? " (crashed)" : ""):")
+            let frames = thread["frames"]?.arrayValue ?? thread["stack"]?.arrayValue ?? []
+            lines += frames.enumerated().map { index, frame in "  #\(index) \(frameText(frame))" }
         }
         return lines
+    }
+
+    /// `zq_fn (file.c:12) in libx.so+0x1139`; the address where nothing names the function.
+    static func frameText(_ frame: JSONValue) -> String {
+        let module = (frame["module"] ?? frame["library"])?.stringValue.map { path in
+            "in \(URL(fileURLWithPath: path).lastPathComponent)+\(frame["offset"]?.stringValue ?? "?")"
+        } ?? "in ?"
+        guard let function = frame["function"]?.stringValue else { return "\(frame["address"]?.stringValue ?? "?") \(module)" }
+        let source = frame["file"]?.stringValue.map { file in
+            " (\(URL(fileURLWithPath: file).lastPathComponent)\(frame["line"]?.intValue.map { ":\($0)" } ?? ""))"
+        } ?? ""
+        let inlined = frame["inlined"]?.boolValue == true ? " [inlined]" : ""
+        return "\(function)\(source)\(inlined) \(module)"
     }
 }

@@ -56,7 +56,7 @@ import Testing
         #expect(crash.frames == [0x10])
         #expect(crash.modules.isEmpty)
         #expect(crash.complete)
-        #expect(crash.payload.serialized().contains("\"signal\":0"))
+        #expect(crash.payload().serialized().contains("\"signal\":0"))
     }
 
     @Test("D-1: a crash time far in the future or before 2000 is replaced by the file's time")

@@ -88,7 +88,7 @@ import Testing
                     continue
                 }
                 // Everything recovery does with a parsed file.
-                _ = crash.payload.serialized()
+                _ = crash.payload().serialized()
                 _ = crash.blamesPlugin(hostModules: ["/usr/bin/host"])
                 _ = crash.faultModule
                 #expect(crash.frames.count <= CrashFile.maxFrames && crash.attachmentPaths.count <= CrashFile.maxAttachments)

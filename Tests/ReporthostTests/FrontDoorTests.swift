@@ -261,8 +261,10 @@ import Testing
             _ = try ChildProcess.reporthost(["crash", "--repository", repository])
             _ = try ChildProcess.reporthost(["launch", "--repository", repository])
             let crash = try ChildProcess.reporthost(["show", "latest", "--repository", repository])
-            #expect(crash.stdout.contains("crash: SIGSEGV"), "\(crash.stdout)")
-            #expect(crash.stdout.contains("#0 0x"), "\(crash.stdout)")
+            #expect(crash.stdout.contains("crash: SIGSEGV (SEGV_MAPERR) at 0x"), "\(crash.stdout)")
+            // Symbolicated at recovery: the C function that faulted, then the Swift callers, demangled.
+            #expect(crash.stdout.contains("  #0 rh_crash_now "), "\(crash.stdout)")
+            #expect(crash.stdout.contains("reporthost.CrashCommand.run("), "\(crash.stdout)")
             let json = try JSONValue.parse(try ChildProcess.reporthost(["show", "latest", "--json", "--repository", repository]).stdout)
             #expect(json["trigger"]?.stringValue == "crash")
             #expect(json["crash"]?["signal_name"]?.stringValue == "SEGV")

@@ -86,7 +86,7 @@ import Testing
                 #expect(crash.frames.count > 3)
                 #expect(crash.modules.contains { $0.path == "[main]" || $0.path.hasSuffix("reporthost") })
                 #expect(crash.attributes["app.version"] == "7.1")
-                #expect(crash.payload["threads"]?[String(crash.thread)]?["stack"]?.arrayValue?.isEmpty == false)
+                #expect(crash.payload()["threads"]?[String(crash.thread)]?["frames"]?.arrayValue?.isEmpty == false)
             }
             #expect(signals == [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP])
             #expect(try run(["launch"]).status == 0)

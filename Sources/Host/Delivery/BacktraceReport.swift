@@ -15,7 +15,12 @@ import Foundation
 /// | `description` | `annotations["Description"]` |
 /// | `internal_log` | `annotations["ReportHost internal log"]` |
 /// | attachments | `attachment_<name>` parts, metadata in `annotations["Attachments"]` |
-/// | crash payload | `threads`, `mainThread`, `annotations["Crash"]` (signal, registers, modules) |
+/// | crash payload | `threads`, `mainThread`, `sourceCode`, `annotations["Crash"]` (signal, registers, modules) |
+///
+/// A crash frame becomes Backtrace's: `address`, `library` (the module's path), `offset`,
+/// `debug_identifier` (the module's build id, which a Backtrace server matches uploaded debug
+/// files by), and where recovery symbolicated it `funcName`, `line` and `sourceCode` (a key of
+/// the top-level `sourceCode`, whose entry holds `path`).
 enum BacktraceReport {
     static let agentVersion = HostAPITable.hostVersion
     static let languageVersion: String = {
@@ -60,10 +65,15 @@ enum BacktraceReport {
             ("attributes", .object(attributes)),
         ]
         if document.type == .crash {
-            let threads = crash?["threads"] ?? .object([("0", .object([("name", .string("unknown")), ("stack", .array([]))]))])
-            let main = crash?["main_thread"]?.stringValue ?? threads.objectValue?.first?.0 ?? "0"
-            fields.append(("threads", threads))
+            var sources = SourceFiles()
+            let stored = crash?["threads"]?.objectValue ?? []
+            let threads: [(String, JSONValue)] = stored.isEmpty
+                ? [("0", .object([("name", .string("unknown")), ("stack", .array([]))]))]
+                : stored.map { id, thread in (id, backtraceThread(thread, sources: &sources)) }
+            let main = crash?["main_thread"]?.stringValue ?? threads.first?.0 ?? "0"
+            fields.append(("threads", .object(threads)))
             fields.append(("mainThread", .string(main)))
+            if !sources.entries.isEmpty { fields.append(("sourceCode", .object(sources.entries))) }
             if let crash {
                 annotations.append(("Crash", .object((crash.objectValue ?? []).filter { !["threads", "main_thread"].contains($0.0) })))
             }
@@ -71,6 +81,39 @@ enum BacktraceReport {
         fields.append(("annotations", .object(annotations)))
         fields.append(("classifiers", .array(document.content.labels.map(JSONValue.string))))
         return .object(fields)
+    }
+
+    /// The source files frames name, each under a key of its own (`sourceCode`).
+    struct SourceFiles {
+        var entries: [(String, JSONValue)] = []
+        var keys: [String: String] = [:]
+
+        mutating func key(for path: String) -> String {
+            if let key = keys[path] { return key }
+            let key = String(entries.count + 1)
+            keys[path] = key
+            entries.append((key, .object([("path", .string(path))])))
+            return key
+        }
+    }
+
+    /// A stored thread (`frames` in our document; `stack` with `library` in reports stored by earlier versions) as
+    /// Backtrace's: `name`, `fault`, `stack`.
+    static func backtraceThread(_ thread: JSONValue, sources: inout SourceFiles) -> JSONValue {
+        let frames = thread["frames"]?.arrayValue ?? thread["stack"]?.arrayValue ?? []
+        let stack: [JSONValue] = frames.map { frame in
+            var fields: [(String, JSONValue)] = [("address", frame["address"] ?? .string("0x0"))]
+            if let library = frame["module"] ?? frame["library"] { fields.append(("library", library)) }
+            if let offset = frame["offset"] { fields.append(("offset", offset)) }
+            if let id = frame["build_id"]?.stringValue { fields.append(("debug_identifier", .string(id))) }
+            if let function = frame["function"]?.stringValue { fields.append(("funcName", .string(function))) }
+            if let line = frame["line"]?.intValue { fields.append(("line", .string(String(line)))) }
+            if let file = frame["file"]?.stringValue { fields.append(("sourceCode", .string(sources.key(for: file)))) }
+            return .object(fields)
+        }
+        return .object([
+            ("name", thread["name"] ?? .string("crashed")), ("fault", thread["fault"] ?? .bool(true)), ("stack", .array(stack)),
+        ])
     }
 
     static func errorType(_ document: ReportDocument) -> String {

@@ -7,18 +7,41 @@ package struct CrashFile: Sendable {
     package var path: String
     package var session: String?
     package var signal: Int32
+    /// `si_code`, signed (older files wrote it unsigned: read back as signed).
     package var code: Int64
+    /// The address a fault concerns ("0x0" for a sent signal).
     package var address: String
+    /// Who sent a sent signal (`kill`, `abort`, …): nil for a fault.
+    package var senderPID: Int32?
+    package var senderUID: UInt32?
     package var thread: Int64
     package var time: Date
     package var registers: [(String, String)] = []
     package var frames: [UInt64] = []
-    package var modules: [(start: UInt64, end: UInt64, path: String)] = []
+    /// Every ELF object mapped at the crash (read from /proc/self/maps by the writer), or the
+    /// map the host last took when /proc could not be read.
+    package var modules: [Module] = []
     package var attributes: [String: String] = [:]
     package var attachmentPaths: [String] = []
     /// The plugin whose call the crashed thread was in, if any (SPEC I: crashed_in_plugin).
     package var plugin: PluginCall?
     package var complete = false
+
+    /// One mapped ELF object: where its header was mapped (`start`) to the end of its last
+    /// mapping, and its GNU build id (lowercase hex) read from the mapped notes.
+    package struct Module: Sendable, Equatable {
+        package var start: UInt64
+        package var end: UInt64
+        package var path: String
+        package var buildID: String?
+
+        package init(start: UInt64, end: UInt64, path: String, buildID: String? = nil) {
+            self.start = start
+            self.end = end
+            self.path = path
+            self.buildID = buildID
+        }
+    }
 
     /// A plugin call named by the writer: the plugin's real path, the sha256 of its file,
     /// its name (absent when it crashed before its entry returned) and the ABI member.
@@ -100,9 +123,12 @@ package struct CrashFile: Sendable {
             switch key {
             case "session": session = value
             case "signal": signal = Int32(value) ?? 0
-            case "code": code = Int64(value) ?? 0
+            case "code": code = Int64(value).map { $0 > Int64(UInt32.max) ? 0 : Int64(Int32(truncatingIfNeeded: $0)) } ?? 0
+            case "sender_pid": senderPID = Int32(value)
+            case "sender_uid": senderUID = UInt32(value)
             case "address": address = value
             case "thread": thread = Int64(value) ?? 0
+            case "pid": processID = Int32(value)
             case "time": time = Self.plausibleTime(value) ?? fallbackTime
             case "register":
                 let pair = value.split(separator: " ").map(String.init)
@@ -111,8 +137,14 @@ package struct CrashFile: Sendable {
             case "module":
                 let fields = value.split(separator: " ", maxSplits: 2).map(String.init)
                 if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
-                    modules.append((start, end, fields[2]))
+                    modules.append(Module(start: start, end: end, path: fields[2]))
                 }
+            case "build_id":
+                if !modules.isEmpty, modules[modules.count - 1].buildID == nil, Self.isBuildID(value) {
+                    modules[modules.count - 1].buildID = value
+                }
+            // The writer's map of what is mapped at the crash replaces the one taken before.
+            case "modules_at_crash": modules = []
             case "attribute":
                 if let equals = value.firstIndex(of: "=") {
                     attributes[String(value[..<equals])] = String(value[value.index(after: equals)...])
@@ -152,8 +184,40 @@ package struct CrashFile: Sendable {
     }
 
     /// The module (from the file's module map) holding `address`.
-    package func module(containing address: UInt64) -> String? {
-        modules.first { $0.start <= address && address < $0.end }?.path
+    package func module(containing address: UInt64) -> String? { object(containing: address)?.path }
+
+    package func object(containing address: UInt64) -> Module? {
+        modules.first { $0.start <= address && address < $0.end }
+    }
+
+    /// The name of `code` (`SEGV_MAPERR`, `SI_USER`, …), when it has one.
+    package var codeName: String? { SignalCode.name(code, signal: signal) }
+
+    /// Whether the signal was sent (`kill`, `abort`, …) rather than raised by a fault.
+    package var wasSent: Bool { SignalCode.isSent(code) }
+
+    /// `abort()`: SIGABRT the process sent itself.
+    package var isAbort: Bool { signal == SIGABRT && wasSent && senderPID.map { $0 == processID } ?? false }
+
+    /// The crashed process, from its `pid` line.
+    package var processID: Int32?
+
+    /// The summary a person reads first: what the signal was, and where a fault was or who
+    /// sent the signal, never the sender read as an address.
+    package var summary: String {
+        let code = codeName ?? "code \(self.code)"
+        if isAbort { return "\(signalName) (abort() called, signal \(signal))" }
+        if wasSent { return "\(signalName) (\(code), signal \(signal)) sent by pid \(senderPID.map(String.init) ?? "?")" }
+        let place = faultModule.map { " in \(URL(fileURLWithPath: $0).lastPathComponent)" } ?? ""
+        return "\(signalName) (\(code), signal \(signal)) at \(address)\(place)"
+    }
+
+    /// The crashed thread's stack from the faulting instruction outwards: frames before it
+    /// are the signal handler's own (glibc's backtrace() starts there).
+    package var crashedStack: [UInt64] {
+        guard let pc = programCounter else { return frames }
+        if let index = frames.firstIndex(of: pc) { return Array(frames[index...]) }
+        return [pc] + frames
     }
 
     /// The module that holds the faulting instruction.
@@ -169,12 +233,7 @@ package struct CrashFile: Sendable {
         // Nothing but the plugin's own constructors (and the libraries it pulls in) runs under
         // this mark, and the module map taken before the load does not hold the plugin yet.
         if plugin.callback == "dlopen" { return true }
-        var stack = frames
-        if let pc = programCounter {
-            // Frames before the faulting instruction's own are the signal handler's.
-            if let index = stack.firstIndex(of: pc) { stack.removeFirst(index) } else { stack.insert(pc, at: 0) }
-        }
-        for address in stack {
+        for address in crashedStack {
             guard let module = module(containing: address) else { continue }
             if module == plugin.path { return true }
             if hostModules.contains(module) { return false }
@@ -182,33 +241,14 @@ package struct CrashFile: Sendable {
         return true
     }
 
+    /// 2 to 128 lowercase hex digits, an even number.
+    static func isBuildID(_ text: String) -> Bool {
+        (2...128).contains(text.count) && text.count % 2 == 0 && text.allSatisfy { $0.isHexDigit && !$0.isUppercase }
+    }
+
     static func hex(_ text: String) -> UInt64? {
         UInt64(text.hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: 16)
     }
 
     package var signalName: String { Self.signalNames[signal] ?? "signal \(signal)" }
-
-    /// The crash payload kept with the record and sent as Backtrace's `threads`.
-    package var payload: JSONValue {
-        let stack: [JSONValue] = frames.map { address in
-            var frame: [(String, JSONValue)] = [("address", .string("0x" + String(address, radix: 16)))]
-            if let module = modules.first(where: { $0.start <= address && address < $0.end }) {
-                frame.append(("library", .string(module.path)))
-                frame.append(("offset", .string("0x" + String(address - module.start, radix: 16))))
-            }
-            return .object(frame)
-        }
-        return .object([
-            ("signal", .int(signal)), ("signal_name", .string(signalName)), ("code", .int(code)),
-            ("address", .string(address)), ("thread", .int(thread)), ("time", .int(Int64(time.timeIntervalSince1970))),
-            ("complete", .bool(complete)),
-            ("fault_module", .optional(faultModule)),
-            ("registers", .object(registers.map { ($0.0, .string($0.1)) })),
-            ("threads", .object([(String(thread), .object([("name", .string("crashed")), ("stack", .array(stack))]))])),
-            ("main_thread", .string(String(thread))),
-            ("modules", .array(modules.map { .object([("start", .string("0x" + String($0.start, radix: 16))),
-                                                      ("end", .string("0x" + String($0.end, radix: 16))),
-                                                      ("path", .string($0.path))]) })),
-        ])
-    }
 }

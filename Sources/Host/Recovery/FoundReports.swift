@@ -9,9 +9,12 @@ enum FoundReports {
     /// watched program it came from (`reporthost run`: its name and the tail of its standard
     /// error), and copies of the attachments it names (a missing, unreadable, oversized or
     /// non-regular one is omitted with a diagnostic, D-3).
-    static func crash(_ crash: CrashFile, culprit: QuarantineEntry?, program: ProgramExit?) -> ReportDocument {
+    /// `unsymbolicated` says, a line per module, why its frames have no symbols.
+    static func crash(
+        _ crash: CrashFile, culprit: QuarantineEntry?, program: ProgramExit?, unsymbolicated: [String] = []
+    ) -> ReportDocument {
         var content = ReportContent()
-        content.summary = "\(crash.signalName) (signal \(crash.signal), code \(crash.code)) at \(crash.address)"
+        content.summary = crash.summary
         content.attributes = crash.attributes
         var notes: [InternalLogEntry] = []
         if !crash.complete {
@@ -29,6 +32,7 @@ enum FoundReports {
                 message: "the host crashed with SIG\(crash.signalName) inside \(plugin.displayName).\(plugin.callback)\(module); \(outcome)"))
         }
         if let module = crash.faultModule { content.attributes["reporthost.crashed_in_module"] = module }
+        for refusal in unsymbolicated { notes.append(note(.info, "frames not symbolicated: \(refusal)")) }
         if crash.ignoredAttachments > 0 {
             notes.append(note(.warn, "\(crash.ignoredAttachments) attachment line(s) past the first \(CrashFile.maxAttachments) ignored"))
         }

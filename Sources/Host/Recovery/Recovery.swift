@@ -58,9 +58,12 @@ struct Recovery {
             }
             let culprit = try quarantineCulprit(of: crash)
             let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
+            // Symbolicated here, on the machine that crashed, while its files are the ones
+            // that ran (each checked by build id).
+            let symbols = ElfSymbols(for: crash)
             let rowID = try repository.saveCrash(
-                FoundReports.crash(crash, culprit: culprit, program: program), crash: crash.payload, crashFile: path,
-                session: crash.session)
+                FoundReports.crash(crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? []),
+                crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
             log.debug("crash file \(path) saved as record \(rowID)")
             try skipChainsTheCrashInterrupted(crash, record: rowID)
             host.faults.hit(.afterSave)

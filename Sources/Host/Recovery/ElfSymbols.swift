@@ -1,0 +1,48 @@
+import Foundation
+import Symbolize
+
+/// Symbols for one crash's frames from the modules' files on this machine (elfutils' libdw):
+/// function names (demangled), DWARF file:line with inlined frames expanded, or the ELF
+/// symbol table where there is no DWARF. A module is used only when its file still has the
+/// build id the crash recorded; otherwise its frames stay unsymbolicated and `refusals` says
+/// why (the report's internal log carries it). Runs at recovery, never in the handler.
+final class ElfSymbols: Symbolicating {
+    private let handle: OpaquePointer
+    /// One line per module whose frames are not symbolicated, and why.
+    private(set) var refusals: [String] = []
+
+    /// Opens the modules that hold any of `crash`'s frames.
+    init?(for crash: CrashFile) {
+        guard let handle = rh_symbolizer_new() else { return nil }
+        self.handle = handle
+        var seen: Set<String> = []
+        for address in crash.crashedStack {
+            guard let module = crash.object(containing: address), seen.insert(module.path).inserted else { continue }
+            var why = [CChar](repeating: 0, count: 512)
+            if !rh_symbolizer_add_module(handle, module.path, module.start, module.buildID ?? "", &why, why.count) {
+                refusals.append(String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+        }
+    }
+
+    deinit { rh_symbolizer_free(handle) }
+
+    func symbols(at address: UInt64, isReturnAddress: Bool) -> [FrameSymbol] {
+        var found = [rh_symbol](repeating: rh_symbol(), count: 8)
+        let count = Int(rh_symbolizer_lookup(handle, address, isReturnAddress, &found, Int32(found.count)))
+        return found.prefix(max(0, min(count, found.count))).compactMap { symbol in
+            var symbol = symbol
+            let function = Self.text(&symbol.function)
+            guard !function.isEmpty else { return nil }
+            let file = Self.text(&symbol.file)
+            return FrameSymbol(
+                function: function, file: file.isEmpty ? nil : file, line: symbol.line > 0 ? Int(symbol.line) : nil,
+                inlined: symbol.inlined)
+        }
+    }
+
+    /// A fixed C char array as a string (up to its first NUL).
+    private static func text<T>(_ field: inout T) -> String {
+        withUnsafeBytes(of: &field) { bytes in String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+}

@@ -1,0 +1,55 @@
+/* Symbolize: turns crash frame addresses into function, file and line, at recovery time.
+ *
+ * Built on elfutils' libdwfl (offline: the crashed process is gone; the modules are read from
+ * disk and placed at the addresses they had in it). Not async-signal-safe: it allocates, opens
+ * files and may read separate debug info. One handle must be used by one thread at a time;
+ * separate handles are independent.
+ */
+#ifndef RH_SYMBOLIZE_H
+#define RH_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rh_symbolizer rh_symbolizer;
+
+typedef struct rh_symbol {
+    char function[512];   /* demangled; "" when unknown */
+    char file[1024];      /* source path as DWARF names it (absolute when comp_dir known); "" when unknown */
+    int line;             /* 0 when unknown */
+    bool inlined;         /* true for a frame that DWARF says was inlined into the next one */
+} rh_symbol;
+
+/* Returns NULL only when out of memory. */
+rh_symbolizer *rh_symbolizer_new(void);
+/* Accepts NULL. */
+void rh_symbolizer_free(rh_symbolizer *);
+
+/* Adds a module mapped at `base` (the address of its ELF header in the crashed process).
+   Opens the file on disk; when `build_id` is non-empty and the file's GNU build id differs
+   (or the file has none, or is missing/unreadable/not ELF), the module is NOT used for
+   symbols and `why` (cap why_cap) says why in plain words. Returns true when the module will
+   be used (then `why` is ""). `why` may be NULL. For a non-PIE executable (ET_EXEC) `base` is
+   ignored: its addresses are absolute. */
+bool rh_symbolizer_add_module(rh_symbolizer *, const char *path, uint64_t base, const char *build_id,
+                              char *why, size_t why_cap);
+
+/* Symbolicates `address`. `is_return_address` is true for every frame but the crashed one
+   (frame #0): address-1 is looked up so the call's line is found, not the next line.
+   Writes up to `cap` symbols, innermost first: for an address inside inlined code, first the
+   inlined function(s) (inlined=true, file:line of the code in them), then the function they
+   were inlined into (file:line = the call site of the outermost inlined call). Returns how many
+   were written (0 when nothing is known). Without DWARF, a function named by .symtab/.dynsym
+   gives 1 symbol with an empty file and line 0. */
+int rh_symbolizer_lookup(rh_symbolizer *, uint64_t address, bool is_return_address, rh_symbol *out, int cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

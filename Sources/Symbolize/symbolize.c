@@ -1,0 +1,423 @@
+/* Symbolize: crash frame addresses → function, file, line (inlined frames expanded).
+ *
+ * Runs at recovery time, never in a signal handler. elfutils' libdwfl does the work offline:
+ * each module that was mapped in the crashed process is reported at the address it had there,
+ * so frame addresses can be looked up as they were recorded.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT, vasprintf */
+#endif
+
+#include "symbolize.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <libelf.h>
+
+/* libstdc++'s demangler (link with -lstdc++). */
+extern char *__cxa_demangle(const char *mangled, char *output, size_t *length, int *status);
+
+/* The Swift runtime's demangler; present only when the process links the Swift runtime. */
+typedef char *(*swift_demangle_fn)(const char *mangled, size_t length, char *output,
+                                   size_t *output_size, uint32_t flags);
+
+struct rh_symbolizer {
+    Dwfl_Callbacks callbacks;        /* libdwfl keeps a pointer to it: must live as long as dwfl */
+    char *debuginfo_path;            /* NULL: libdwfl's default search path */
+    Dwfl *dwfl;
+    swift_demangle_fn swift_demangle;
+};
+
+/* Largest build id we show in a message (bytes of hex); real ones are 40. */
+#define SHOWN_BUILD_ID_MAX 128
+
+/* ---------------------------------------------------------------- strings */
+
+/* Copies `src` into `dst` (capacity `cap`), cutting at a UTF-8 character boundary when it does
+   not fit, so a truncated name is still valid UTF-8. */
+static void copy_str(char *dst, size_t cap, const char *src) {
+    if (dst == NULL || cap == 0) return;
+    if (src == NULL) src = "";
+    size_t len = strlen(src);
+    if (len >= cap) {
+        len = cap - 1;
+        /* src[len] is the first byte left out; if it continues a character, drop that
+           character's first bytes too. */
+        while (len > 0 && ((unsigned char)src[len] & 0xC0) == 0x80) len--;
+    }
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+static void set_why(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_why(char *why, size_t cap, const char *fmt, ...) {
+    if (why == NULL || cap == 0) return;
+    char *text = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    copy_str(why, cap, n < 0 ? "out of memory" : text);
+    if (n >= 0) free(text);
+}
+
+/* `dir`/`file` unless `file` is already absolute or there is no dir. */
+static void join_path(char *dst, size_t cap, const char *dir, const char *file) {
+    if (file == NULL || file[0] == '\0') {
+        copy_str(dst, cap, "");
+        return;
+    }
+    if (file[0] == '/' || dir == NULL || dir[0] == '\0') {
+        copy_str(dst, cap, file);
+        return;
+    }
+    char *joined = NULL;
+    bool slash = dir[strlen(dir) - 1] == '/';
+    if (asprintf(&joined, "%s%s%s", dir, slash ? "" : "/", file) < 0) {
+        copy_str(dst, cap, file);
+        return;
+    }
+    copy_str(dst, cap, joined);
+    free(joined);
+}
+
+/* ---------------------------------------------------------------- build ids */
+
+static void hex_of(const unsigned char *bytes, size_t len, char *out, size_t cap) {
+    static const char digits[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 2 < cap; i++) {
+        out[o++] = digits[bytes[i] >> 4];
+        out[o++] = digits[bytes[i] & 15];
+    }
+    if (cap > 0) out[o] = '\0';
+}
+
+/* The crash's build id may be upper or lower case; anything that is not the same hex differs. */
+static bool build_id_matches(const unsigned char *bytes, size_t len, const char *wanted) {
+    static const char digits[] = "0123456789abcdef";
+    if (strlen(wanted) != len * 2) return false;
+    for (size_t i = 0; i < len; i++) {
+        if (tolower((unsigned char)wanted[2 * i]) != digits[bytes[i] >> 4]) return false;
+        if (tolower((unsigned char)wanted[2 * i + 1]) != digits[bytes[i] & 15]) return false;
+    }
+    return true;
+}
+
+/* The crash's build id as it may be shown in a message: it comes from the crash file and may
+   be garbage, so only printable ASCII survives (anything else becomes '?'), at most
+   SHOWN_BUILD_ID_MAX characters. */
+static void printable_id(const char *wanted, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; wanted[i] != '\0' && o + 1 < cap && i < SHOWN_BUILD_ID_MAX; i++) {
+        unsigned char c = (unsigned char)wanted[i];
+        out[o++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    if (cap > 0) out[o] = '\0';
+}
+
+/* Is this ELF file a loadable module whose build id is `wanted` ("" = anything)? */
+static bool verify_elf(Elf *elf, const char *path, const char *wanted, char *why, size_t cap) {
+    if (elf_kind(elf) != ELF_K_ELF) {
+        set_why(why, cap, "%s: not an ELF file", path);
+        return false;
+    }
+    GElf_Ehdr ehdr;
+    if (gelf_getehdr(elf, &ehdr) == NULL) {
+        set_why(why, cap, "%s: unreadable ELF header (%s)", path, elf_errmsg(-1));
+        return false;
+    }
+    if (ehdr.e_type != ET_DYN && ehdr.e_type != ET_EXEC) {
+        set_why(why, cap, "%s: not an executable or shared object (ELF type %u)", path,
+                (unsigned)ehdr.e_type);
+        return false;
+    }
+    if (wanted[0] == '\0') return true;
+
+    char shown[SHOWN_BUILD_ID_MAX + 1];
+    printable_id(wanted, shown, sizeof shown);
+    const void *id = NULL;
+    ssize_t len = dwelf_elf_gnu_build_id(elf, &id);
+    if (len <= 0 || id == NULL) {
+        set_why(why, cap, "%s: no GNU build id on disk; the crash's is %s", path, shown);
+        return false;
+    }
+    if (!build_id_matches(id, (size_t)len, wanted)) {
+        char disk[SHOWN_BUILD_ID_MAX + 1];
+        hex_of(id, (size_t)len, disk, sizeof disk);
+        set_why(why, cap, "%s: build id on disk %s differs from the crash's %s", path, disk, shown);
+        return false;
+    }
+    return true;
+}
+
+/* Opens `path` only to vet it; libdwfl opens it again for itself when it is reported. */
+static bool vet_file(const char *path, const char *wanted, char *why, size_t cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        set_why(why, cap, "%s: cannot open (%s)", path, strerror(errno));
+        return false;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        set_why(why, cap, "%s: not a regular file", path);
+        close(fd);
+        return false;
+    }
+    bool ok = false;
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (elf == NULL)
+        set_why(why, cap, "%s: not readable as ELF (%s)", path, elf_errmsg(-1));
+    else
+        ok = verify_elf(elf, path, wanted, why, cap);
+    elf_end(elf);
+    close(fd);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- handle */
+
+rh_symbolizer *rh_symbolizer_new(void) {
+    rh_symbolizer *h = calloc(1, sizeof *h);
+    if (h == NULL) return NULL;
+    elf_version(EV_CURRENT); /* libelf refuses elf_begin until told which version we speak */
+    h->callbacks.find_elf = dwfl_build_id_find_elf;
+    h->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+    h->callbacks.section_address = dwfl_offline_section_address;
+    h->callbacks.debuginfo_path = &h->debuginfo_path;
+    h->dwfl = dwfl_begin(&h->callbacks);
+    if (h->dwfl == NULL) {
+        free(h);
+        return NULL;
+    }
+    /* dlsym returns an object pointer; copy its bits, as POSIX allows, to get the function. */
+    void *found = dlsym(RTLD_DEFAULT, "swift_demangle");
+    memcpy(&h->swift_demangle, &found, sizeof found);
+    return h;
+}
+
+void rh_symbolizer_free(rh_symbolizer *h) {
+    if (h == NULL) return;
+    dwfl_end(h->dwfl); /* closes every module's files and frees their DWARF */
+    free(h);
+}
+
+bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base, const char *build_id,
+                              char *why, size_t why_cap) {
+    copy_str(why, why_cap, "");
+    if (h == NULL) return false;
+    if (path == NULL || path[0] == '\0') {
+        set_why(why, why_cap, "module without a path");
+        return false;
+    }
+    if (!vet_file(path, build_id == NULL ? "" : build_id, why, why_cap)) return false;
+
+    /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was mapped,
+       i.e. the ELF header, and libdwfl sets the load bias to base - that p_vaddr. With true it
+       would treat `base` as the bias itself. For ET_EXEC libdwfl ignores base (bias 0). */
+    dwfl_report_begin_add(h->dwfl);
+    Dwfl_Module *mod = dwfl_report_elf(h->dwfl, path, path, -1, (GElf_Addr)base, false);
+    const char *err = mod == NULL ? dwfl_errmsg(-1) : NULL;
+    dwfl_report_end(h->dwfl, NULL, NULL);
+    if (mod == NULL) {
+        set_why(why, why_cap, "%s: cannot load (%s)", path, err ? err : "unknown error");
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- names */
+
+static bool has_prefix(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool is_swift_mangled(const char *s) {
+    return has_prefix(s, "$s") || has_prefix(s, "_$s") || has_prefix(s, "$S") ||
+           has_prefix(s, "_$S") || has_prefix(s, "$e") || has_prefix(s, "_$e") ||
+           has_prefix(s, "_T0");
+}
+
+/* Demangles C++ and (when the Swift runtime is loaded) Swift names; anything else as is. */
+static void demangle_into(const rh_symbolizer *h, const char *name, char *out, size_t cap) {
+    char *plain = NULL;
+    if (has_prefix(name, "_Z")) {
+        int status = 0;
+        plain = __cxa_demangle(name, NULL, NULL, &status);
+        if (status != 0) { free(plain); plain = NULL; }
+    } else if (is_swift_mangled(name) && h->swift_demangle != NULL) {
+        plain = h->swift_demangle(name, strlen(name), NULL, NULL, 0);
+    }
+    copy_str(out, cap, plain != NULL ? plain : name);
+    free(plain);
+}
+
+/* A linkage name that demangles to more than DW_AT_name says (C++, Rust, Swift). A C linkage
+   name is at best DW_AT_name again, or an asm alias like glibc's "__GI_qsort". */
+static bool is_mangled(const char *s) {
+    return has_prefix(s, "_Z") || has_prefix(s, "_R") || is_swift_mangled(s);
+}
+
+/* DW_AT_* string of the DIE, following DW_AT_abstract_origin / DW_AT_specification. */
+static const char *die_string(Dwarf_Die *die, int name) {
+    Dwarf_Attribute attr;
+    const char *s = dwarf_formstring(dwarf_attr_integrate(die, name, &attr));
+    return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
+/* The name to show for a function DIE: a mangled linkage name (it demangles to the qualified
+   name with parameters), else the source name, else whatever linkage name there is. */
+static const char *die_function_name(Dwarf_Die *die) {
+    const char *linkage = die_string(die, DW_AT_linkage_name);
+    if (linkage == NULL) linkage = die_string(die, DW_AT_MIPS_linkage_name);
+    if (linkage != NULL && is_mangled(linkage)) return linkage;
+    const char *name = die_string(die, DW_AT_name);
+    return name != NULL ? name : linkage;
+}
+
+static const char *elf_symbol_name(Dwfl_Module *mod, Dwarf_Addr addr) {
+    GElf_Off offset = 0;
+    GElf_Sym sym;
+    const char *name = dwfl_module_addrinfo(mod, addr, &offset, &sym, NULL, NULL, NULL);
+    return name != NULL && name[0] != '\0' ? name : NULL;
+}
+
+/* ---------------------------------------------------------------- locations */
+
+typedef struct location {
+    char file[1024];
+    int line;
+} location;
+
+static int clamp_line(uint64_t v) {
+    return v > INT_MAX ? 0 : (int)v;
+}
+
+/* The line table's row for `addr`: where the instruction at addr came from. */
+static void line_table_location(Dwfl_Module *mod, Dwarf_Addr addr, location *loc) {
+    loc->file[0] = '\0';
+    loc->line = 0;
+    Dwfl_Line *row = dwfl_module_getsrc(mod, addr);
+    if (row == NULL) return;
+    int line = 0;
+    const char *file = dwfl_lineinfo(row, NULL, &line, NULL, NULL, NULL);
+    join_path(loc->file, sizeof loc->file, dwfl_line_comp_dir(row), file);
+    loc->line = line > 0 ? line : 0;
+}
+
+static const char *cu_comp_dir(Dwarf_Die *cu) {
+    Dwarf_Attribute attr;
+    return dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &attr));
+}
+
+/* Where an inlined call was made: DW_AT_call_file / DW_AT_call_line of the inlined DIE. The
+   file number indexes the line table's file list of the DIE's own compilation unit. */
+static void call_site_location(Dwarf_Die *inlined, Dwarf_Die *fallback_cu, location *loc) {
+    loc->file[0] = '\0';
+    loc->line = 0;
+    Dwarf_Attribute attr;
+    Dwarf_Word value = 0;
+    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr), &value) == 0)
+        loc->line = clamp_line(value);
+
+    Dwarf_Die cu_mem, *cu = dwarf_diecu(inlined, &cu_mem, NULL, NULL);
+    if (cu == NULL) cu = fallback_cu;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &value) != 0) return;
+    if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || value >= nfiles) return;
+    join_path(loc->file, sizeof loc->file, cu_comp_dir(cu), dwarf_filesrc(files, value, NULL, NULL));
+}
+
+/* ---------------------------------------------------------------- lookup */
+
+static void write_symbol(const rh_symbolizer *h, rh_symbol *out, const char *name,
+                         const location *loc, bool inlined) {
+    demangle_into(h, name != NULL ? name : "", out->function, sizeof out->function);
+    copy_str(out->file, sizeof out->file, loc->file);
+    out->line = loc->line;
+    out->inlined = inlined;
+}
+
+static bool is_function_tag(int tag) {
+    return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_entry_point;
+}
+
+/* The DIEs enclosing `addr`, innermost first, following the concrete tree (dwarf_getscopes
+   alone would detour through an inlined function's abstract definition). */
+static int concrete_scopes(Dwarf_Die *cudie, Dwarf_Addr pc, Dwarf_Die **scopes) {
+    Dwarf_Die *found = NULL;
+    int n = dwarf_getscopes(cudie, pc, &found);
+    if (n <= 0) {
+        free(found);
+        return 0;
+    }
+    Dwarf_Die innermost = found[0];
+    free(found);
+    n = dwarf_getscopes_die(&innermost, scopes);
+    return n > 0 ? n : 0;
+}
+
+/* DWARF frames for `addr`: inlined functions innermost first, then the real function. */
+static int dwarf_frames(const rh_symbolizer *h, Dwfl_Module *mod, Dwarf_Addr addr, rh_symbol *out,
+                        int cap) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cudie = dwfl_module_addrdie(mod, addr, &bias);
+    if (cudie == NULL) return 0;
+    Dwarf_Die *scopes = NULL;
+    int nscopes = concrete_scopes(cudie, addr - bias, &scopes);
+
+    location loc;
+    line_table_location(mod, addr, &loc); /* the innermost frame's place */
+    int written = 0;
+    for (int i = 0; i < nscopes && written < cap; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (!is_function_tag(tag)) continue; /* lexical blocks etc. */
+        bool inlined = tag == DW_TAG_inlined_subroutine;
+        const char *name = die_function_name(&scopes[i]);
+        if (name == NULL && !inlined) name = elf_symbol_name(mod, addr);
+        write_symbol(h, &out[written++], name, &loc, inlined);
+        if (!inlined) break; /* reached the function everything was inlined into */
+        call_site_location(&scopes[i], cudie, &loc); /* the caller's place is this call */
+    }
+    free(scopes);
+    return written;
+}
+
+int rh_symbolizer_lookup(rh_symbolizer *h, uint64_t address, bool is_return_address, rh_symbol *out,
+                         int cap) {
+    if (h == NULL || out == NULL || cap <= 0) return 0;
+    if (is_return_address) {
+        if (address == 0) return 0;
+        address -= 1; /* inside the call instruction, not after it */
+    }
+    Dwfl_Module *mod = dwfl_addrmodule(h->dwfl, (Dwarf_Addr)address);
+    if (mod == NULL) return 0;
+
+    int n = dwarf_frames(h, mod, address, out, cap);
+    if (n > 0) return n;
+
+    /* No DWARF function here: the symbol table may still name it. */
+    const char *name = elf_symbol_name(mod, address);
+    if (name == NULL) return 0;
+    location loc;
+    line_table_location(mod, address, &loc);
+    write_symbol(h, &out[0], name, &loc, false);
+    return 1;
+}
