@@ -132,8 +132,37 @@ static void printable_id(const char *wanted, char *out, size_t cap) {
     if (cap > 0) out[o] = '\0';
 }
 
+/* What add_module needs to know of a file besides its build id. */
+typedef struct elf_facts {
+    int type;       /* ET_DYN or ET_EXEC */
+    uint64_t first; /* page-aligned p_vaddr of the first PT_LOAD: what `base` maps */
+    uint64_t size;  /* from `first` to the end of the last PT_LOAD */
+} elf_facts;
+
+#define PAGE_MASK_4K (~(uint64_t)0xfff)
+
+/* The address span of the PT_LOAD segments. False when there are none (or they are nonsense). */
+static bool load_span(Elf *elf, elf_facts *facts) {
+    size_t phnum = 0;
+    if (elf_getphdrnum(elf, &phnum) != 0) return false;
+    bool seen = false;
+    uint64_t last_end = 0;
+    for (size_t i = 0; i < phnum; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD) continue;
+        if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr) return false; /* wraps around */
+        if (!seen) facts->first = ph.p_vaddr & PAGE_MASK_4K;
+        seen = true;
+        if (ph.p_vaddr + ph.p_memsz > last_end) last_end = ph.p_vaddr + ph.p_memsz;
+    }
+    if (!seen || last_end <= facts->first) return false;
+    facts->size = last_end - facts->first;
+    return true;
+}
+
 /* Is this ELF file a loadable module whose build id is `wanted` ("" = anything)? */
-static bool verify_elf(Elf *elf, const char *path, const char *wanted, char *why, size_t cap) {
+static bool verify_elf(Elf *elf, const char *path, const char *wanted, elf_facts *facts, char *why,
+                       size_t cap) {
     if (elf_kind(elf) != ELF_K_ELF) {
         set_why(why, cap, "%s: not an ELF file", path);
         return false;
@@ -143,9 +172,14 @@ static bool verify_elf(Elf *elf, const char *path, const char *wanted, char *why
         set_why(why, cap, "%s: unreadable ELF header (%s)", path, elf_errmsg(-1));
         return false;
     }
+    facts->type = ehdr.e_type;
     if (ehdr.e_type != ET_DYN && ehdr.e_type != ET_EXEC) {
         set_why(why, cap, "%s: not an executable or shared object (ELF type %u)", path,
                 (unsigned)ehdr.e_type);
+        return false;
+    }
+    if (!load_span(elf, facts)) {
+        set_why(why, cap, "%s: no usable loadable segments", path);
         return false;
     }
     if (wanted[0] == '\0') return true;
@@ -167,8 +201,9 @@ static bool verify_elf(Elf *elf, const char *path, const char *wanted, char *why
     return true;
 }
 
-/* Opens `path` only to vet it; libdwfl opens it again for itself when it is reported. */
-static bool vet_file(const char *path, const char *wanted, char *why, size_t cap) {
+/* Opens `path` only to vet it; libdwfl opens it again for itself when it is reported.
+   Fills *facts. */
+static bool vet_file(const char *path, const char *wanted, elf_facts *facts, char *why, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         set_why(why, cap, "%s: cannot open (%s)", path, strerror(errno));
@@ -185,7 +220,7 @@ static bool vet_file(const char *path, const char *wanted, char *why, size_t cap
     if (elf == NULL)
         set_why(why, cap, "%s: not readable as ELF (%s)", path, elf_errmsg(-1));
     else
-        ok = verify_elf(elf, path, wanted, why, cap);
+        ok = verify_elf(elf, path, wanted, facts, why, cap);
     elf_end(elf);
     close(fd);
     return ok;
@@ -218,6 +253,28 @@ void rh_symbolizer_free(rh_symbolizer *h) {
     free(h);
 }
 
+/* Looks for modules already reported that share addresses with [start, end). */
+struct overlap_query {
+    const char *path;
+    uint64_t start, end;
+    bool same;          /* this very file at this very place: reported before */
+    char other[1024];   /* else the first module in the way */
+};
+
+static int find_overlap(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                        void *arg) {
+    (void)userdata;
+    struct overlap_query *q = arg;
+    Dwarf_Addr low = start, high = start;
+    dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+    if (high <= q->start || low >= q->end) return DWARF_CB_OK;
+    if (name != NULL && strcmp(name, q->path) == 0 && low == q->start)
+        q->same = true;
+    else
+        copy_str(q->other, sizeof q->other, name != NULL ? name : "another module");
+    return DWARF_CB_ABORT;
+}
+
 bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base, const char *build_id,
                               char *why, size_t why_cap) {
     copy_str(why, why_cap, "");
@@ -226,17 +283,36 @@ bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base,
         set_why(why, why_cap, "module without a path");
         return false;
     }
-    if (!vet_file(path, build_id == NULL ? "" : build_id, why, why_cap)) return false;
+    elf_facts facts;
+    if (!vet_file(path, build_id == NULL ? "" : build_id, &facts, why, why_cap)) return false;
+
+    /* A non-PIE executable sits at its link-time addresses; libdwfl ignores base for it. */
+    uint64_t start = facts.type == ET_EXEC ? facts.first : base;
+    if (start + facts.size < start) {
+        set_why(why, why_cap, "%s: base 0x%llx leaves no room for its %llu bytes", path,
+                (unsigned long long)base, (unsigned long long)facts.size);
+        return false;
+    }
+    /* libdwfl would accept overlapping modules and then answer from either one, and reporting
+       the same module again fails and drops the first copy too. So check first. */
+    struct overlap_query q = { .path = path, .start = start, .end = start + facts.size };
+    dwfl_getmodules(h->dwfl, find_overlap, &q, 0);
+    if (q.same) return true;
+    if (q.other[0] != '\0') {
+        set_why(why, why_cap, "%s: its addresses 0x%llx-0x%llx overlap %s", path,
+                (unsigned long long)q.start, (unsigned long long)q.end, q.other);
+        return false;
+    }
 
     /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was mapped,
        i.e. the ELF header, and libdwfl sets the load bias to base - that p_vaddr. With true it
-       would treat `base` as the bias itself. For ET_EXEC libdwfl ignores base (bias 0). */
+       would treat `base` as the bias itself. */
     dwfl_report_begin_add(h->dwfl);
     Dwfl_Module *mod = dwfl_report_elf(h->dwfl, path, path, -1, (GElf_Addr)base, false);
     const char *err = mod == NULL ? dwfl_errmsg(-1) : NULL;
     dwfl_report_end(h->dwfl, NULL, NULL);
     if (mod == NULL) {
-        set_why(why, why_cap, "%s: cannot load (%s)", path, err ? err : "unknown error");
+        set_why(why, why_cap, "%s: cannot load (%s)", path, err != NULL ? err : "unknown error");
         return false;
     }
     return true;
