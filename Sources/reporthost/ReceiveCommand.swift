@@ -27,7 +27,11 @@ enum ReceiveCommand {
                 case .reset: "reset"
                 case .stall: "stall"
                 }
-            output.write("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) -> \(answer)\n")
+            // The summary on one line, at most 80 characters: what arrived, at a glance.
+            let summary = (received.report["attributes"]?["error.message"]?.stringValue ?? "")
+                .split(whereSeparator: \.isNewline).joined(separator: " ")
+            let shown = summary.count > 80 ? summary.prefix(79) + "…" : Substring(summary)
+            output.write("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) \"\(shown)\" -> \(answer)\n")
         }
         writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
         let stop = DispatchSemaphore(value: 0)

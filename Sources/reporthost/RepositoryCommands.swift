@@ -73,10 +73,15 @@ enum CrashCommand {
 /// `reporthost status [--json]`: what the repository holds, per record and in total. Only
 /// reads: works while another host holds the lock, and creates nothing.
 enum StatusCommand {
-    static let options: [String: Bool] = ["config": true, "repository": true, "json": false, "all": false, "log-level": true]
+    static let options: [String: Bool] = [
+        "config": true, "repository": true, "json": false, "all": false, "limit": true, "log-level": true,
+    ]
+    /// How many of the newest records the text form lists without `--limit` or `--all`.
+    static let defaultLimit = 20
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let configuration = try arguments.configuration()
+        let limit = try listLimit(arguments)
         let folder = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let repository: Repository?
         let records: [ReportRecord]
@@ -100,8 +105,24 @@ enum StatusCommand {
         let status = StatusReport(
             records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine, unreadable: unreadable,
             evicted: evicted)
-        output.write(arguments.flag("json") ? status.json.serialized(pretty: true) + "\n" : status.text(folder: folder.path))
+        if arguments.flag("json") {
+            // Every record unless --limit says otherwise: scripts read this list.
+            output.write(status.json(limit: arguments.value("limit") == nil ? nil : limit).serialized(pretty: true) + "\n")
+        } else {
+            output.write(status.text(folder: folder.path, limit: limit))
+        }
         return 0
+    }
+
+    /// `--all`: nil (every record); `--limit N` (N ≥ 0); else `defaultLimit`.
+    static func listLimit(_ arguments: Arguments) throws -> Int? {
+        if arguments.flag("all") {
+            guard arguments.value("limit") == nil else { throw UsageError("status: --all and --limit exclude each other") }
+            return nil
+        }
+        guard let text = arguments.value("limit") else { return defaultLimit }
+        guard let limit = Int(text), limit >= 0 else { throw UsageError("--limit '\(text)' is not a count of records (0 or more)") }
+        return limit
     }
 }
 
@@ -115,14 +136,31 @@ struct StatusReport {
     /// Records evicted by the storage limits since the repository was created (D-12).
     let evicted: Repository.EvictionTotals
 
-    var json: JSONValue {
-        var byState: [(String, JSONValue)] = []
-        for state in RecordState.allCases {
-            let count = records.filter { $0.state == state }.count
-            if count > 0 { byState.append((state.rawValue, .int(count))) }
-        }
+    /// Records that still wait to be sent (a first attempt, a retry, or held).
+    var waiting: [ReportRecord] { records.filter { [.awaitingFirstAttempt, .retry, .held, .submitting].contains($0.state) } }
+
+    /// Counts by a record's key, in the order of `keys`, the ones that occur.
+    func counts(_ keys: [String], of key: (ReportRecord) -> String) -> [(String, Int)] {
+        let counted = Dictionary(grouping: records, by: key).mapValues(\.count)
+        return keys.compactMap { name in counted[name].map { (name, $0) } }
+    }
+
+    var byState: [(String, Int)] { counts(RecordState.allCases.map(\.rawValue)) { $0.state.rawValue } }
+    var byType: [(String, Int)] { counts(["crash", "error", "bug"]) { $0.document.type.name } }
+    var nextAttempt: Date? { records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt).min() }
+    /// Held records by reason.
+    var heldReasons: [(String, Int)] {
+        let reasons = records.filter { $0.state == .held }.map { $0.held ?? "unknown" }
+        return Dictionary(grouping: reasons) { $0 }.map { ($0.key, $0.value.count) }.sorted { $0.0 < $1.0 }
+    }
+
+    /// The newest `limit` records (every one when nil), newest last.
+    func listed(_ limit: Int?) -> [ReportRecord] { limit.map { Array(records.suffix($0)) } ?? records }
+
+    func json(limit: Int? = nil) -> JSONValue {
+        let oldest = waiting.first
         return .object([
-            ("records", .array(records.map { record in
+            ("records", .array(listed(limit).map { record in
                 .object([
                     ("report_id", .string(record.reportID)),
                     ("type", .string(record.document.type.name)),
@@ -136,8 +174,14 @@ struct StatusReport {
                 ] + (record.state == .held ? [("held", .optional(record.held))] : []))
             })),
             ("totals", .object([
-                ("records", .int(records.count)), ("by_state", .object(byState)),
+                ("records", .int(records.count)), ("by_state", .object(byState.map { ($0.0, .int($0.1)) })),
                 ("evicted", .object([("records", .int(evicted.records)), ("bytes", .int(evicted.bytes))])),
+                ("by_type", .object(byType.map { ($0.0, .int($0.1)) })),
+                ("oldest_waiting", oldest.map { .object([
+                    ("report_id", .string($0.reportID)), ("created_at", .string(ReportDocument.timestamp($0.document.createdAt))),
+                ]) } ?? .null),
+                ("next_attempt_at", nextAttempt.map { .string(ReportDocument.timestamp($0)) } ?? .null),
+                ("held", .object(heldReasons.map { ($0.0, .int($0.1)) })),
             ])),
             ("database_bytes", .int(databaseBytes)),
             ("crash_points", .array(FaultPoint.allCases.map { .string($0.rawValue) })),
@@ -146,12 +190,28 @@ struct StatusReport {
         ])
     }
 
-    func text(folder: String) -> String {
+    /// A summary (counts by state and type, the oldest waiting, the next attempt, held
+    /// reasons), then the newest `limit` records (every one when nil).
+    func text(folder: String, limit: Int?) -> String {
         var lines = ["repository \(folder): \(records.count) record(s), database \(databaseBytes) bytes"]
+        func joined(_ counts: [(String, Int)]) -> String { counts.map { "\($0.0) \($0.1)" }.joined(separator: ", ") }
+        if !records.isEmpty {
+            lines.append("  by state: \(joined(byState))")
+            lines.append("  by type: \(joined(byType))")
+        }
+        if let oldest = waiting.first {
+            lines.append("  oldest waiting: \(oldest.reportID) (\(oldest.state.rawValue)) since \(ReportDocument.timestamp(oldest.document.createdAt))")
+        }
+        if let next = nextAttempt { lines.append("  next attempt: \(ReportDocument.timestamp(next))") }
+        for (reason, count) in heldReasons { lines.append("  held: \(count) (\(reason))") }
         if evicted.records > 0 {
             lines.append("  \(evicted.records) record(s) (\(evicted.bytes) bytes) evicted by the storage limits so far")
         }
-        for record in records {
+        let shown = listed(limit)
+        if shown.count < records.count {
+            lines.append("newest \(shown.count) of \(records.count) (status --all lists every record, --limit N the newest N):")
+        }
+        for record in shown {
             lines.append(
                 "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
         }

@@ -40,8 +40,9 @@ let commandList: [Command] = [
             """, options: LaunchCommand.options, positionals: 0...0, run: LaunchCommand.run),
     Command(
         name: "status", usage: """
-            status [--json] [--all] [--config FILE] [--repository DIR]
-                                       what the repository holds: per record and in total
+            status [--json] [--limit N | --all] [--config FILE] [--repository DIR]
+                                       what the repository holds: a summary and the newest 20 records
+                                       (--limit N: the newest N, --all: every record)
             """, options: StatusCommand.options, positionals: 0...0, run: StatusCommand.run),
     Command(
         name: "show", usage: """

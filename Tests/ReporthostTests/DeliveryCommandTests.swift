@@ -140,14 +140,20 @@ import Testing
             let attachment = folder.appendingPathComponent("note.txt")
             try "attached".write(to: attachment, atomically: true, encoding: .utf8)
             let repository = folder.appendingPathComponent("repo-rx").path
-            let first = try reporthost(["report", "bug", "--attach", attachment.path, "--config", config.path, "--print"], repository: repository)
+            let first = try reporthost(
+                ["report", "bug", "--summary", "the save button\nis gone", "--attach", attachment.path, "--config", config.path, "--print"],
+                repository: repository)
             let id = try #require(try JSONValue.parse(first.stdout)["report_id"]?.stringValue)
             _ = try reporthost(["launch", "--config", config.path], repository: repository)
             process.terminate()
             let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
             process.waitUntilExit()
             #expect(process.terminationStatus == 0)
-            #expect(lines == ["received \(id) (Bug report, 1 attachment(s)) -> 500", "received \(id) (Bug report, 1 attachment(s)) -> 200"])
+            // One line per report received: id, type, attachments, the summary on one line, the answer.
+            #expect(lines == [
+                "received \(id) (Bug report, 1 attachment(s)) \"the save button is gone\" -> 500",
+                "received \(id) (Bug report, 1 attachment(s)) \"the save button is gone\" -> 200",
+            ])
             #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("\(id).json").path))
             #expect(FileManager.default.contents(atPath: dir.appendingPathComponent(id).appendingPathComponent("note.txt").path) == Data("attached".utf8))
         }

@@ -49,6 +49,47 @@ import Testing
         }
     }
 
+    @Test("I: status at scale: a summary (by state and type, oldest waiting, next attempt, held) and the newest 20 records; --limit N, --all, --json keeps every record")
+    func statusAtScale() async throws {
+        try await offPool { [self] in
+            let repository = folder.appendingPathComponent("many").path
+            let setup = try Repository.open(folder: URL(fileURLWithPath: repository))
+            let triggers: [Trigger] = [.crash, .logError, .dialog]
+            var ids: [String] = []
+            for index in 0..<50 {
+                let document = ReportDocument(
+                    id: UUID().uuidString.lowercased(), trigger: triggers[index % 3], content: ReportContent(), internalLog: [],
+                    createdAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(index)))
+                let row = try setup.seedRecord(document, state: index < 40 ? .terminal : .awaitingFirstAttempt)
+                if index == 45 { try setup.retryLater(row, reason: "HTTP 503", at: Date(timeIntervalSince1970: 1_800_000_000)) }
+                if index == 46 { try setup.hold(row, .configuration("no url")) }
+                ids.append(document.id)
+            }
+            let text = try ChildProcess.reporthost(["status", "--repository", repository])
+            #expect(text.status == 0, "\(text.stderr)")
+            for line in [
+                "  by state: awaiting_first_attempt 8, retry 1, terminal 40, held 1", "  by type: crash 17, error 17, bug 16",
+                "  oldest waiting: \(ids[40]) (awaiting_first_attempt) since", "  next attempt: 2027-01-15T08:00:00Z",
+                "  held: 1 (configuration: no url)", "newest 20 of 50 (status --all lists every record, --limit N the newest N):",
+            ] {
+                #expect(text.stdout.contains(line), "\(line) in \(text.stdout)")
+            }
+            func listed(_ output: String) -> [String] { ids.filter { output.contains("  \($0)  ") } }
+            #expect(listed(text.stdout) == Array(ids.suffix(20)))
+            #expect(listed(try ChildProcess.reporthost(["status", "--limit", "5", "--repository", repository]).stdout) == Array(ids.suffix(5)))
+            #expect(listed(try ChildProcess.reporthost(["status", "--all", "--repository", repository]).stdout) == ids)
+            let json = try JSONValue.parse(try ChildProcess.reporthost(["status", "--json", "--repository", repository]).stdout)
+            #expect(json["records"]?.arrayValue?.count == 50, "--json lists every record unless --limit says otherwise")
+            #expect(json["totals"]?["by_type"]?["crash"]?.intValue == 17)
+            #expect(json["totals"]?["oldest_waiting"]?["report_id"]?.stringValue == ids[40])
+            let limited = try JSONValue.parse(try ChildProcess.reporthost(["status", "--json", "--limit", "3", "--repository", repository]).stdout)
+            #expect(limited["records"]?.arrayValue?.compactMap { $0["report_id"]?.stringValue } == Array(ids.suffix(3)))
+            for bad in [["--limit", "-1"], ["--limit", "x"], ["--all", "--limit", "3"]] {
+                #expect(try ChildProcess.reporthost(["status", "--repository", repository] + bad).status == 2, "\(bad)")
+            }
+        }
+    }
+
     @Test("D-12: each eviction pass says at info how many records, how many bytes and from which states; status counts them")
     func evictionIsSaid() async throws {
         try await offPool { [self] in
@@ -190,7 +231,7 @@ import Testing
             let expected: [String: [String]] = [
                 "report": ["--summary", "--description", "--email", "--severity", "--label", "--attribute", "--attach", "--dialog",
                            "--dialog-script", "--terminating", "--print"],
-                "launch": ["--watch"], "status": ["--json", "--all"], "show": ["--json"], "crash": ["--signal", "--attach"],
+                "launch": ["--watch"], "status": ["--json", "--all", "--limit"], "show": ["--json"], "crash": ["--signal", "--attach"],
                 "run": ["--attach-output"], "receive": ["--port", "--dir", "--respond"],
                 "check": ["--slot", "--json", "--include", "--exclude", "--seed", "--in-process", "--list"],
                 "quarantine": ["--clear", "--json"], "demo": ["--repository"],

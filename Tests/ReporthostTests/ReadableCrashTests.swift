@@ -218,6 +218,24 @@ import Testing
         }
     }
 
+    @Test("I: one id per report: every id the log names for a watched program's end is the one the report is stored under")
+    func oneIDPerReport() async throws {
+        try await offPool { [self] in
+            let result = try ChildProcess.run(
+                Products.reporthost.path, ["run", "--repository", repository, "--log-level", "debug", "--", "/bin/sh", "-c", "kill -9 $$"],
+                directory: folder)
+            #expect(result.status == 137, "\(result.stderr)")
+            let stored = try shown().document["report_id"]?.stringValue
+            let pattern = try NSRegularExpression(pattern: "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+            let named = Set(pattern.matches(in: result.stderr, range: NSRange(result.stderr.startIndex..., in: result.stderr))
+                .compactMap { Range($0.range, in: result.stderr).map { String(result.stderr[$0]) } })
+            let sessions = Set(result.stderr.split(separator: "\n").filter { $0.contains("session") }.flatMap { line in
+                named.filter { line.contains($0) }
+            })
+            #expect(stored != nil && named.subtracting(sessions) == [stored!], "\(result.stderr)")
+        }
+    }
+
     @Test("D-1: a module whose file on disk no longer has the crash's build id is not symbolicated, and the report says why")
     func changedModuleIsNotSymbolicated() async throws {
         try await offPool { [self] in

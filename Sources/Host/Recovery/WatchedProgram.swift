@@ -46,7 +46,9 @@ extension Recovery {
         guard !leftCrashFiles(exit), !(try repository.sessionsWithCrashReports().contains(exit.session)) else { return }
         let document = FoundReports.killed(exit, signalName: signalName, hostAttributes: host.attributes.snapshot)
         try repository.saveFound(document, session: exit.session)
-        log.info("\(exit.program) ended by \(signalName) without a crash file: recorded as abnormal exit \(document.id)")
+        // No id here: the chain gives the report the id it is stored and sent under, and
+        // recovery logs that one.
+        log.info("\(exit.program) ended by \(signalName) without a crash file: recorded as an abnormal exit")
     }
 
     /// What a secondary records of a watched program: it recovers nothing (I-2), so crash
