@@ -198,6 +198,8 @@ import Testing
         let crashed = try example(command, common + ["crash"], environment: environment)
         #expect(crashed.signal == SIGSEGV, "status \(crashed.status): \(crashed.stderr)")
         #expect(crashed.stdout.contains("crashing"))
+        // No second crash log: the Swift runtime's backtracer never gets the crash.
+        #expect(!crashed.stderr.contains("Program crashed") && !crashed.stderr.contains("Backtrace took"), "\(crashed.stderr)")
 
         let again = try example(command, common + ["report"], environment: environment)
         #expect(again.status == 0 && again.signal == nil, "\(again.stderr)")

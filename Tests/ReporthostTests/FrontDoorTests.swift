@@ -277,13 +277,12 @@ import Testing
         try await offPool { [self] in
             let alone = folder.appendingPathComponent("alone")
             try FileManager.default.createDirectory(at: alone, withIntermediateDirectories: true)
-            // Copied with a close-on-exec descriptor: a child another test spawns meanwhile
-            // must not inherit it open for writing (exec would then fail with ETXTBSY).
+            // Copied by cp, never opened for writing here: a child another test spawns in the
+            // meantime would inherit such a descriptor until its exec, and exec of the copy
+            // would fail with ETXTBSY.
             let copy = alone.appendingPathComponent("reporthost")
-            let bytes = try Data(contentsOf: Products.reporthost)
-            let fd = open(copy.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o755)
-            #expect(fd >= 0)
-            try FileHandle(fileDescriptor: fd, closeOnDealloc: true).write(contentsOf: bytes)
+            let copied = try ChildProcess.run("/bin/cp", [Products.reporthost.path, copy.path])
+            #expect(copied.status == 0, "\(copied.stderr)")
             let marker = folder.appendingPathComponent("started").path
             let result = try ChildProcess.run(copy.path, ["run", "--repository", folder.appendingPathComponent("repo").path, "--", "/bin/touch", marker], directory: folder)
             #expect(result.status == 1)
