@@ -131,7 +131,7 @@ static const char *describe(CURLcode code, long os_error) {
 }
 
 int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
-                 long total_timeout_ms, const int *cancel, rh_http_result *result) {
+                 long total_timeout_ms, int direct, const int *cancel, rh_http_result *result) {
     memset(result, 0, sizeof *result);
     if (strpbrk(content_type, "\r\n") != NULL || strlen(content_type) > 200) {
         set_failure(result, "an invalid Content-Type");
@@ -169,6 +169,8 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
 
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
     curl_easy_setopt(curl, CURLOPT_URL, url);
+    /* "*": no proxy for any host, whatever http_proxy, all_proxy or no_proxy say. */
+    if (direct) curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     /* Proxies from the environment (https_proxy, no_proxy) are honoured; their CONNECT

@@ -386,4 +386,25 @@ import Testing
         #expect(SubmissionURL.redact("https://submit.backtrace.io/universe/abc123/json") == "https://submit.backtrace.io/universe/***/json")
         server.stop()
     }
+
+    @Test("D-14: one function masks every URL the host prints: userinfo, every query value (names kept), Backtrace's path token and token-like path segments")
+    func urlRedaction() {
+        let hex = String(repeating: "0123456789abcdef", count: 4)
+        let cases: [(String, String)] = [
+            ("https://h.example/post?format=json&token=T0K3N", "https://h.example/post?format=***&token=***"),
+            ("https://h.example/post?api_key=AK1&access_token=AT2&sig=S3", "https://h.example/post?api_key=***&access_token=***&sig=***"),
+            ("https://user:pw@h.example/post", "https://***@h.example/post"),
+            ("https://submit.backtrace.io/universe/\(hex)/json", "https://submit.backtrace.io/universe/***/json"),
+            ("https://h.example/api/\(hex)/submit", "https://h.example/api/***/submit"),
+            ("https://h.example/reports/submit-v2", "https://h.example/reports/submit-v2"),
+        ]
+        for (url, expected) in cases {
+            let shown = SubmissionURL.redact(url)
+            #expect(shown == expected, "\(url)")
+            for secret in ["T0K3N", "AK1", "AT2", "S3", "pw", hex] where !expected.contains(secret) {
+                #expect(!shown.contains(secret), "\(secret) in \(shown)")
+            }
+        }
+        #expect(SubmissionURL.redact("not a url with spaces") == "<unparseable URL>")
+    }
 }

@@ -90,6 +90,29 @@ import Testing
         }
     }
 
+    @Test("D-9: a loopback submission never goes through a proxy from the environment (http_proxy, all_proxy, whatever no_proxy says): the proxy sees nothing, the server gets the report")
+    func loopbackIgnoresProxy() async throws {
+        try await offPool { [self] in
+            // A "proxy" that answers 200 to whatever reaches it: taken for the server, it would
+            // make the report terminal although nothing was delivered.
+            let proxy = try RawHTTPServer(.respond("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+            defer { proxy.stop() }
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-proxy"))
+            defer { receiver.stop() }
+            let config = try write(#"{"submission": {"url": "\#(receiver.url)"}}"#)
+            let proxyURL = "http://127.0.0.1:\(proxy.port)"
+            let environment = [
+                "http_proxy": proxyURL, "HTTP_PROXY": proxyURL, "all_proxy": proxyURL, "ALL_PROXY": proxyURL, "no_proxy": "", "NO_PROXY": "",
+            ]
+            let result = try ChildProcess.reporthost(
+                ["report", "error", "--summary", "direct", "--config", config, "--repository", folder.appendingPathComponent("proxied").path],
+                environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(proxy.requests == 0, "the proxy saw the loopback submission")
+            #expect(receiver.received.count == 1)
+        }
+    }
+
     @Test("D-12: each eviction pass says at info how many records, how many bytes and from which states; status counts them")
     func evictionIsSaid() async throws {
         try await offPool { [self] in

@@ -26,12 +26,14 @@ typedef struct {
  * idle_timeout_ms: the limit for connecting, and for any stretch in which no byte moves
  * (counted in whole seconds, rounded up, at least 1 s). total_timeout_ms: the limit for the
  * whole request. cancel: NULL, or a flag another thread may set (read atomically) to end
- * the request within about a second. Returns 0 with result->status set when the server
+ * the request within about a second. direct: nonzero to connect straight to the server
+ * whatever the environment's proxy variables say (a loopback destination must never go
+ * through a proxy: it would see the token in clear and could answer for the server). Returns 0 with result->status set when the server
  * answered, RH_HTTP_CANCELLED when `cancel` ended it, -1 with result->failure set when it
  * did not answer. Blocks the calling
  * thread; any thread; never raises a signal (CURLOPT_NOSIGNAL). */
 int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
-                 long total_timeout_ms, const int *cancel, rh_http_result *result);
+                 long total_timeout_ms, int direct, const int *cancel, rh_http_result *result);
 
 /* Sets a cancel flag (atomically) for rh_http_post. Any thread. */
 void rh_cancel_set(int *flag);

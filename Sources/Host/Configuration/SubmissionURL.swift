@@ -47,21 +47,34 @@ public struct SubmissionURL: Sendable, Equatable {
         }
     }
 
-    /// The URL with its secrets hidden, for logs (SPEC D-14): the token in the query and the
-    /// token segment of Backtrace's path form.
+    /// The URL with its secrets hidden, for logs and any other output (SPEC D-14).
     public var redacted: String { SubmissionURL.redact(url.absoluteString) }
 
+    /// The one function that masks a URL wherever one is printed: userinfo becomes `***@`,
+    /// every query value `***` (the names stay: they say what was set), the token segment of
+    /// Backtrace's path form (`/<universe>/<token>/json`) and any path segment that looks like
+    /// a token (16 characters or more of letters, digits, `-`, `_`, `.` or `~`, with a digit)
+    /// `***`. Something that does not parse as a URL is not printed at all.
     public static func redact(_ text: String) -> String {
-        guard var components = URLComponents(string: text) else { return "<unparseable URL>" }
-        components.user = nil
-        components.password = nil
-        components.queryItems = components.queryItems?.map { item in
-            ["token", "key", "secret"].contains(item.name.lowercased()) ? URLQueryItem(name: item.name, value: "***") : item
+        guard var components = URLComponents(string: text), components.scheme != nil, components.host != nil else {
+            return "<unparseable URL>"
         }
-        // https://submit.backtrace.io/<universe>/<token>/json
+        if components.user != nil || components.password != nil {
+            components.user = "***"
+            components.password = nil
+        }
+        components.queryItems = components.queryItems?.map { item in
+            URLQueryItem(name: item.name, value: item.value == nil ? nil : "***")
+        }
         var segments = components.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         if segments.count == 4, segments[3] == "json" { segments[2] = "***" }
+        segments = segments.map { looksLikeToken($0) ? "***" : $0 }
         components.path = segments.joined(separator: "/")
         return components.string ?? "<unparseable URL>"
+    }
+
+    static func looksLikeToken(_ segment: String) -> Bool {
+        segment.utf8.count >= 16 && segment.contains(where: \.isNumber)
+            && segment.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.~".contains($0)) }
     }
 }

@@ -44,8 +44,11 @@ package struct CurlTransport: SubmissionTransport {
     package func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
         var result = rh_http_result()
         let totalMs = Self.wholeRequestMilliseconds(timeoutMs)
+        // A loopback server is reached directly: a proxy from the environment would see its
+        // token in clear and could answer 200 for a server that does not exist.
+        let direct: Int32 = SubmissionURL.isLoopback(url.host ?? "") ? 1 : 0
         let status = rh_http_post(
-            url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs,
+            url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs, direct,
             cancellation?.flag, &result)
         if status == RH_HTTP_CANCELLED { return .cancelled }
         guard status == 0 else { return .transportFailure(Self.text(of: &result.failure)) }
