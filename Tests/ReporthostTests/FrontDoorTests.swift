@@ -113,6 +113,48 @@ import Testing
         }
     }
 
+    @Test("I-7: everything the host creates is owner-only whatever the umask (folders 0700, files 0600); a primary tightens an older repository once, with one warning; status changes nothing")
+    func privateFiles() async throws {
+        try await offPool { [self] in
+            let repository = folder.appendingPathComponent("private").path
+            let attachment = try write("secret notes", "notes.txt")
+            let log = folder.appendingPathComponent("host.log").path
+            let config = try write(#"{"logging": [{"type": "file", "path": "\#(log)", "level": "debug"}]}"#)
+            let command = "umask 022; exec '\(Products.reporthost.path)' report error --summary private --attach '\(attachment)' --config '\(config)' --repository '\(repository)'"
+            let result = try ChildProcess.run("/bin/sh", ["-c", command], directory: folder)
+            #expect(result.status == 0, "\(result.stderr)")
+            let created = try modes(under: repository) + [(log, try mode(of: log))]
+            #expect(created.count >= 6, "\(created)")
+            for (path, mode) in created {
+                #expect(mode & 0o077 == 0, "\(path) is \(String(mode, radix: 8))")
+            }
+
+            // An older repository made readable by others: status only reads; a primary tightens it.
+            chmod(repository, 0o755)
+            chmod(repository + "/reporthost.sqlite", 0o644)
+            let status = try ChildProcess.reporthost(["status", "--repository", repository])
+            #expect(status.status == 0)
+            #expect(try mode(of: repository + "/reporthost.sqlite") == 0o644, "status changed a mode")
+            let launched = try ChildProcess.reporthost(["launch", "--repository", repository])
+            #expect(launched.stderr.components(separatedBy: "made owner-only").count == 2, "\(launched.stderr)")
+            #expect(try mode(of: repository) == 0o700 && mode(of: repository + "/reporthost.sqlite") == 0o600)
+        }
+    }
+
+    func mode(of path: String) throws -> mode_t {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { throw HostError.io(path: path, reason: "cannot stat") }
+        return status.st_mode & 0o777
+    }
+
+    /// Every file and folder under `root` with its permission bits, `root` included.
+    func modes(under root: String) throws -> [(String, mode_t)] {
+        var found = [(root, try mode(of: root))]
+        let walk = FileManager.default.enumerator(atPath: root)
+        while let name = walk?.nextObject() as? String { found.append((root + "/" + name, try mode(of: root + "/" + name))) }
+        return found
+    }
+
     @Test("D-12: each eviction pass says at info how many records, how many bytes and from which states; status counts them")
     func evictionIsSaid() async throws {
         try await offPool { [self] in

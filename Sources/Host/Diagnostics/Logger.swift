@@ -56,7 +56,7 @@ package final class FileDestination: LogDestination {
     /// Throws when the file cannot be opened for appending or is not a regular file.
     package init(path: String, level: LogLevel, system: SystemCalls = .live) throws(HostError) {
         let fd: Int32
-        switch system.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o644) {
+        switch system.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600) {
         case .success(let opened): fd = opened
         case .failure(let error): throw .io(path: path, reason: "cannot open the log file (\(error))")
         }

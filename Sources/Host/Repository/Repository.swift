@@ -104,6 +104,7 @@ package final class Repository: Sendable {
                 throw StorageError(path: sub.path, message: "cannot create the folder (\(failure))")
             }
         }
+        createPrivately(folder.appendingPathComponent(databaseName).path)
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
         let repository = Repository(folder: folder, database: database, limits: limits, system: system, logger: logger)
         try repository.migrate()

@@ -111,6 +111,8 @@ package final class HostSession: Sendable {
             _ = host.mainExecutor.sync { capture.prepareThread() }
         }
         if isPrimary {
+            // An older repository, or one created under a wide umask by an older host.
+            repository.tightenModes()
             // A host killed between a commit and the file deletions after it left those files.
             let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
             if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
