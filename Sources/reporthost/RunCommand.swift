@@ -31,6 +31,7 @@ enum RunCommand {
         guard FileManager.default.isReadableFile(atPath: library) else {
             throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build)")
         }
+        if let problem = Watchability.problem(with: program) { logger.warn("run: \(problem)") }
         let session = UUID().uuidString.lowercased()
         var environment = ProcessInfo.processInfo.environment
         environment["LD_PRELOAD"] = ([library] + (environment["LD_PRELOAD"].map { [$0] } ?? [])).joined(separator: ":")

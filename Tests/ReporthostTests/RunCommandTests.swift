@@ -223,6 +223,31 @@ import Testing
         }
     }
 
+    @Test("run: a program the crash writer cannot be preloaded into (statically linked, setuid) gets one warning at start; it still runs and run exits with its status")
+    func unwatchablePrograms() async throws {
+        try await offPool { [self] in
+            let output = makeTemporaryDirectory("run-programs")
+            let source = try Fixtures.file("exits.c", "int main(void) { return 5; }\n")
+            let statically = output.appendingPathComponent("static-exits").path
+            try Fixtures.compile(["-static", source.path, "-o", statically])
+            let dynamic = output.appendingPathComponent("dynamic-exits").path
+            try Fixtures.compile([source.path, "-o", dynamic])
+            let setuid = output.appendingPathComponent("setuid-exits").path
+            try Fixtures.compile([source.path, "-o", setuid])
+            chmod(setuid, 0o4755)
+            for (program, problem) in [(statically, "is statically linked"), (setuid, "is setuid or setgid"), (dynamic, nil)] {
+                let result = try run([], program: [program])
+                #expect(result.status == 5, "\(program): \(result.stderr)")
+                let warnings = result.stderr.split(separator: "\n").filter { $0.contains("warn") }
+                if let problem {
+                    #expect(warnings.count == 1 && warnings[0].contains("run: \(program) \(problem)"), "\(result.stderr)")
+                } else {
+                    #expect(warnings.isEmpty, "\(result.stderr)")
+                }
+            }
+        }
+    }
+
     @Test("run: a program started with standard input closed finds it closed: no pipe or file of the host lands on fd 0")
     func closedStandardInputStaysClosed() async throws {
         try await offPool { [self] in
