@@ -407,4 +407,13 @@ import Testing
         }
         #expect(SubmissionURL.redact("not a url with spaces") == "<unparseable URL>")
     }
+
+    @Test("wire format: module paths leave the machine with the home folder as ~; nothing else is rewritten")
+    func homeFolderAsTilde() {
+        #expect(LocalPaths.forServer("/home/ana/app/libx.so", home: "/home/ana") == "~/app/libx.so")
+        #expect(LocalPaths.forServer("/home/ana", home: "/home/ana/") == "~")
+        #expect(LocalPaths.forServer("/home/anabel/libx.so", home: "/home/ana") == "/home/anabel/libx.so")
+        #expect(LocalPaths.forServer("/usr/lib/libc.so.6", home: "/home/ana") == "/usr/lib/libc.so.6")
+        #expect(LocalPaths.forServer("/x/libx.so", home: "/") == "/x/libx.so", "a home of / rewrites nothing")
+    }
 }

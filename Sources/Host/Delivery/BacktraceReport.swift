@@ -74,13 +74,29 @@ enum BacktraceReport {
             fields.append(("threads", .object(threads)))
             fields.append(("mainThread", .string(main)))
             if !sources.entries.isEmpty { fields.append(("sourceCode", .object(sources.entries))) }
-            if let crash {
-                annotations.append(("Crash", .object((crash.objectValue ?? []).filter { !["threads", "main_thread"].contains($0.0) })))
-            }
+            if let crash { annotations.append(("Crash", crashAnnotation(crash))) }
         }
         fields.append(("annotations", .object(annotations)))
         fields.append(("classifiers", .array(document.content.labels.map(JSONValue.string))))
         return .object(fields)
+    }
+
+    /// The crash payload but its threads, as `annotations["Crash"]`: module paths with the
+    /// home folder as `~` (the stored document keeps real paths, for local symbolication).
+    static func crashAnnotation(_ crash: JSONValue) -> JSONValue {
+        .object((crash.objectValue ?? []).compactMap { key, value -> (String, JSONValue)? in
+            switch key {
+            case "threads", "main_thread": return nil
+            case "fault_module": return (key, value.stringValue.map { .string(LocalPaths.forServer($0)) } ?? value)
+            case "modules":
+                return (key, .array((value.arrayValue ?? []).map { module in
+                    .object((module.objectValue ?? []).map { field, text in
+                        (field, field == "path" ? text.stringValue.map { .string(LocalPaths.forServer($0)) } ?? text : text)
+                    })
+                }))
+            default: return (key, value)
+            }
+        })
     }
 
     /// The source files frames name, each under a key of its own (`sourceCode`).
@@ -92,7 +108,7 @@ enum BacktraceReport {
             if let key = keys[path] { return key }
             let key = String(entries.count + 1)
             keys[path] = key
-            entries.append((key, .object([("path", .string(path))])))
+            entries.append((key, .object([("path", .string(LocalPaths.forServer(path)))])))
             return key
         }
     }
@@ -103,7 +119,9 @@ enum BacktraceReport {
         let frames = thread["frames"]?.arrayValue ?? thread["stack"]?.arrayValue ?? []
         let stack: [JSONValue] = frames.map { frame in
             var fields: [(String, JSONValue)] = [("address", frame["address"] ?? .string("0x0"))]
-            if let library = frame["module"] ?? frame["library"] { fields.append(("library", library)) }
+            if let library = (frame["module"] ?? frame["library"])?.stringValue {
+                fields.append(("library", .string(LocalPaths.forServer(library))))
+            }
             if let offset = frame["offset"] { fields.append(("offset", offset)) }
             if let id = frame["build_id"]?.stringValue { fields.append(("debug_identifier", .string(id))) }
             if let function = frame["function"]?.stringValue { fields.append(("funcName", .string(function))) }

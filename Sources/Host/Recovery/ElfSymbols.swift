@@ -20,7 +20,9 @@ final class ElfSymbols: Symbolicating {
             guard let module = crash.object(containing: address), seen.insert(module.path).inserted else { continue }
             var why = [CChar](repeating: 0, count: 512)
             if !rh_symbolizer_add_module(handle, module.path, module.start, module.buildID ?? "", &why, why.count) {
-                refusals.append(String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                // A note sent with the report: the module by its file name.
+                let text = String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                refusals.append(text.replacingOccurrences(of: module.path, with: LocalPaths.fileName(module.path)))
             }
         }
     }

@@ -23,7 +23,7 @@ enum FoundReports {
         if let plugin = crash.plugin {
             content.attributes["reporthost.crashed_in_plugin"] = plugin.displayName
             content.attributes["reporthost.crashed_in_callback"] = plugin.callback
-            let module = crash.faultModule.map { "; the faulting instruction is in \($0)" } ?? ""
+            let module = crash.faultModule.map { "; the faulting instruction is in \(LocalPaths.fileName($0))" } ?? ""
             let outcome = culprit != nil
                 ? "the plugin is quarantined: it is not loaded again until it is rebuilt or the quarantine is cleared"
                 : "the fault was in the host's own code: the plugin is not quarantined"
@@ -31,7 +31,8 @@ enum FoundReports {
                 level: .error, handler: plugin.displayName,
                 message: "the host crashed with SIG\(crash.signalName) inside \(plugin.displayName).\(plugin.callback)\(module); \(outcome)"))
         }
-        if let module = crash.faultModule { content.attributes["reporthost.crashed_in_module"] = module }
+        // File names only in what is sent: the module list carries full paths (home as `~`).
+        if let module = crash.faultModule { content.attributes["reporthost.crashed_in_module"] = LocalPaths.fileName(module) }
         for refusal in unsymbolicated { notes.append(note(.info, "frames not symbolicated: \(refusal)")) }
         if crash.ignoredAttachments > 0 {
             notes.append(note(.warn, "\(crash.ignoredAttachments) attachment line(s) past the first \(CrashFile.maxAttachments) ignored"))
@@ -42,11 +43,11 @@ enum FoundReports {
                 let name = URL(fileURLWithPath: path).lastPathComponent
                 content.attachments.append(Attachment(name: name, filename: name, data: data, source: .recovered))
             case .success:
-                notes.append(note(.warn, "attachment \(path) is empty: omitted"))
+                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) is empty: omitted"))
             case .failure(.system(_, ENOENT)):
-                notes.append(note(.warn, "attachment \(path) is missing: omitted"))
+                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) is missing: omitted"))
             case .failure(let failure):
-                notes.append(note(.warn, "attachment \(path) omitted: \(failure)"))
+                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) omitted: \(failure.description.replacingOccurrences(of: path, with: LocalPaths.fileName(path)))"))
             }
         }
         if let program {

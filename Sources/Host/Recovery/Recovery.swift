@@ -108,9 +108,11 @@ struct Recovery {
             }
         }
         DurableFile.syncDirectory(repository.crashesFolder)
-        let kept = FileManager.default.fileExists(atPath: aside) ? "kept as \(aside)" : "removed: it could not be moved"
+        let moved = FileManager.default.fileExists(atPath: aside)
+        // The report names the file by its name; the local log says where it is.
+        let kept = moved ? "kept as crashes/rejected/\(LocalPaths.fileName(aside))" : "removed: it could not be moved"
         try repository.saveFound(FoundReports.unreadableCrashFile(named: name, reason: reason, kept: kept, modified: modified))
-        log.warn("crash file \(path) could not be read (\(reason)); \(kept)")
+        log.warn("crash file \(path) could not be read (\(reason)); \(moved ? "kept as \(aside)" : kept)")
     }
 
     /// Quarantines the plugin a crash happened in, when the plugin (not host code it called
