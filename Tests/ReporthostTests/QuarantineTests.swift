@@ -124,6 +124,19 @@ import Testing
             let listed = try run(["quarantine"])
             #expect(listed.status == 0 && listed.stdout.contains("on-every") && listed.stdout.contains("SIGSEGV in on_before_report_created"))
 
+            // The content is quarantined, not the path: a copy elsewhere and a hard link are
+            // not loaded either (before: each crashed the host once more).
+            let copy = plugin.deletingLastPathComponent().appendingPathComponent("reinstalled-\(UUID().uuidString).so")
+            try FileManager.default.copyItem(at: plugin, to: copy)
+            let hardLink = plugin.deletingLastPathComponent().appendingPathComponent("linked-\(UUID().uuidString).so")
+            #expect(link(plugin.path, hardLink.path) == 0)
+            for other in [copy, hardLink] {
+                let result = try run(["report", "bug", "--summary", "elsewhere", "--handler", other.path])
+                #expect(result.status == 0 && result.signal == nil, "\(other.lastPathComponent): \(result.stderr)")
+                #expect(result.stderr.contains("has the same content"), "\(result.stderr)")
+            }
+            #expect((try status()["quarantine"]?.arrayValue ?? []).count == 1)
+
             // A rebuilt plugin (another file at the same path) is loaded again, and crashes again.
             var bytes = try Data(contentsOf: plugin)
             bytes.append(contentsOf: [0])  // trailing bytes: still a valid ELF file, another digest

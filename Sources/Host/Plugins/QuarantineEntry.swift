@@ -1,7 +1,8 @@
 import Foundation
 
-/// A plugin that crashed the host inside one of its calls: not loaded again while its file
-/// is unchanged (keyed by real path and sha256), until `reporthost quarantine --clear`.
+/// A plugin that crashed the host inside one of its calls: no file with the same content
+/// (keyed by sha256, wherever it is: a copy, a hard link, a reinstall) is loaded again until
+/// `reporthost quarantine --clear`. `path` is where it crashed, for display.
 package struct QuarantineEntry: Sendable, Equatable {
     package var path: String
     package var name: String

@@ -24,18 +24,24 @@ extension Repository {
         }
     }
 
-    /// The quarantine entry of this exact plugin file, if any.
+    /// The quarantine entry of a plugin file with this content, if any: the key is the file's
+    /// sha256, so a copy, a hard link or a reinstall of a quarantined plugin elsewhere is
+    /// quarantined too (the path is for display and `--clear PATH`).
     package func quarantineEntry(for identity: PluginIdentity) throws(StorageError) -> QuarantineEntry? {
-        try quarantined().first { $0.path == identity.realPath && $0.digest == identity.digest }
+        guard !identity.digest.isEmpty else { return nil }
+        let entries = try quarantined().filter { $0.digest == identity.digest }
+        return entries.first { $0.path == identity.realPath } ?? entries.first
     }
 
-    /// Lifts the quarantine of `path` (every digest of it), or of every plugin when nil;
-    /// returns how many entries were removed.
+    /// Lifts the quarantine of `path`: every entry recorded under that path, and every entry
+    /// of the content the file there has now (a copy quarantined under another path); of every
+    /// plugin when nil. Returns how many entries were removed.
     @discardableResult
     package func clearQuarantine(path: String?) throws(StorageError) -> Int {
         try database.transaction { () throws(StorageError) -> Int in
             if let path {
-                try database.query("DELETE FROM quarantine WHERE path = ?", [.text(path)])
+                let digest = SHA256.hex(ofFileAt: path) ?? ""
+                try database.query("DELETE FROM quarantine WHERE path = ? OR (digest = ? AND digest != '')", [.text(path), .text(digest)])
             } else {
                 try database.query("DELETE FROM quarantine")
             }

@@ -155,7 +155,8 @@ package final class HostSession: Sendable {
             guard let path = host.configuration.plugins[slot] else { continue }
             let identity = PluginIdentity(path: path)
             if let entry = try storing({ () throws(StorageError) in try repository.quarantineEntry(for: identity) }) {
-                host.logger.warn("\(slot.rawValue) slot left empty: \(entry.reason)")
+                let copy = entry.path == identity.realPath ? "" : " (\(identity.realPath) has the same content)"
+                host.logger.warn("\(slot.rawValue) slot left empty: \(entry.reason)\(copy)")
                 skipped.append(entry)
                 continue
             }
