@@ -82,7 +82,8 @@ package final class LocalReceiver: Sendable {
         port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true, limits: Limits = Limits(),
         onReceive: @escaping @Sendable (Received) -> Void = { _ in }
     ) throws(HostError) {
-        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        // Owner-only (0700), as everything the host creates: submissions carry personal data.
+        _ = Paths.makeFolder(folder.path)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw .runtime("receive: cannot create a socket (\(String(cString: strerror(errno))))") }
         var yes: Int32 = 1
@@ -249,18 +250,24 @@ package final class LocalReceiver: Sendable {
         case storage(String)
     }
 
-    /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`.
+    /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`. Takes
+    /// what Backtrace clients send: a multipart body (`upload_file` and `attachment_<name>`
+    /// parts), or the JSON report itself as the body (`Content-Type: application/json`).
     private func store(body: Data, contentType: String, target: String, answer: Response) -> Result<Received, StoreFailure> {
-        guard let boundary = contentType.components(separatedBy: "boundary=").last, contentType.contains("multipart/form-data") else {
-            return .failure(.badSubmission)
-        }
         var report: JSONValue?
         var attachments: [String: Data] = [:]
-        for part in Multipart.parts(of: body, boundary: boundary) {
-            if part.name == "upload_file" {
-                report = try? JSONValue.parse(part.data)
-            } else if part.name.hasPrefix("attachment_") {
-                attachments[String(part.name.dropFirst("attachment_".count))] = part.data
+        if contentType.lowercased().hasPrefix("application/json") {
+            report = try? JSONValue.parse(body)
+        } else if let boundary = contentType.components(separatedBy: "boundary=").last, contentType.contains("multipart/form-data") {
+            for part in Multipart.parts(of: body, boundary: boundary) {
+                if part.name == "upload_file" {
+                    report = try? JSONValue.parse(part.data)
+                } else if part.name.hasPrefix("attachment_") {
+                    let name = String(part.name.dropFirst("attachment_".count))
+                    // A name that is not a plain file name is refused before anything is stored.
+                    guard Self.isPlainFileName(name) else { return .failure(.badSubmission) }
+                    attachments[name] = part.data
+                }
             }
         }
         guard let report, let uuid = report["uuid"]?.stringValue, UUID(uuidString: uuid) != nil else { return .failure(.badSubmission) }
@@ -268,21 +275,62 @@ package final class LocalReceiver: Sendable {
         let received = Received(uuid: uuid, report: report, attachments: attachments, query: query, answer: answer)
         do throws(StorageError) {
             if !attachments.isEmpty {
-                let attachmentFolder = folder.appendingPathComponent(uuid)
-                try? FileManager.default.createDirectory(at: attachmentFolder, withIntermediateDirectories: true)
-                for (name, data) in attachments {
-                    let safe = name.replacingOccurrences(of: "/", with: "_")
-                    try DurableFile.write(data, to: attachmentFolder.appendingPathComponent(safe.isEmpty ? "_" : safe))
-                }
+                let attachmentFolder = try Self.ownFolder(folder.appendingPathComponent(uuid))
+                for (name, data) in attachments { try Self.writeInside(attachmentFolder, name: name, data: data) }
             }
             // The report last: its file says the submission is whole.
-            try DurableFile.write(Data(report.serialized(pretty: true).utf8), to: folder.appendingPathComponent("\(uuid).json"))
+            try Self.writeInside(folder, name: "\(uuid).json", data: Data(report.serialized(pretty: true).utf8))
         } catch {
             return .failure(.storage(error.message))
         }
         if keepInMemory { state.withLock { $0.received.append(received) } }
         onReceive(received)
         return .success(received)
+    }
+}
+
+// Writing only inside the receiver's folder, whatever is planted in it.
+extension LocalReceiver {
+    /// Not empty, not `.` or `..`, no `/`, `\` or NUL.
+    static func isPlainFileName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.contains { "/\\\u{0}".contains($0) }
+    }
+
+    /// `url` as a folder of the receiver's own: created 0700, or an existing real folder (a
+    /// symbolic link planted under that name is refused, never followed).
+    static func ownFolder(_ url: URL) throws(StorageError) -> URL {
+        if mkdir(url.path, 0o700) != 0 && errno != EEXIST {
+            throw StorageError(path: url.path, message: "cannot create the folder (\(String(cString: strerror(errno))))")
+        }
+        var status = stat()
+        guard lstat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw StorageError(path: url.path, message: "not a folder of the receiver's own (a link or a file is in the way)")
+        }
+        return url
+    }
+
+    /// Writes `data` as `folder/name` (0600, fsync'd): into a new file opened with
+    /// `O_EXCL | O_NOFOLLOW` under a temporary name, then renamed over `name`. A symbolic link
+    /// planted as `name` is replaced, never written through.
+    static func writeInside(_ folder: URL, name: String, data: Data) throws(StorageError) {
+        let final = folder.appendingPathComponent(name).path
+        let temporary = folder.appendingPathComponent(".\(UUID().uuidString).partial").path
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StorageError(path: final, message: "cannot create (\(String(cString: strerror(errno))))") }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        do {
+            try handle.write(contentsOf: data)
+            try handle.synchronize()
+        } catch {
+            unlink(temporary)
+            throw StorageError(path: final, message: "cannot write (\(error.localizedDescription))")
+        }
+        guard rename(temporary, final) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw StorageError(path: final, message: "cannot store (\(reason))")
+        }
+        DurableFile.syncDirectory(folder)
     }
 }
 

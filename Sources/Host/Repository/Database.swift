@@ -6,6 +6,11 @@ package struct StorageError: Error, Equatable, Sendable, CustomStringConvertible
     package let path: String
     package let message: String
     package var description: String { "\(path): \(message)" }
+
+    package init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
 }
 
 /// Runs a storage step for a caller that reports `HostError`s: a storage failure becomes an
