@@ -133,6 +133,34 @@ static void add_signed(struct line *l, int64_t value) {
     add_unsigned(l, value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value, 10);
 }
 
+/* Values (paths, names, attributes) are written so that no byte of theirs can end a line or
+   start a field: control bytes, DEL and '%' become %XX; recovery decodes them. */
+static bool needs_escape(unsigned char c) { return c < 0x20 || c == 0x7f || c == '%'; }
+
+static void add_encoded(struct line *l, const char *s) {
+    static const char digits[] = "0123456789ABCDEF";
+    for (; *s && l->length < sizeof l->text - 4; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (needs_escape(c)) {
+            l->text[l->length++] = '%';
+            l->text[l->length++] = digits[c >> 4];
+            l->text[l->length++] = digits[c & 15];
+        } else {
+            l->text[l->length++] = (char)c;
+        }
+    }
+}
+
+/* add_encoded into `out` (capacity `cap`), outside the handler; false when it does not fit. */
+static bool encode_into(char *out, size_t cap, const char *text) {
+    struct line l = {.length = 0};
+    add_encoded(&l, text);
+    if (strlen(text) >= sizeof l.text - 4 || l.length >= cap) return false;
+    memcpy(out, l.text, l.length);
+    out[l.length] = '\0';
+    return true;
+}
+
 static void emit(int fd, struct line *l) {
     add(l, "\n");
     write_all(fd, l->text, l->length);
@@ -200,7 +228,7 @@ static void write_mapped_object(int fd, struct line *l, const struct mapped_obje
         header->e_ident[EI_MAG3] != ELFMAG3 || header->e_ident[EI_CLASS] != ELFCLASS64)
         return;
     add(l, "module "); add_unsigned(l, object->start, 16); add(l, " "); add_unsigned(l, object->end, 16);
-    add(l, " "); add(l, object->path); emit(fd, l);
+    add(l, " "); add_encoded(l, object->path); emit(fd, l);
     uintptr_t table = object->start + header->e_phoff;
     uintptr_t table_end = table + (uintptr_t)header->e_phnum * sizeof(ElfW(Phdr));
     if (header->e_phentsize != sizeof(ElfW(Phdr)) || table < object->start || table_end > object->header_end) return;
@@ -574,8 +602,10 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data) {
     if (high == 0) return 0;
     /* The main program has no name here: use the executable's path. */
     const char *name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : executable;
+    char encoded[PATH_CAP];
+    if (!encode_into(encoded, sizeof encoded, name)) return 0;
     int n = snprintf(buffer->text + buffer->length, MODULES_CAP - buffer->length, "module 0x%lx 0x%lx %s\n",
-                     (unsigned long)low, (unsigned long)high, name);
+                     (unsigned long)low, (unsigned long)high, encoded);
     if (n > 0 && (size_t)n < MODULES_CAP - buffer->length) buffer->length += (size_t)n;
     char build_id[2 * 64 + 1];
     find_build_id(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, low, high, build_id);
@@ -665,9 +695,9 @@ static bool install(void) {
 }
 
 bool rh_crash_install(const char *crash_directory, const char *session_id) {
-    if (strlen(crash_directory) >= PATH_CAP || strlen(session_id) >= SESSION_CAP) return false;
+    /* The session names the crash files: never a path of its own. */
+    if (strlen(crash_directory) >= PATH_CAP || strchr(session_id, '/') || !encode_into(session, SESSION_CAP, session_id)) return false;
     strcpy(directory, crash_directory);
-    strcpy(session, session_id);
     if (installed) return true;
     int held = hold_closed_standard_fds();
     bool done = install();
@@ -708,7 +738,9 @@ static bool holds_key(int slot, const char *key, size_t key_length) {
     return strncmp(attributes[slot], key, key_length) == 0 && attributes[slot][key_length] == '=';
 }
 
-void rh_crash_remove_attribute(const char *key) {
+void rh_crash_remove_attribute(const char *raw_key) {
+    char key[ATTR_TEXT_CAP];
+    if (!encode_into(key, sizeof key, raw_key)) return;
     size_t key_length = strlen(key);
     pthread_mutex_lock(&attributes_lock);
     for (int i = 0; i < attribute_count; i++) {
@@ -717,12 +749,16 @@ void rh_crash_remove_attribute(const char *key) {
     pthread_mutex_unlock(&attributes_lock);
 }
 
-bool rh_crash_set_attribute(const char *key, const char *value) {
-    if (strchr(key, '\n') || strchr(value, '\n') || strchr(key, '=') || key[0] == '\0') return false;
+bool rh_crash_set_attribute(const char *raw_key, const char *raw_value) {
+    if (strchr(raw_key, '=') || raw_key[0] == '\0') return false;
+    char key[ATTR_TEXT_CAP], value[ATTR_TEXT_CAP];
+    if (!encode_into(key, sizeof key, raw_key) || !encode_into(value, sizeof value, raw_value)) return false;
     size_t key_length = strlen(key);
     if (key_length + strlen(value) + 2 > ATTR_TEXT_CAP) return false;
     char text[ATTR_TEXT_CAP];
-    snprintf(text, sizeof text, "%s=%s", key, value);
+    memcpy(text, key, key_length);
+    text[key_length] = '=';
+    memcpy(text + key_length + 1, value, strlen(value) + 1);
     pthread_mutex_lock(&attributes_lock);
     /* The key's own slot, else the first one a removal emptied, else a new one. */
     int slot = -1, emptied = -1;
@@ -741,14 +777,14 @@ bool rh_crash_set_attribute(const char *key, const char *value) {
 }
 
 bool rh_crash_add_attachment(const char *path) {
-    if (attachment_count == ATTACH_CAP || strlen(path) >= PATH_CAP || strchr(path, '\n')) return false;
-    strcpy(attachments[attachment_count], path);
+    if (attachment_count == ATTACH_CAP || !encode_into(attachments[attachment_count], PATH_CAP, path)) return false;
     attachment_count = attachment_count + 1;
     return true;
 }
 
-int rh_crash_register_plugin(const char *path, const char *digest) {
-    if (strlen(path) >= PATH_CAP || strlen(digest) >= DIGEST_CAP || strchr(path, '\n') || strchr(digest, '\n')) return 0;
+int rh_crash_register_plugin(const char *raw_path, const char *raw_digest) {
+    char path[PATH_CAP], digest[DIGEST_CAP];
+    if (!encode_into(path, sizeof path, raw_path) || !encode_into(digest, sizeof digest, raw_digest)) return 0;
     pthread_mutex_lock(&plugins_lock);
     int id = 0;
     for (int i = 0; i < plugin_count && id == 0; i++) {
@@ -766,8 +802,9 @@ int rh_crash_register_plugin(const char *path, const char *digest) {
     return id;
 }
 
-void rh_crash_name_plugin(int plugin, const char *name) {
-    if (plugin < 1 || plugin > plugin_count || strchr(name, '\n')) return;
+void rh_crash_name_plugin(int plugin, const char *raw_name) {
+    char name[NAME_CAP];
+    if (plugin < 1 || plugin > plugin_count || !encode_into(name, sizeof name, raw_name)) return;
     pthread_mutex_lock(&plugins_lock);
     snprintf(plugins[plugin - 1].name, NAME_CAP, "%s", name);
     pthread_mutex_unlock(&plugins_lock);

@@ -59,6 +59,20 @@ import Testing
         #expect(crash.payload().serialized().contains("\"signal\":0"))
     }
 
+    @Test("D-1: a value can neither end a line nor start a field: encoded control bytes decode into the value, a lone CR splits nothing")
+    func encodedValues() throws {
+        let text = "reporthost-crash 1\nsignal 11\nattribute k%3Dx=a%0Dattachment /etc/shadow\nattribute plain=100%25\n"
+            + "attachment /tmp/registered%0A.log\nplugin_path /p/x%0Dattachment /etc/passwd.so\nplugin_digest ab\ncallback destroy\n"
+            + "attribute raw=a\rattachment /etc/hostname\nmodule 0x1 0x2 /lib/a%20b%ZZ.so\nend\n"
+        let crash = try #require(CrashFile(path: "/x.crash", data: Data(text.utf8), modifiedAt: Date()))
+        #expect(crash.attributes["k=x"] == "a\rattachment /etc/shadow")
+        #expect(crash.attributes["plain"] == "100%")
+        #expect(crash.attributes["raw"] == "a\rattachment /etc/hostname", "a lone CR is part of the value")
+        #expect(crash.attachmentPaths == ["/tmp/registered\n.log"], "only the one attachment line")
+        #expect(crash.plugin?.path == "/p/x\rattachment /etc/passwd.so")
+        #expect(crash.modules.first?.path == "/lib/a b%ZZ.so", "an escape that is not two hex digits stays")
+    }
+
     @Test("D-1: a crash time far in the future or before 2000 is replaced by the file's time")
     func implausibleTimes() throws {
         let fallback = Date(timeIntervalSince1970: 1_700_000_000)

@@ -106,6 +106,23 @@ import Testing
         }
     }
 
+    @Test("D-1: a value written into a crash file (an attribute holding a CR) cannot add a line: no file it names is copied into the report")
+    func crashFileValuesCannotAddLines() async throws {
+        try await offPool { [self] in
+            let secret = folder.appendingPathComponent("secret.txt")
+            try "do not send".write(to: secret, atomically: true, encoding: .utf8)
+            let config = folder.appendingPathComponent("steer.json")
+            let value = "x\rattachment \(secret.path)\rz"
+            try JSONValue.object([("attributes", .object([("steer", .string(value))]))]).serialized().write(to: config, atomically: true, encoding: .utf8)
+            let crashed = try run(["crash", "--config", config.path])
+            #expect(crashed.signal == SIGSEGV, "\(crashed.stderr)")
+            #expect(try run(["launch", "--config", config.path]).status == 0)
+            let record = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records().first { $0.trigger == .crash })
+            #expect(record.document.content.attributes["steer"] == value, "the value comes back whole")
+            #expect(record.document.content.attachments.isEmpty, "\(record.document.content.attachments.map(\.name))")
+        }
+    }
+
     @Test("D-1: files in crashes/ that cannot be read (garbage, a FIFO, over 4 MB) are kept aside in crashes/rejected/ and reported once")
     func rejectedCrashFiles() async throws {
         try await offPool { [self] in

@@ -107,7 +107,10 @@ package struct CrashFile: Sendable {
         // The file's own time stands in for a missing `time` line: only when plausible too.
         let fallbackTime = Self.plausible(fileTime) ?? Date()
         let text = String(decoding: data, as: UTF8.self)
-        let lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
+        // Lines end at "\n" or "\r\n" (one Character) and nowhere else, a lone CR included:
+        // the writer encodes every control byte of a value (%XX), so a value can neither end a
+        // line nor start a field.
+        let lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" }
         guard lines.first == "reporthost-crash 1" else { return nil }
         self.path = path
         signal = 0
@@ -119,7 +122,8 @@ package struct CrashFile: Sendable {
         for line in lines.dropFirst() {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
             guard let key = parts.first else { continue }
-            let value = parts.count > 1 ? parts[1] : ""
+            let raw = parts.count > 1 ? parts[1] : ""
+            let value = Self.encodedFields.contains(key) ? Self.decoded(raw) : raw
             switch key {
             case "session": session = value
             case "signal": signal = Int32(value) ?? 0
@@ -135,9 +139,9 @@ package struct CrashFile: Sendable {
                 if pair.count == 2 { registers.append((pair[0], pair[1])) }
             case "frame": if frames.count < Self.maxFrames, let address = Self.hex(value) { frames.append(address) }
             case "module":
-                let fields = value.split(separator: " ", maxSplits: 2).map(String.init)
+                let fields = raw.split(separator: " ", maxSplits: 2).map(String.init)
                 if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
-                    modules.append(Module(start: start, end: end, path: fields[2]))
+                    modules.append(Module(start: start, end: end, path: Self.decoded(fields[2])))
                 }
             case "build_id":
                 if !modules.isEmpty, modules[modules.count - 1].buildID == nil, Self.isBuildID(value) {
@@ -146,8 +150,9 @@ package struct CrashFile: Sendable {
             // The writer's map of what is mapped at the crash replaces the one taken before.
             case "modules_at_crash": modules = []
             case "attribute":
-                if let equals = value.firstIndex(of: "=") {
-                    attributes[String(value[..<equals])] = String(value[value.index(after: equals)...])
+                // Split before decoding: an encoded key holds no '='.
+                if let equals = raw.firstIndex(of: "=") {
+                    attributes[Self.decoded(String(raw[..<equals]))] = Self.decoded(String(raw[raw.index(after: equals)...]))
                 }
             case "attachment":
                 if attachmentPaths.count < Self.maxAttachments { attachmentPaths.append(value) } else { ignoredAttachments += 1 }
@@ -239,6 +244,27 @@ package struct CrashFile: Sendable {
             if hostModules.contains(module) { return false }
         }
         return true
+    }
+
+    /// The keys whose values the writer encodes (%XX for control bytes, DEL and '%').
+    static let encodedFields: Set<String> = ["session", "attachment", "plugin_path", "plugin_digest", "plugin_name", "callback"]
+
+    /// `text` with its %XX escapes decoded (an escape that is not two hex digits stays as is).
+    static func decoded(_ text: String) -> String {
+        guard text.contains("%") else { return text }
+        var bytes: [UInt8] = []
+        var input = Array(text.utf8)[...]
+        while let byte = input.popFirst() {
+            if byte == UInt8(ascii: "%"), input.count >= 2, input.prefix(2).allSatisfy({ Character(UnicodeScalar($0)).isHexDigit }),
+                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+                input = input.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// 2 to 128 lowercase hex digits, an even number.
