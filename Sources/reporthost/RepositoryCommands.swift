@@ -64,7 +64,7 @@ enum CrashCommand {
         let runtime = try Runtime.start(try arguments.runtimeOptions())
         try runtime.recover()
         // Files the crash report should carry: copied by the next launch (SPEC D-1, D-3).
-        for path in arguments.values("attach") { CrashCapture.process.addAttachment(path: Paths.absolute(path)) }
+        for path in arguments.values("attach") { try runtime.registerCrashAttachment(Paths.absolute(path)) }
         runtime.logger.info("crashing on purpose with SIG\(name) (session \(runtime.sessionID))")
         CrashCapture.crash(signal)
     }

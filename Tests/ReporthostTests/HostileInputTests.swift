@@ -51,6 +51,38 @@ import Testing
         try text.write(to: crashes.appendingPathComponent("hostile-\(UUID().uuidString).crash"), atomically: true, encoding: .utf8)
     }
 
+    /// Registers `paths` as the crash attachments of the session `crashFile` writes, as
+    /// `crash --attach` does for its own.
+    func register(_ paths: [String]) throws {
+        let database = try Repository.open(folder: URL(fileURLWithPath: repository))
+        for path in paths { try database.registerCrashAttachment(session: "00000000-0000-0000-0000-000000000000", path: path) }
+    }
+
+    @Test("D-3: an attachment line copies only a file the crashed session registered, while it is that file: a planted line, or a file replaced since, copies nothing")
+    func plantedAttachmentLines() async throws {
+        try await offPool { [self] in
+            let secret = folder.appendingPathComponent("secret.txt")
+            try "do not send".write(to: secret, atomically: true, encoding: .utf8)
+            chmod(secret.path, 0o600)
+            let replaced = folder.appendingPathComponent("replaced.log")
+            try "registered".write(to: replaced, atomically: true, encoding: .utf8)
+            let kept = folder.appendingPathComponent("kept.log")
+            try "registered and unchanged, grown since".write(to: kept, atomically: true, encoding: .utf8)
+            try crashFile(["time 1700000000", "attachment \(secret.path)", "attachment \(replaced.path)", "attachment \(kept.path)"])
+            try register([replaced.path, kept.path])
+            // Another file under the registered name (a new inode).
+            try FileManager.default.removeItem(at: replaced)
+            try "swapped in".write(to: replaced, atomically: true, encoding: .utf8)
+            #expect(try run(["launch"]).status == 0)
+            let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
+            let record = try #require(try database.records().first { $0.trigger == .crash })
+            #expect(try database.attachments(of: record.rowID).map(\.name) == ["kept.log"])
+            let notes = record.document.internalLog.map(\.message)
+            #expect(notes.contains("attachment secret.txt not read: the crashed session did not register it"), "\(notes)")
+            #expect(notes.contains("attachment replaced.log not read: it is another file now"), "\(notes)")
+        }
+    }
+
     @Test("D-1, D-13: a crash file with a far-future time never bricks the repository; the report gets a plausible time")
     func farFutureTime() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the
@@ -98,6 +130,7 @@ import Testing
             let fifo = folder.appendingPathComponent("pipe").path
             #expect(mkfifo(fifo, 0o600) == 0)
             try crashFile(["time 1700000000", "attachment \(fifo)", "attachment /dev/zero", "attachment /dev/urandom"])
+            try register([fifo, "/dev/zero", "/dev/urandom"])
             let launched = try run(["launch"], limitSeconds: 30)
             #expect(launched.status == 0, "\(launched.stderr)")
             let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
@@ -152,6 +185,7 @@ import Testing
             let file = folder.appendingPathComponent("small.log")
             try Data("x".utf8).write(to: file)
             try crashFile(["time 1700000000"] + Array(repeating: "attachment \(file.path)", count: 5_000))
+            try register([file.path])
             #expect(try run(["launch"]).status == 0)
             let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
             let record = try #require(try database.records().first)

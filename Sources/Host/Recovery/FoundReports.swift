@@ -9,9 +9,12 @@ enum FoundReports {
     /// watched program it came from (`reporthost run`: its name and the tail of its standard
     /// error), and copies of the attachments it names (a missing, unreadable, oversized or
     /// non-regular one is omitted with a diagnostic, D-3).
-    /// `unsymbolicated` says, a line per module, why its frames have no symbols.
+    /// `unsymbolicated` says, a line per module, why its frames have no symbols. An attachment
+    /// line is honoured only for a file the crashed session `registered`, while it is still
+    /// that file (device and inode): a line planted in a crash file copies nothing.
     static func crash(
-        _ crash: CrashFile, culprit: QuarantineEntry?, program: ProgramExit?, unsymbolicated: [String] = []
+        _ crash: CrashFile, culprit: QuarantineEntry?, program: ProgramExit?, unsymbolicated: [String] = [],
+        registered: [String: FileIdentity] = [:]
     ) -> ReportDocument {
         var content = ReportContent()
         content.summary = crash.summary
@@ -38,6 +41,14 @@ enum FoundReports {
             notes.append(note(.warn, "\(crash.ignoredAttachments) attachment line(s) past the first \(CrashFile.maxAttachments) ignored"))
         }
         for path in crash.attachmentPaths {
+            guard let identity = registered[path] else {
+                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) not read: the crashed session did not register it"))
+                continue
+            }
+            if let now = FileIdentity.of(path), now != identity {
+                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) not read: it is another file now"))
+                continue
+            }
             switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes) {
             case .success(let data) where !data.isEmpty:
                 let name = URL(fileURLWithPath: path).lastPathComponent

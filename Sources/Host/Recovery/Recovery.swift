@@ -61,8 +61,10 @@ struct Recovery {
             // Symbolicated here, on the machine that crashed, while its files are the ones
             // that ran (each checked by build id).
             let symbols = ElfSymbols(for: crash)
+            let registered = try crash.session.map { session throws(StorageError) in try repository.crashAttachments(of: session) } ?? [:]
             let rowID = try repository.saveCrash(
-                FoundReports.crash(crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? []),
+                FoundReports.crash(
+                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: registered),
                 crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
             log.debug("crash file \(path) saved as record \(rowID)")
             try skipChainsTheCrashInterrupted(crash, record: rowID)

@@ -191,7 +191,10 @@ extension Repository {
                      .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date()))])
                 let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
                 written = try writeAttachments(document.content.attachments, record: rowID).written
-                if let clearingSession { try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)]) }
+                if let clearingSession {
+                    try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)])
+                    try database.query("DELETE FROM crash_attachments WHERE session = ?", [.text(clearingSession)])
+                }
                 return rowID
             }
         } catch {

@@ -98,5 +98,16 @@ extension Repository {
                     """)
             }
         }
+        if version < 7 {
+            // The files a session registered for its crash files, with device and inode: the
+            // only files a crash file's `attachment` lines may name.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE crash_attachments(session TEXT NOT NULL, path TEXT NOT NULL, device INTEGER NOT NULL,
+                                                   inode INTEGER NOT NULL, PRIMARY KEY(session, path));
+                    PRAGMA user_version = 7;
+                    """)
+            }
+        }
     }
 }

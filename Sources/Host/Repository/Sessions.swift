@@ -20,7 +20,29 @@ extension Repository {
 
     package func clearSession(_ id: String) throws(StorageError) {
         try database.query("DELETE FROM sessions WHERE id = ?", [.text(id)])
+        try database.query("DELETE FROM crash_attachments WHERE session = ?", [.text(id)])
         try? FileManager.default.removeItem(atPath: alivePath(id))
+    }
+
+    /// A file `session` names in its crash files (`crash --attach`), with the device and inode
+    /// it has now: recovery reads an `attachment` line only for a file registered so, and only
+    /// while it is still that file (SPEC D-3; its size may have grown). A file missing now is
+    /// registered as none (recovery then notes it missing, or refuses the file made since).
+    package func registerCrashAttachment(session: String, path: String) throws(StorageError) {
+        let identity = FileIdentity.of(path) ?? FileIdentity(device: 0, inode: 0)
+        try database.query(
+            "INSERT OR REPLACE INTO crash_attachments(session, path, device, inode) VALUES(?, ?, ?, ?)",
+            [.text(session), .text(path), .integer(Int64(bitPattern: identity.device)), .integer(Int64(bitPattern: identity.inode))])
+    }
+
+    /// The files `session` registered for its crash files: path → (device, inode).
+    package func crashAttachments(of session: String) throws(StorageError) -> [String: FileIdentity] {
+        var found: [String: FileIdentity] = [:]
+        for row in try database.query("SELECT path, device, inode FROM crash_attachments WHERE session = ?", [.text(session)]) {
+            guard let path = row[0].string else { continue }
+            found[path] = FileIdentity(device: UInt64(bitPattern: row[1].int ?? 0), inode: UInt64(bitPattern: row[2].int ?? 0))
+        }
+        return found
     }
 
     /// Locks `sessions/<id>.alive` for as long as the session's process lives, so another
@@ -51,5 +73,18 @@ extension Repository {
             guard let id = row[0].string, id != current else { return nil }
             return (id, Self.date(row[1].int ?? 0), row[2].string.flatMap(SessionPhase.init(rawValue:)) ?? .running)
         }
+    }
+}
+
+/// Which file a path is: its device and inode.
+package struct FileIdentity: Sendable, Equatable {
+    package var device: UInt64
+    package var inode: UInt64
+
+    /// The file at `path` now (links followed), nil when it cannot be read.
+    package static func of(_ path: String) -> FileIdentity? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 }

@@ -110,6 +110,13 @@ public final class Runtime: Sendable {
     @discardableResult
     public func recover() throws(HostError) -> [ReportDocument] { try session.recover() }
 
+    /// Names a file this session's crash files carry (`crash --attach`): registered in the
+    /// repository with its device and inode, so recovery reads it only while it is that file.
+    package func registerCrashAttachment(_ path: String) throws(HostError) {
+        try storing { () throws(StorageError) in try session.repository.registerCrashAttachment(session: sessionID, path: path) }
+        host.crashCapture.addAttachment(path: path)
+    }
+
     /// Raises a running-app report and stores it (journaled first, SPEC H-13); nil when the
     /// user cancelled the dialog.
     public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
