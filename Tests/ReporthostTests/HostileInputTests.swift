@@ -70,9 +70,10 @@ import Testing
             try "registered and unchanged, grown since".write(to: kept, atomically: true, encoding: .utf8)
             try crashFile(["time 1700000000", "attachment \(secret.path)", "attachment \(replaced.path)", "attachment \(kept.path)"])
             try register([replaced.path, kept.path])
-            // Another file under the registered name (a new inode).
-            try FileManager.default.removeItem(at: replaced)
-            try "swapped in".write(to: replaced, atomically: true, encoding: .utf8)
+            // Another file under the registered name: the registered one is moved away first
+            // (kept, so its inode cannot be reused by the new file).
+            try FileManager.default.moveItem(at: replaced, to: folder.appendingPathComponent("replaced.old"))
+            try "swapped in".write(to: replaced, atomically: false, encoding: .utf8)
             #expect(try run(["launch"]).status == 0)
             let database = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository)))
             let record = try #require(try database.records().first { $0.trigger == .crash })

@@ -80,7 +80,7 @@ struct Recovery {
         return names.filter { $0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial") }.map { folder.appendingPathComponent($0).path }
     }
 
-    /// Item 12: a watched program that went on after a fault and ended normally survived it
+    /// A watched program that went on after a fault and ended normally survived it
     /// (its own handler recovered, e.g. a runtime that uses SIGSEGV on purpose): its crash
     /// files are not crashes. Each is deleted with a debug line.
     func discardCrashFiles(of program: ProgramExit) throws(StorageError) {
