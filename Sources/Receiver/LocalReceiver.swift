@@ -315,16 +315,7 @@ extension LocalReceiver {
     static func writeInside(_ folder: URL, name: String, data: Data) throws(StorageError) {
         let final = folder.appendingPathComponent(name).path
         let temporary = folder.appendingPathComponent(".\(UUID().uuidString).partial").path
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StorageError(path: final, message: "cannot create (\(String(cString: strerror(errno))))") }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        do {
-            try handle.write(contentsOf: data)
-            try handle.synchronize()
-        } catch {
-            unlink(temporary)
-            throw StorageError(path: final, message: "cannot write (\(error.localizedDescription))")
-        }
+        try DurableFile.createNew(data, at: URL(fileURLWithPath: temporary))
         guard rename(temporary, final) == 0 else {
             let reason = String(cString: strerror(errno))
             unlink(temporary)

@@ -51,15 +51,8 @@ package struct CurlTransport: SubmissionTransport {
             url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs, direct,
             cancellation?.flag, &result)
         if status == RH_HTTP_CANCELLED { return .cancelled }
-        guard status == 0 else { return .transportFailure(Self.text(of: &result.failure)) }
-        return .response(status: Int(result.status), retryAfter: Self.retryAfter(Self.text(of: &result.retry_after)))
-    }
-
-    /// A NUL-terminated C buffer of a fixed size (a tuple in Swift) as a String.
-    private static func text<T>(of buffer: inout T) -> String {
-        withUnsafeBytes(of: &buffer) { bytes in
-            String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-        }
+        guard status == 0 else { return .transportFailure(String(fixedCBuffer: &result.failure)) }
+        return .response(status: Int(result.status), retryAfter: Self.retryAfter(String(fixedCBuffer: &result.retry_after)))
     }
 
     /// The whole-request deadline for an idle timeout of `timeoutMs`: four times it (a

@@ -34,17 +34,12 @@ final class ElfSymbols: Symbolicating {
         let count = Int(rh_symbolizer_lookup(handle, address, isReturnAddress, &found, Int32(found.count)))
         return found.prefix(max(0, min(count, found.count))).compactMap { symbol in
             var symbol = symbol
-            let function = Self.text(&symbol.function)
+            let function = String(fixedCBuffer: &symbol.function)
             guard !function.isEmpty else { return nil }
-            let file = Self.text(&symbol.file)
+            let file = String(fixedCBuffer: &symbol.file)
             return FrameSymbol(
                 function: function, file: file.isEmpty ? nil : file, line: symbol.line > 0 ? Int(symbol.line) : nil,
                 inlined: symbol.inlined)
         }
-    }
-
-    /// A fixed C char array as a string (up to its first NUL).
-    private static func text<T>(_ field: inout T) -> String {
-        withUnsafeBytes(of: &field) { bytes in String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self) }
     }
 }

@@ -6,8 +6,18 @@ package enum DurableFile {
     /// Creates (or truncates) `url` with `data`. A write or sync that fails removes the file:
     /// a full disk keeps no partial copy.
     package static func write(_ data: Data, to url: URL, system: SystemCalls = .live) throws(StorageError) {
+        try write(data, to: url, flags: O_TRUNC, system: system)
+    }
+
+    /// Creates `url` with `data`, failing if anything (a file, a symbolic link) is there
+    /// already: nothing planted under that name is written through. Fails as `write` does.
+    package static func createNew(_ data: Data, at url: URL, system: SystemCalls = .live) throws(StorageError) {
+        try write(data, to: url, flags: O_EXCL | O_NOFOLLOW, system: system)
+    }
+
+    private static func write(_ data: Data, to url: URL, flags: Int32, system: SystemCalls) throws(StorageError) {
         let fd: Int32
-        switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
+        switch system.open(url.path, O_WRONLY | O_CREAT | flags) {
         case .success(let opened): fd = opened
         case .failure(let error): throw StorageError(path: url.path, message: "cannot create (\(error))")
         }
