@@ -255,7 +255,7 @@ struct LayerGraph {
         process.executableURL = URL(fileURLWithPath: swiftc)
         process.arguments = ["-dump-parse"] + paths
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("parse-\(UUID().uuidString).txt")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle

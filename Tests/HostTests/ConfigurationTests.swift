@@ -44,7 +44,7 @@ import Testing
     func fullFile() throws {
         let config = try parse("""
             {"repository": "repo",
-             "plugins": {"wrapper": "w.so", "handler": "/abs/h.so", "delegate": null},
+             "plugins": {"wrapper": "w.so", "handler": "/abs/h.so", "delegate": null, "required": ["handler", "delegate"]},
              "attributes": {"app": "demo", "build": 42, "beta": true},
              "limits": {"callbackTimeoutMs": 50, "recoveredReturnMs": 20, "reportBudgetMs": 500,
                         "attachmentsDecisionMs": 40, "completionWindowMs": 1000},
@@ -56,6 +56,8 @@ import Testing
             """)
         #expect(config.repository == "/etc/rh/repo")
         #expect(config.plugins == [.wrapper: "/etc/rh/w.so", .handler: "/abs/h.so"])
+        #expect(config.requiredSlots == [.handler, .delegate])
+        #expect(try parse("{}").requiredSlots.isEmpty)  // the default: nothing required
         #expect(config.attributes == ["app": "demo", "build": "42", "beta": "true"])
         #expect(config.limits.callbackTimeoutMs == 50 && config.limits.effectiveCompletionWindowMs == 1000)
         #expect(config.submission.allowInsecure && config.submission.timeoutMs == 100)
@@ -76,6 +78,8 @@ import Testing
             (#"{"limits": {"callbackTimeoutMs": 0}}"#, "'limits.callbackTimeoutMs': 0 is below the minimum 1"),
             (#"{"plugins": {"handler": 3}}"#, "'plugins.handler'"),
             (#"{"plugins": {"extra": "x.so"}}"#, "'plugins.extra'"),
+            (#"{"plugins": {"required": "handler"}}"#, "'plugins.required': expected an array"),
+            (#"{"plugins": {"required": ["handler", "scrubber"]}}"#, #"'plugins.required[1]': "scrubber" is not one of wrapper, handler, delegate"#),
             (#"{"attributes": {"a": [1]}}"#, "'attributes.a'"),
             (#"{"submission": {"allowInsecure": "yes"}}"#, "'submission.allowInsecure'"),
             (#"{"retry": {"behaviour": "sometimes"}}"#, "'retry.behaviour'"),

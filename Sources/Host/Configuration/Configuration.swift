@@ -62,6 +62,9 @@ public struct LoggingDestination: Sendable, Equatable {
 public struct Configuration: Sendable, Equatable {
     public var repository = ".reporthost"
     public var plugins: [PluginSlot: String] = [:]
+    /// `plugins.required`: the slots that must have run for a report to leave the machine; a
+    /// report whose required slot did not run fully is held (SPEC I-7, status `held`).
+    public var requiredSlots: Set<PluginSlot> = []
     public var attributes: [String: String] = [:]
     public var limits = Limits()
     public var submission = Submission()
@@ -134,10 +137,18 @@ extension Configuration {
         if let value = root["repository"] { config.repository = resolve(try reader.string(value, at: "repository")) }
         if let value = root["plugins"] {
             let plugins = try reader.object(value, at: "plugins")
-            try reader.allow(plugins, at: "plugins", keys: PluginSlot.allCases.map(\.rawValue))
+            let slotNames = PluginSlot.allCases.map(\.rawValue)
+            try reader.allow(plugins, at: "plugins", keys: slotNames + ["required"])
             for slot in PluginSlot.allCases {
                 if let path = try reader.optionalString(plugins[slot.rawValue], at: "plugins.\(slot.rawValue)") {
                     config.plugins[slot] = resolve(path)
+                }
+            }
+            if let value = plugins["required"] {
+                guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "plugins.required", expected: "an array") }
+                for (index, entry) in entries.enumerated() {
+                    config.requiredSlots.insert(
+                        try reader.choice(entry, at: "plugins.required[\(index)]", PluginSlot.init(rawValue:), slotNames))
                 }
             }
         }

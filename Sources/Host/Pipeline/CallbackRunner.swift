@@ -26,17 +26,27 @@ struct CallbackRunner {
         var completion: CallbackCompletion
     }
 
+    /// How a callback ended, for the chain: whether it ran fully (`plugins.required`).
+    enum Outcome {
+        /// It returned (and completed, where the mode waits for completion).
+        case ran
+        /// It returned; its handle stays open until bundling, as its completion may still
+        /// arrive (recovered reports, SPEC H-9).
+        case open(Pending)
+        /// It did not run fully: skipped, timed out, abandoned or not called (the event's words).
+        case fellShort(String)
+    }
+
     /// The host stopped waiting for a callback: later calls of its completion are late.
     func release(_ callback: Pending) {
         if let slot = callback.closureSlot { closures.release(slot) } else { callback.completion.close() }
     }
 
-    /// Runs `step` of `handler` for `report`. Returns the callback if its handle stays open
-    /// until bundling.
+    /// Runs `step` of `handler` for `report`.
     func run(
         _ handler: Handler, in slot: HandlerSlot, step: HandlerStep, report: LiveReport, mode: ChainMode,
         budgetDeadline: HostInstant
-    ) throws(HostError) -> Pending? {
+    ) throws(HostError) -> Outcome {
         let name = handler.name
         let label = "\(name).on_\(step.rawValue)_report_created"
         let handle = report.openHandle(
@@ -80,41 +90,49 @@ struct CallbackRunner {
             if mode == .recovered { report.holdChanges(of: handle) }
         }
         if let closure, tracker.neverStarted { closures.methodReturned(closure.slot) }
+        // A callback whose completion arrived (its changes count) ran, even when its method
+        // returned late; `shortfall` is the event of one that did not.
+        let event: RuleEvent?
+        var shortfall: RuleEvent? = nil
         if notCalled.withLock({ $0 }) {
-            report.record(.notCalled(label), by: name)
-            release(Pending(closureSlot: closure?.slot, completion: completion))
-            report.close(handle)
-            return nil
-        }
-
-        switch result {
-        case .finished:
-            // Recovered: a change made after the method returned counts if completion arrives
-            // before bundling (SPEC H-9), so the handle stays open until then.
-            if mode == .recovered && !completion.isCompleted {
-                return Pending(closureSlot: closure?.slot, completion: completion)
+            event = .notCalled(label)
+            shortfall = event
+        } else {
+            switch result {
+            case .finished:
+                // Recovered: a change made after the method returned counts if completion arrives
+                // before bundling (SPEC H-9), so the handle stays open until then.
+                if mode == .recovered && !completion.isCompleted {
+                    return .open(Pending(closureSlot: closure?.slot, completion: completion))
+                }
+                event = nil
+            case .skipped(let budgetSpent):
+                let why = budgetSpent
+                    ? "the report's \(limits.reportBudgetMs) ms budget was spent"
+                    : "the main thread could not start it within \(limitMs) ms"
+                event = .skipped(label, why)
+                shortfall = event
+            case .timedOut(let budgetSpent, let completed):
+                let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
+                if mode == .runningApp && completed {
+                    event = .returnedLate(label, within: within)
+                } else if mode == .runningApp {
+                    event = .timedOut(label, awaited: .notCompleted, within: within, outcome: "the report goes on without it")
+                    shortfall = event
+                } else {
+                    event = .timedOut(label, awaited: .notReturned, within: within, outcome: "abandoned")
+                    shortfall = event
+                }
+            case .stopped:
+                event = .skipped(label, "the host is stopping")
+                shortfall = event
             }
-        case .skipped(let budgetSpent):
-            let why = budgetSpent
-                ? "the report's \(limits.reportBudgetMs) ms budget was spent"
-                : "the main thread could not start it within \(limitMs) ms"
-            report.record(.skipped(label, why), by: name)
-        case .timedOut(let budgetSpent, let completed):
-            let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
-            if mode == .runningApp && completed {
-                report.record(.returnedLate(label, within: within), by: name)
-            } else if mode == .runningApp {
-                report.record(.timedOut(label, awaited: .notCompleted, within: within, outcome: "the report goes on without it"), by: name)
-            } else {
-                report.record(.timedOut(label, awaited: .notReturned, within: within, outcome: "abandoned"), by: name)
-            }
-        case .stopped:
-            report.record(.skipped(label, "the host is stopping"), by: name)
         }
+        if let event { report.record(event, by: name) }
         // The completion is marked late before the handle closes, so a call racing the close
         // is noted as late, never taken for a completion.
         release(Pending(closureSlot: closure?.slot, completion: completion))
         report.close(handle)
-        return nil
+        return shortfall.map { .fellShort($0.message) } ?? .ran
     }
 }

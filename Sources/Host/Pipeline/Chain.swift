@@ -24,6 +24,22 @@ public struct ReportRequest: Sendable {
     public init(trigger: Trigger) { self.trigger = trigger }
 }
 
+/// A chain that ran to bundling: the document, and why each slot that did not run fully
+/// fell short (empty, skipped, timed out, abandoned).
+package struct ChainRun: Sendable {
+    package var document: ReportDocument
+    package var shortfalls: [PluginSlot: String]
+
+    /// Why the report must be held under `plugins.required`: the first required slot that did
+    /// not run fully, or nil when every one did.
+    package func unmet(_ required: Set<PluginSlot>) -> String? {
+        for slot in PluginSlot.allCases where required.contains(slot) {
+            if let why = shortfalls[slot] { return "the required \(slot.rawValue) slot did not run fully: \(why)" }
+        }
+        return nil
+    }
+}
+
 /// Runs one report's steps in the order of SPEC H-5 (dialog) or H-6 (every other report),
 /// with the wrapper first in each step, then bundles.
 ///
@@ -40,44 +56,53 @@ struct Chain {
 
     var limits: Limits { callbacks.limits }
 
-    /// The bundled document, or nil when the user cancelled the dialog.
+    /// The bundled document with each slot's shortfall, or nil when the user cancelled the dialog.
     func run(
         report: LiveReport, handlers: [HandlerSlot: Handler], delegate: Delegate?, mode: ChainMode,
         dialog: (any DialogPresenter)?
-    ) throws(HostError) -> ReportDocument? {
+    ) throws(HostError) -> ChainRun? {
         // The shared budget (H-10); time in the dialog does not count, so it moves the deadline.
         var budgetDeadline = clock.now().advanced(byMilliseconds: limits.reportBudgetMs)
-        var pending: [CallbackRunner.Pending] = []
+        var pending: [(slot: PluginSlot, label: String, callback: CallbackRunner.Pending)] = []
+        // A slot's first shortfall is the one that explains it.
+        var shortfalls: [PluginSlot: String] = [:]
+        func fellShort(_ slot: PluginSlot, _ why: String) { if shortfalls[slot] == nil { shortfalls[slot] = why } }
+        for slot in HandlerSlot.allCases where handlers[slot] == nil { fellShort(slot.pluginSlot, "the slot is empty") }
+        if delegate == nil { fellShort(.delegate, "the slot is empty") }
 
         func callbacks(_ step: HandlerStep) throws(HostError) {
             for slot in HandlerSlot.allCases {
                 guard let handler = handlers[slot], handler.implements(step) else { continue }
                 let label = "\(handler.name).on_\(step.rawValue)_report_created"
                 if let reason = skipReason(budgetDeadline) {
-                    report.record(.skipped(label, reason), by: handler.name)
+                    let event = RuleEvent.skipped(label, reason)
+                    report.record(event, by: handler.name)
+                    fellShort(slot.pluginSlot, event.message)
                     continue
                 }
                 logger.debug("report \(report.id): \(slot.rawValue) \(label)")
-                if let open = try self.callbacks.run(
-                    handler, in: slot, step: step, report: report, mode: mode, budgetDeadline: budgetDeadline)
-                {
-                    pending.append(open)
+                switch try self.callbacks.run(handler, in: slot, step: step, report: report, mode: mode, budgetDeadline: budgetDeadline) {
+                case .ran: break
+                case .open(let callback): pending.append((slot.pluginSlot, label, callback))
+                case .fellShort(let why): fellShort(slot.pluginSlot, why)
                 }
             }
         }
 
-        func delegateStep(_ method: String, _ body: (Delegate) throws(HostError) -> Void) throws(HostError) {
+        func delegateStep(_ method: String, _ body: (Delegate) throws(HostError) -> String?) throws(HostError) {
             guard let delegate else { return }
-            guard delegate.name != nil else {
+            guard let name = delegate.name else {
                 logger.debug("report \(report.id): the delegate was released; \(method) not called")
+                fellShort(.delegate, "the delegate was released before \(method)")
                 return
             }
             if let reason = skipReason(budgetDeadline) {
-                let name = delegate.name ?? "delegate"
-                report.record(.skipped("\(name).\(method)", reason), by: name)
+                let event = RuleEvent.skipped("\(name).\(method)", reason)
+                report.record(event, by: name)
+                fellShort(.delegate, event.message)
                 return
             }
-            try body(delegate)
+            if let why = try body(delegate) { fellShort(.delegate, why) }
         }
 
         try callbacks(.before)
@@ -116,7 +141,11 @@ struct Chain {
             try delegates.attachments(delegate, report: report, mode: mode, budgetDeadline: budgetDeadline)
         }
         release(pending)  // late from here on, before the handles close at bundling
-        return report.bundle()
+        // Released first: a completion that lost the race with the release was not taken.
+        for (slot, label, callback) in pending where !callback.completion.isCompleted {
+            fellShort(slot, "\(label) did not complete before bundling; its changes after returning were dropped")
+        }
+        return ChainRun(document: report.bundle(), shortfalls: shortfalls)
     }
 
     /// Why the next call must be skipped, if it must (H-10 budget, H-15 interruption).
@@ -127,7 +156,7 @@ struct Chain {
     }
 
     /// Callbacks left open until bundling are over: later completions are late.
-    private func release(_ pending: [CallbackRunner.Pending]) {
-        for callback in pending { callbacks.release(callback) }
+    private func release(_ pending: [(slot: PluginSlot, label: String, callback: CallbackRunner.Pending)]) {
+        for open in pending { callbacks.release(open.callback) }
     }
 }

@@ -10,6 +10,13 @@ package enum HandlerStep: String, Sendable {
 package enum HandlerSlot: String, Sendable, CaseIterable {
     case wrapper, handler
 
+    var pluginSlot: PluginSlot {
+        switch self {
+        case .wrapper: .wrapper
+        case .handler: .handler
+        }
+    }
+
     func source(_ step: HandlerStep) -> AttachmentSource {
         switch (self, step) {
         case (.wrapper, .before): .wrapperBefore

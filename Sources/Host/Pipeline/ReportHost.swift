@@ -122,6 +122,16 @@ package final class ReportHost: Sendable {
 
     package var delegate: Delegate? { slots.withLock { $0.delegate } }
 
+    /// Whether `slot` holds something that can run (`plugins.required`): a handler, or a
+    /// delegate still alive.
+    package func canRun(_ slot: PluginSlot) -> Bool {
+        switch slot {
+        case .wrapper: handler(in: .wrapper) != nil
+        case .handler: handler(in: .handler) != nil
+        case .delegate: delegate?.name != nil
+        }
+    }
+
     /// Loads the plugin at `path` (made absolute first) into `slot`. The entry point runs
     /// on the main executor.
     @discardableResult
@@ -200,6 +210,13 @@ package final class ReportHost: Sendable {
     /// Runs the chain over a prepared report in `mode`, with the slots as they are now.
     package func runChain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil) throws(HostError)
         -> ReportDocument?
+    {
+        try chain(report, mode: mode, dialog: dialog)?.document
+    }
+
+    /// `runChain`, telling also which slots did not run fully (for `plugins.required`).
+    package func chain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil) throws(HostError)
+        -> ChainRun?
     {
         let slots = self.slots.withLock { $0 }
         let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture)

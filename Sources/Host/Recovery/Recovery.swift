@@ -29,9 +29,10 @@ struct Recovery {
         }
     }
 
-    /// Runs or settles every chain that has not finished, with the handlers loaded now.
+    /// Runs or settles every chain that has not finished, with the handlers loaded now; then
+    /// the chains of reports held for a required slot that can run now.
     func finish(currentSession: String) throws(HostError) -> [ReportDocument] {
-        try finishChains(currentSession: currentSession)
+        try finishChains(currentSession: currentSession) + rerunHeldChains(currentSession: currentSession)
     }
 
     /// D-2: a save whose purge was interrupted: purge now.
@@ -188,10 +189,13 @@ struct Recovery {
         // program raises while its recovery runs), is a chain in progress, not an interrupted one.
         for record in pending where !(record.session.map { $0 == currentSession || repository.isAlive($0) } ?? false) {
             if record.trigger.isRecovered {
-                documents.append(try rerunChain(record, session: currentSession))
+                if let document = try rerunChain(record, session: currentSession) { documents.append(document) }
             } else if record.dialogPending {
                 try storing { () throws(StorageError) in try repository.discard(record.rowID) }
                 log.info("dialog report \(record.reportID) was never sent by its user: dropped")
+            } else if !required.isEmpty {
+                // Sent without the callbacks' changes (H-13) would be sent without the required slot.
+                try hold(record, "the host stopped during the handler chain", notes: [], chainEnded: false)
             } else {
                 var document = record.document
                 document.content.attachments = try storing { () throws(StorageError) in try repository.attachments(of: record.rowID) }
@@ -205,13 +209,45 @@ struct Recovery {
         return documents
     }
 
+    private var required: Set<PluginSlot> { host.configuration.requiredSlots }
+
+    /// `plugins.required`: the chain of each report held for a required slot runs again, from
+    /// the document it had before, once every required slot can run (a rebuilt plugin, a
+    /// cleared quarantine); one whose chain ended the host `maxChainRuns` times in a row stays
+    /// held.
+    private func rerunHeldChains(currentSession: String) throws(HostError) -> [ReportDocument] {
+        guard required.allSatisfy(host.canRun) else { return [] }
+        var documents: [ReportDocument] = []
+        for (record, chainRuns) in try storing({ () throws(StorageError) in try repository.heldForRequired() }) {
+            guard chainRuns < Self.maxChainRuns else { continue }
+            log.info("report \(record.reportID) was held (\(record.held ?? "")); its required slots can run now: the chain runs again")
+            if let document = try rerunChain(record, session: currentSession, releasingHold: true) { documents.append(document) }
+        }
+        return documents
+    }
+
+    /// Holds `record` under `plugins.required`, noting why on it and in the host's log.
+    private func hold(
+        _ record: ReportRecord, _ reason: String, notes: [InternalLogEntry], chainEnded: Bool, session: String? = nil
+    ) throws(HostError) {
+        try storing { () throws(StorageError) in
+            try repository.holdForRequired(record.rowID, reason: reason, notes: notes, chainEnded: chainEnded, clearingChainOf: session)
+        }
+        log.warn("report \(record.reportID) held, not sent: \(reason)")
+    }
+
     /// A chain that ended the host this many times is not run again: the report goes without it.
     static let maxChainRuns = 3
 
-    private func rerunChain(_ record: ReportRecord, session: String) throws(HostError) -> ReportDocument {
+    /// The report's chain again under a new id (H-13); nil when the report is held.
+    private func rerunChain(_ record: ReportRecord, session: String, releasingHold: Bool = false) throws(HostError) -> ReportDocument? {
         let newID = UUID().uuidString.lowercased()
         // A crash from here on names this record as the one whose chain crashed.
-        let chain = try storing { () throws(StorageError) in try repository.reopenChain(record.rowID, newID: newID, session: session) }
+        let chain = try storing { () throws(StorageError) in
+            try repository.reopenChain(record.rowID, newID: newID, session: session, releasingHold: releasingHold)
+        }
+        var held = record
+        held.document.id = newID
         let report = LiveReport(
             trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
             events: host.events)
@@ -224,7 +260,14 @@ struct Recovery {
         for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
         host.noteQuarantine(on: report)
         let document: ReportDocument
-        if let skipReason = chain.skipReason {
+        if !required.isEmpty, let withoutChain = chain.skipReason.map({ "the handler chain was skipped: \($0)" })
+            ?? (chain.runs > Self.maxChainRuns ? "the handler chain ended the host \(chain.runs - 1) times" : nil)
+        {
+            // Sent without the chain would be sent without the required slot.
+            try hold(held, withoutChain, notes: [], chainEnded: false, session: session)
+            _ = report.bundle()
+            return nil
+        } else if let skipReason = chain.skipReason {
             report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
             document = report.bundle()
         } else if chain.runs > Self.maxChainRuns {
@@ -234,7 +277,13 @@ struct Recovery {
             document = report.bundle()
         } else {
             host.faults.hit(.duringHandlers)
-            document = try host.runChain(report, mode: .recovered) ?? report.snapshot
+            guard let run = try host.chain(report, mode: .recovered) else { return nil }  // recovered: no dialog, never nil
+            document = run.document
+            if let unmet = run.unmet(required) {
+                let notes = Array(document.internalLog.dropFirst(record.document.internalLog.count))
+                try hold(held, unmet, notes: notes, chainEnded: true, session: session)
+                return nil
+            }
         }
         try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document, session: session) }
         log.info("recovered \(document.trigger.name) report \(document.id)")

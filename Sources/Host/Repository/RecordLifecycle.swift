@@ -14,6 +14,7 @@ import Foundation
 ///     awaiting_first_attempt / retry ── admit → submitting ── retryLater → retry
 ///                                   │                      └─ finish → terminal
 ///                                   └─ hold → held ── releaseConfigurationHolds
+///     pending_chain ── holdForRequired → held ── reopenChain(releasingHold:) (plugins.required)
 ///     terminal, retry ── discard (evicted, D-12)
 extension Repository {
     // MARK: Stored before the chain
@@ -73,9 +74,13 @@ extension Repository {
 
     /// SPEC H-13: a recovered report's chain runs again under `newID` (the old id is gone),
     /// counted; unless it must be skipped, `session` names this record as the one whose chain
-    /// runs, so a crash from here on blames it.
-    package func reopenChain(_ rowID: Int64, newID: String, session: String) throws(StorageError) -> ReopenedChain {
+    /// runs, so a crash from here on blames it. A record held for a required slot that can
+    /// run now (`releasingHold`) runs it whatever an earlier crash decided.
+    package func reopenChain(_ rowID: Int64, newID: String, session: String, releasingHold: Bool = false) throws(StorageError)
+        -> ReopenedChain
+    {
         let (runs, skip) = try database.transaction { () throws(StorageError) -> (Int, String?) in
+            if releasingHold { try database.query("UPDATE reports SET skip_chain = NULL WHERE rowid = ?", [.integer(rowID)]) }
             try database.query(
                 "UPDATE reports SET report_id = ?, chain_runs = chain_runs + 1 WHERE rowid = ?", [.text(newID), .integer(rowID)])
             let row = try database.query("SELECT chain_runs, skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first
@@ -122,6 +127,44 @@ extension Repository {
         try database.query(
             "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
             [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
+    /// A report whose required slot did not run fully (`plugins.required`): held with the
+    /// document it had before the chain (the journal, or the saved crash), under its current
+    /// id, plus `notes` (what this run noted), so its chain can run again from the start
+    /// (`reopenChain`). `chainEnded`: the chain ran to bundling, so the count of runs that
+    /// ended the host starts again. `session`'s chain record is cleared in the same transaction.
+    package func holdForRequired(
+        _ rowID: Int64, reason: String, notes: [InternalLogEntry], chainEnded: Bool, clearingChainOf session: String? = nil
+    ) throws(StorageError) {
+        try database.transaction { () throws(StorageError) in
+            let row = try database.query("SELECT report_id, document FROM reports WHERE rowid = ?", [.integer(rowID)]).first
+            guard let id = row?[0].string, let text = row?[1].string, let json = try? JSONValue.parse(text),
+                var document = ReportDocument(json: json)
+            else { throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document") }
+            document.id = id
+            document.internalLog += notes
+            try database.query(
+                """
+                UPDATE reports SET document = ?, state = ?, held = ?, dialog_pending = 0,
+                    chain_runs = CASE WHEN ? THEN 0 ELSE chain_runs END, updated_at = ? WHERE rowid = ?
+                """,
+                [.text(document.json.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
+                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(Date())), .integer(rowID)])
+            if let session { try setChainRecord(nil, session: session) }
+        }
+    }
+
+    /// Records held because a required slot did not run, with how many chains in a row ended
+    /// the host over each.
+    package func heldForRequired() throws(StorageError) -> [(record: ReportRecord, chainRuns: Int)] {
+        let runs = Dictionary(
+            try database.query(
+                "SELECT rowid, chain_runs FROM reports WHERE state = ? AND held LIKE ?",
+                [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%")]
+            ).map { ($0[0].int ?? 0, Int($0[1].int ?? 0)) },
+            uniquingKeysWith: { first, _ in first })
+        return try records(in: [.held]).compactMap { record in runs[record.rowID].map { (record, $0) } }
     }
 
     /// Releases every record held for configuration: one with no attempt yet awaits its first,
@@ -214,7 +257,7 @@ extension Repository {
         do throws(StorageError) {
             try database.transaction { () throws(StorageError) in
                 try database.query(
-                    "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = 0, bytes = ?, updated_at = ? WHERE rowid = ?",
+                    "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
                     [.text(document.id), .text(document.json.serialized()), .text(state.rawValue),
                      .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
                 copies = try writeAttachments(document.content.attachments, record: rowID)

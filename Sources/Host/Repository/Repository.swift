@@ -22,12 +22,18 @@ package enum RecordState: String, Sendable, CaseIterable {
 package enum HoldReason: Sendable, Equatable {
     /// The submission configuration failed at delivery; a valid one releases it (D-9).
     case configuration(String)
+    /// A slot listed in `plugins.required` did not run fully; a launch whose required slots
+    /// can all run runs the chain again (SPEC I-7).
+    case required(String)
 
     var stored: String {
         switch self {
         case .configuration(let details): "configuration: \(details)"
+        case .required(let details): "\(Self.requiredKind) \(details)"
         }
     }
+
+    static let requiredKind = "required:"
 }
 
 /// One stored report.

@@ -180,9 +180,20 @@ package final class HostSession: Sendable {
         }
         host.faults.hit(.duringHandlers)
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
-        guard let document = try host.runChain(report, mode: mode, dialog: dialog) else {
+        guard let run = try host.chain(report, mode: mode, dialog: dialog) else {
             try storing { () throws(StorageError) in try repository.discard(rowID) }
             return nil
+        }
+        let document = run.document
+        if let unmet = run.unmet(host.configuration.requiredSlots) {
+            // The journal (with the user's dialog edits) stays what is stored: what the chain
+            // did without its required slot is never sent.
+            try storing { () throws(StorageError) in
+                try repository.holdForRequired(
+                    rowID, reason: unmet, notes: Array(document.internalLog.dropFirst(journal.internalLog.count)), chainEnded: true)
+            }
+            host.logger.warn("report \(document.id) held, not sent: \(unmet)")
+            return document
         }
         try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document) }
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
