@@ -10,7 +10,11 @@ import Host
 /// Hardened against its clients: a malformed request is answered 400 and its connection
 /// closed (the receiver goes on), heads, chunk lines and bodies are bounded, silent
 /// connections time out, at most `limits.maxConnections` are served at once, and a
-/// submission that could not be stored is answered 500, never 200.
+/// submission that could not be stored is answered 500, never 200. At the limit, a new
+/// client takes the place of the connection that has waited longest for a request head (an
+/// idle keep-alive connection, or a client sending its head slowly), which is closed; when
+/// every connection is busy with a body or an answer, the new client is answered 503 with
+/// `Retry-After`, never left unanswered.
 ///
 /// # Thread safety
 /// One thread accepts; one thread serves each connection; shared state is behind `Locked`.
@@ -33,14 +37,30 @@ package final class LocalReceiver: Sendable {
     package let port: UInt16
     package let folder: URL
     private let listener: Int32
-    private let state: Locked<(script: [Response], received: [Received], stopped: Bool, connections: Int)>
+    private let state: Locked<State>
+
+    private struct State {
+        var script: [Response]
+        var received: [Received] = []
+        var stopped = false
+        /// Connections served now, by descriptor (removed before the descriptor is closed).
+        var connections: [Int32: Connection] = [:]
+    }
+
+    private struct Connection {
+        /// Since when it waits for a request head; nil while it reads a body or answers.
+        var waitingForHead: HostInstant?
+        /// Closed to make room for a new client: no longer counted.
+        var shed = false
+    }
     /// Limits that keep one client from stopping or exhausting the receiver.
     package let limits: Limits
 
     /// What one client may use: each request is read within these bounds, or answered with
     /// an error and its connection closed.
     package struct Limits: Sendable {
-        /// Connections served at once; more are answered 503 and closed.
+        /// Connections served at once; past it, the one waiting longest for a request head is
+        /// closed for the new client, or the new client is answered 503.
         package var maxConnections = 16
         /// A request head (request line and headers).
         package var maxHeadBytes = 64 * 1024
@@ -105,7 +125,7 @@ package final class LocalReceiver: Sendable {
         self.port = UInt16(bigEndian: actual.sin_port)
         self.folder = folder
         self.listener = fd
-        self.state = Locked((script.isEmpty ? [.status(200)] : script, [], false, 0))
+        self.state = Locked(State(script: script.isEmpty ? [.status(200)] : script))
         self.limits = limits
         self.onReceive = onReceive
         self.keepInMemory = keepInMemory
@@ -138,25 +158,46 @@ package final class LocalReceiver: Sendable {
                 if failure == EBADF || failure == EINVAL { return }  // the listener is gone
                 continue
             }
-            let admitted = state.withLock { state -> Bool in
-                guard state.connections < limits.maxConnections else { return false }
-                state.connections += 1
-                return true
-            }
-            guard admitted else {
+            guard admit(client) else {
                 SocketReader(fd: client, limits: limits).answer(503, "too many connections", extra: "Retry-After: 1\r\n")
                 close(client)
                 continue
             }
             Thread.detachNewThread { [self] in
                 serve(client)
-                state.withLock { $0.connections -= 1 }
+                // Forgotten before it is closed: `admit` never shuts down a reused descriptor.
+                state.withLock { $0.connections[client] = nil }
+                close(client)
             }
         }
     }
 
+    /// Counts `client` in, making room when the limit is reached by shedding the connection
+    /// that has waited longest for a request head; false when every connection is busy.
+    private func admit(_ client: Int32) -> Bool {
+        let now = SystemClock().now()
+        return state.withLock { state in
+            let live = state.connections.filter { !$0.value.shed }
+            if live.count >= limits.maxConnections {
+                let waiting = live.compactMap { entry in entry.value.waitingForHead.map { (fd: entry.key, since: $0) } }
+                guard let oldest = waiting.min(by: { $0.since < $1.since }) else { return false }
+                state.connections[oldest.fd]?.shed = true
+                // Wakes its thread's read, which ends the connection.
+                shutdown(oldest.fd, Int32(SHUT_RDWR))
+            }
+            state.connections[client] = Connection(waitingForHead: now)
+            return true
+        }
+    }
+
+    /// Notes whether `client` waits for a request head (it may then be shed).
+    private func setWaitingForHead(_ client: Int32, _ waiting: Bool) {
+        let now = SystemClock().now()
+        state.withLock { $0.connections[client]?.waitingForHead = waiting ? now : nil }
+    }
+
     /// Connections being served now.
-    package var openConnections: Int { state.withLock { $0.connections } }
+    package var openConnections: Int { state.withLock { $0.connections.values.filter { !$0.shed }.count } }
 
     private func nextResponse() -> Response {
         state.withLock { state in
@@ -168,14 +209,16 @@ package final class LocalReceiver: Sendable {
 
     private func serve(_ client: Int32) {
         var reader = SocketReader(fd: client, limits: limits)
-        defer { close(client) }
         var timeout = timeval(tv_sec: limits.idleTimeoutMs / 1000, tv_usec: Int((limits.idleTimeoutMs % 1000) * 1000))
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         while true {
             reader.deadline = SystemClock().now().advanced(byMilliseconds: limits.requestDeadlineMs)
             let head: String
-            switch reader.readHead() {
+            setWaitingForHead(client, true)
+            let read = reader.readHead()
+            setWaitingForHead(client, false)
+            switch read {
             case .success(let text): head = text
             case .failure(.closed): return
             case .failure(let error):

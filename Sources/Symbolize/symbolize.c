@@ -228,12 +228,26 @@ static bool vet_file(const char *path, const char *wanted, elf_facts *facts, cha
 
 /* ---------------------------------------------------------------- handle */
 
+/* Every module is reported with its file (dwfl_report_elf): libdwfl never has to find one,
+   and must not ask a debuginfod server for it (dwfl_build_id_find_elf would). */
+static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base, char **file_name,
+                       Elf **elfp) {
+    (void)mod; (void)userdata; (void)modname; (void)base; (void)file_name;
+    *elfp = NULL;
+    return -1;
+}
+
 rh_symbolizer *rh_symbolizer_new(void) {
     rh_symbolizer *h = calloc(1, sizeof *h);
     if (h == NULL) return NULL;
     elf_version(EV_CURRENT); /* libelf refuses elf_begin until told which version we speak */
-    h->callbacks.find_elf = dwfl_build_id_find_elf;
-    h->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+    h->callbacks.find_elf = no_find_elf;
+    /* Debug files are looked up on this machine only, by build id under the debug path
+       (/usr/lib/debug/.build-id/…, where Debian's -dbgsym packages put them).
+       dwfl_standard_find_debuginfo would also send each missing build id to the servers in
+       DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by
+       the host, never by an environment variable, and recovery never waits on a network. */
+    h->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
     h->callbacks.section_address = dwfl_offline_section_address;
     h->callbacks.debuginfo_path = &h->debuginfo_path;
     h->dwfl = dwfl_begin(&h->callbacks);

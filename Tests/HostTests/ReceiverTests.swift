@@ -83,4 +83,57 @@ import Testing
         #expect(receiver.received.first?.uuid == id)
         #expect(FileManager.default.fileExists(atPath: stored.appendingPathComponent("\(id).json").path))
     }
+
+    /// A client socket connected to `port`, reads timing out after `timeoutMs`.
+    func connectClient(_ port: UInt16, timeoutMs: Int = 5_000) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: Int((timeoutMs % 1000) * 1000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(fd >= 0 && connected == 0)
+        return fd
+    }
+
+    /// What `fd` reads next: the text, "" when the peer closed, nil when nothing came in time.
+    func readSome(_ fd: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count < 0 ? nil : String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    @Test("receive: at the connection limit a new client takes the place of the connection idle longest; when every connection is busy it is answered 503 with Retry-After")
+    func connectionPressure() throws {
+        var limits = LocalReceiver.Limits()
+        limits.maxConnections = 2
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("pressure"), limits: limits)
+        defer { receiver.stop() }
+        let body = Data(#"{"uuid": "\#(UUID().uuidString.lowercased())"}"#.utf8)
+
+        // Two clients that connect and send nothing hold both places; the accept thread takes
+        // clients in order, so both are counted before the submission below arrives.
+        let idle = try (0..<2).map { _ in try connectClient(receiver.port, timeoutMs: 500) }
+        defer { idle.forEach { close($0) } }
+        #expect(try post(body, contentType: "application/json", to: receiver) == 200)
+        #expect(readSome(idle[0]) == "")  // shed: closed without an answer
+        #expect(readSome(idle[1]) == nil)  // still open
+
+        // Two clients in the middle of a body (the 100 Continue proves the head was read).
+        let busy = try (0..<2).map { _ in try connectClient(receiver.port) }
+        defer { busy.forEach { close($0) } }
+        for fd in busy {
+            let head = "POST /post HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+            _ = head.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            #expect(readSome(fd)?.hasPrefix("HTTP/1.1 100 Continue") == true)
+        }
+        let late = try connectClient(receiver.port)
+        defer { close(late) }
+        let answer = readSome(late) ?? ""
+        #expect(answer.hasPrefix("HTTP/1.1 503") && answer.contains("Retry-After: 1"), "\(answer)")
+    }
 }

@@ -181,6 +181,29 @@ import Testing
         }
     }
 
+    @Test("D-1, what leaves: recovery never asks a debuginfod server for what is not on the machine, even with DEBUGINFOD_URLS set (as Debian's login shells set it)")
+    func noDebuginfod() async throws {
+        try await offPool { [self] in
+            let server = try RawHTTPServer(.respond("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"))
+            defer { server.stop() }
+            // Built without -g: its debug file is nowhere on the machine.
+            let program = folder.appendingPathComponent("nodebug").path
+            let source = "int main(void) { volatile int *p = (volatile int *)0; *p = 1; return 0; }\n"
+            try Fixtures.compile(["-O0", try Fixtures.file("nodebug.c", source).path, "-o", program])
+            let environment = [
+                "DEBUGINFOD_URLS": "http://127.0.0.1:\(server.port)",
+                "DEBUGINFOD_CACHE_PATH": folder.appendingPathComponent("debuginfod-cache").path,
+            ]
+            let result = try ChildProcess.run(
+                Products.reporthost.path, ["run", "--repository", repository, "--", program], environment: environment, directory: folder)
+            #expect(result.status == 139, "\(result.stderr)")
+            #expect(server.requests == 0)
+            // Still symbolicated from what the file itself has (its symbol table).
+            let frames = crashedFrames(try shown().document["crash"])
+            #expect(frames.contains { $0["function"]?.stringValue == "main" }, "\(frames)")
+        }
+    }
+
     @Test("D-1: a C++ crash names the namespaced member function, demangled, with its line")
     func cplusplusMember() async throws {
         try await offPool { [self] in
