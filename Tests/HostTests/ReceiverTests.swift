@@ -73,7 +73,7 @@ import Testing
         }
     }
 
-    @Test("receive: takes the JSON report itself as the body (application/json), as Backtrace clients may send it")
+    @Test("receive: takes the JSON report itself as the body (application/json) and the /<universe>/<token>/json URL form, as Backtrace clients send them")
     func jsonBody() throws {
         let stored = folder.appendingPathComponent("json")
         let receiver = try LocalReceiver(folder: stored)
@@ -82,6 +82,14 @@ import Testing
         #expect(try post(Data(#"{"uuid": "\#(id)", "attributes": {"error.message": "plain"}}"#.utf8), contentType: "application/json", to: receiver) == 200)
         #expect(receiver.received.first?.uuid == id)
         #expect(FileManager.default.fileExists(atPath: stored.appendingPathComponent("\(id).json").path))
+        // Backtrace's other URL form: /<universe>/<token>/json.
+        let other = UUID().uuidString.lowercased()
+        let file = folder.appendingPathComponent("body-\(other)")
+        try Data(#"{"uuid": "\#(other)"}"#.utf8).write(to: file)
+        let pathForm = URL(string: "http://127.0.0.1:\(receiver.port)/universe/\(String(repeating: "ab", count: 32))/json")!
+        guard case .response(let status, _) = CurlTransport().post(pathForm, contentType: "application/json", bodyFile: file, timeoutMs: 5_000)
+        else { Issue.record("no answer"); return }
+        #expect(status == 200 && receiver.received.contains { $0.uuid == other })
     }
 
     /// A client socket connected to `port`, reads timing out after `timeoutMs`.
@@ -135,5 +143,22 @@ import Testing
         defer { close(late) }
         let answer = readSome(late) ?? ""
         #expect(answer.hasPrefix("HTTP/1.1 503") && answer.contains("Retry-After: 1"), "\(answer)")
+    }
+
+    @Test("receive: a chunked body with chunk extensions (`5;x=y`, RFC 9112 7.1.1) is taken")
+    func chunkExtensions() throws {
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("chunks"))
+        defer { receiver.stop() }
+        let id = UUID().uuidString.lowercased()
+        let json = #"{"uuid": "\#(id)"}"#
+        let (first, second) = (String(json.prefix(5)), String(json.dropFirst(5)))
+        let request = "POST /post HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "5;x=y\r\n\(first)\r\n\(String(second.utf8.count, radix: 16)) ; name=\"quoted;value\"\r\n\(second)\r\n0;last\r\n\r\n"
+        let fd = try connectClient(receiver.port)
+        defer { close(fd) }
+        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        let answer = readSome(fd) ?? ""
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+        #expect(receiver.received.first?.uuid == id)
     }
 }
