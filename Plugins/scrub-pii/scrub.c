@@ -113,7 +113,8 @@ static size_t match_card(const char *s) {
         end = i;
         if ((s[i] == ' ' || s[i] == '-') && isdigit((unsigned char)s[i + 1])) i++;
     }
-    if (isdigit((unsigned char)s[end])) return 0;
+    /* A card ends where a word ends: not the digits of a UUID or hex id ("…-2651-4ffb"). */
+    if (is_word(s[end])) return 0;
     if (count < 13 || !luhn(digits, count)) return 0;
     return end;
 }
@@ -168,6 +169,95 @@ static bool match_assignment(const char *s, size_t *keep, size_t *length) {
     return true;
 }
 
+/* --- tokens: JWTs (eyJ….….…) and AWS access key ids (AKIA/ASIA + 16) ------------------- */
+
+static bool is_base64url(char c) { return isalnum((unsigned char)c) || c == '-' || c == '_'; }
+
+static size_t match_jwt(const char *s) {
+    if (strncmp(s, "eyJ", 3) != 0) return 0;
+    size_t i = 0, dots = 0;
+    for (;;) {
+        size_t start = i;
+        while (is_base64url(s[i])) i++;
+        if (i == start && dots < 2) return 0;
+        if (s[i] != '.' || dots == 2) break;
+        dots++;
+        i++;
+    }
+    return dots == 2 && i >= 20 ? i : 0;
+}
+
+static size_t match_aws_key(const char *s) {
+    if (strncmp(s, "AKIA", 4) != 0 && strncmp(s, "ASIA", 4) != 0) return 0;
+    for (size_t i = 4; i < 20; i++)
+        if (!isupper((unsigned char)s[i]) && !isdigit((unsigned char)s[i])) return 0;
+    return is_word(s[20]) ? 0 : 20;
+}
+
+/* --- IPv6: hex groups joined by ':' (8 of them, or fewer around one '::') -------------- */
+
+static size_t match_ipv6(const char *s) {
+    size_t i = 0, groups = 0, end = 0;
+    bool compressed = false;
+    if (s[0] == ':' && s[1] == ':') { compressed = true; i = 2; end = 2; }
+    for (;;) {
+        size_t start = i;
+        while (isxdigit((unsigned char)s[i]) && i - start < 5) i++;
+        if (i == start || i - start > 4) break;
+        groups++;
+        end = i;
+        if (s[i] != ':') break;
+        if (s[i + 1] == ':') {
+            if (compressed) break;
+            compressed = true;
+            i += 2;
+            end = i;
+        } else {
+            i++;
+        }
+    }
+    /* Not "a::b" in code, nor a time of day: a full address, or at least 3 groups around "::". */
+    bool full = groups == 8 && !compressed;
+    if (!(full || (compressed && groups >= 3 && groups < 8))) return 0;
+    if (isxdigit((unsigned char)s[end]) || s[end] == ':' || is_word(s[end])) return 0;
+    return end;
+}
+
+/* --- phone numbers: +CC groups, (NNN) NNN-NNNN, NNN-NNN-NNNN ------------------------ */
+
+/* Digits in groups joined by single spaces, dashes or dots; counts the digits. */
+static size_t digit_groups(const char *s, size_t *digits) {
+    size_t i = 0, end = 0;
+    *digits = 0;
+    while (isdigit((unsigned char)s[i])) {
+        while (isdigit((unsigned char)s[i])) { i++; (*digits)++; }
+        end = i;
+        if (is_one_of(s[i], " -.") && isdigit((unsigned char)s[i + 1])) i++;
+    }
+    return end;
+}
+
+static size_t match_phone(const char *s) {
+    size_t digits = 0, length = 0;
+    if (s[0] == '+' && isdigit((unsigned char)s[1])) {
+        length = 1 + digit_groups(s + 1, &digits);
+        return digits >= 8 && digits <= 15 ? length : 0;
+    }
+    if (s[0] == '(' && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) && isdigit((unsigned char)s[3]) && s[4] == ')') {
+        size_t i = s[5] == ' ' ? 6 : 5;
+        length = digit_groups(s + i, &digits);
+        return digits == 7 ? i + length : 0;
+    }
+    /* NNN-NNN-NNNN (or with dots), one separator throughout. */
+    char separator = s[3];
+    if (!is_one_of(separator, "-.")) return 0;
+    for (size_t k = 0; k < 12; k++) {
+        bool want_separator = k == 3 || k == 7;
+        if (want_separator ? s[k] != separator : !isdigit((unsigned char)s[k])) return 0;
+    }
+    return isdigit((unsigned char)s[12]) || (is_one_of(s[12], "-.") && isdigit((unsigned char)s[13])) ? 0 : 12;
+}
+
 char *rh_scrub(const char *text) {
     struct out o = {NULL, 0, 0, false};
     put(&o, "", 0);
@@ -181,7 +271,15 @@ char *rh_scrub(const char *text) {
         bool digit_boundary = boundary && (i == 0 || replaced || (text[i - 1] != '.' && text[i - 1] != '-'));
         size_t before = o.length;
         size_t keep = 0, length = 0;
-        if (boundary && match_bearer(s, &keep, &length)) {
+        if (boundary && (length = match_jwt(s)) > 0) {
+            puts_(&o, "[secret]");
+        } else if (boundary && (length = match_aws_key(s)) > 0) {
+            puts_(&o, "[secret]");
+        } else if (boundary && (i == 0 || text[i - 1] != ':') && (length = match_ipv6(s)) > 0) {
+            puts_(&o, "[ip]");
+        } else if (digit_boundary && (length = match_phone(s)) > 0) {
+            puts_(&o, "[phone]");
+        } else if (boundary && match_bearer(s, &keep, &length)) {
             put(&o, s, keep);
             puts_(&o, "[secret]");
         } else if (boundary && match_assignment(s, &keep, &length)) {

@@ -1,6 +1,7 @@
 /* scrub-pii: removes personal data and secrets from a report before it leaves the machine:
- * summary, description and every attribute value go through rh_scrub (scrub.c). It runs in
- * both callbacks, so it also sees what other handlers added before it. Idempotent. */
+ * summary, description, every attribute value, every label and every text attachment go
+ * through rh_scrub (scrub.c). It runs in both callbacks, so it also sees what other handlers
+ * added before it. Idempotent. */
 #include <reporthost/plugin.h>
 
 #include <stdlib.h>
@@ -41,12 +42,93 @@ static bool scrub_attribute(void *context, const char *key, const char *value) {
     return true;
 }
 
+/* Labels: collected, scrubbed each, and set again only when one changed (in their order, so
+   the labels other handlers set stay). */
+struct labels {
+    char **items;
+    size_t count, capacity;
+    bool changed, failed;
+};
+
+static bool collect_label(void *context, const char *label) {
+    struct labels *l = context;
+    if (l->count == l->capacity) {
+        size_t capacity = l->capacity ? l->capacity * 2 : 16;
+        char **items = realloc(l->items, capacity * sizeof *items);
+        if (!items) { l->failed = true; return false; }
+        l->items = items;
+        l->capacity = capacity;
+    }
+    char *clean = rh_scrub(label);
+    if (!clean) { l->failed = true; return false; }
+    l->changed |= strcmp(clean, label) != 0;
+    l->items[l->count++] = clean;
+    return true;
+}
+
+static void scrub_labels(rh_report *r) {
+    struct labels l = {NULL, 0, 0, false, false};
+    host->each_label(r, collect_label, &l);
+    if (l.changed && !l.failed) host->set_labels(r, (const char *const *)l.items, l.count);
+    for (size_t k = 0; k < l.count; k++) free(l.items[k]);
+    free(l.items);
+}
+
+/* Text attachments (no NUL byte) are scrubbed and put back under the same name; a binary one
+   (a minidump) is left alone. Each callback may add 3 attachments: one that cannot be put back
+   stays removed (a report leaves without it, never with the personal data), with a warning. */
+struct attachment_names {
+    char *names[RH_ATTACHMENTS_PER_SOURCE * 4];
+    char *filenames[RH_ATTACHMENTS_PER_SOURCE * 4];
+    size_t count;
+};
+
+static bool note_attachment(void *context, const char *name, const char *filename, size_t size) {
+    struct attachment_names *a = context;
+    if (size == 0 || size > RH_ATTACHMENT_MAX_BYTES) return true;
+    if (a->count == sizeof a->names / sizeof *a->names) return false;
+    a->names[a->count] = strdup(name);
+    a->filenames[a->count] = strdup(filename);
+    a->count++;
+    return true;
+}
+
+static void scrub_attachment(rh_report *r, const char *name, const char *filename) {
+    size_t size = 0;
+    if (host->attachment_data(r, name, NULL, 0, &size) != RH_ERR_TRUNCATED || size == 0) return;
+    char *data = malloc(size + 1);
+    if (!data) return;
+    if (host->attachment_data(r, name, data, size, &size) == RH_OK && memchr(data, '\0', size) == NULL) {
+        data[size] = '\0';
+        char *clean = rh_scrub(data);
+        if (clean && strcmp(clean, data) != 0) {
+            host->remove_attachment(r, name);
+            if (strlen(clean) == 0 || host->add_attachment(r, name, filename, clean, strlen(clean)) != RH_OK)
+                host->log(r, RH_LOG_WARN, "scrub-pii: an attachment held personal data and could not be put back scrubbed: removed");
+        }
+        free(clean);
+    }
+    free(data);
+}
+
+static void scrub_attachments(rh_report *r) {
+    struct attachment_names a = {{NULL}, {NULL}, 0};
+    host->each_attachment(r, note_attachment, &a);
+    for (size_t k = 0; k < a.count; k++) {
+        if (a.names[k] && a.filenames[k]) scrub_attachment(r, a.names[k], a.filenames[k]);
+        free(a.names[k]);
+        free(a.filenames[k]);
+    }
+}
+
 static void scrub(void *context, rh_report *r, bool is_terminating, rh_completion completion) {
     (void)context;
     (void)is_terminating;
     scrub_field(r, host->summary, host->set_summary);
     scrub_field(r, host->description, host->set_description);
     host->each_attribute(r, scrub_attribute, r);
+    scrub_labels(r);
+    scrub_attachments(r);
     completion();
 }
 

@@ -148,6 +148,39 @@ package enum Catalogue {
             return differences.isEmpty ? (.passed, "a second run changed nothing") : (.failed, differences.joined(separator: "; "))
         },
         ConformanceCheck(
+            name: "keeps-others-changes",
+            summary: "keeps the labels and attributes set before it in the chain (by the wrapper, by the user's command)",
+            slots: handlerSlots
+        ) { context in
+            let (host, _, _) = try context.host()
+            defer { host.stop() }
+            var request = ordinary(.logError)
+            request.labels = ["set-by-user"]
+            request.attributes = ["user.plan": "pro"]
+            var expectedLabels = ["set-by-user"]
+            var expectedKeys = ["user.plan"]
+            // A plugin in the handler slot runs after the wrapper, which adds its own.
+            if context.slot == .handler {
+                host.setHandler(
+                    SwiftHandler(name: "check-wrapper", before: .completion { report, _, done in
+                        try? report.addLabel("set-by-wrapper")
+                        try? report.setAttribute("wrapper.framework", "flutter")
+                        done()
+                    }),
+                    for: .wrapper)
+                expectedLabels.append("set-by-wrapper")
+                expectedKeys.append("wrapper.framework")
+            }
+            guard let document = try host.raise(request) else { return (.failed, "no document") }
+            let lostLabels = expectedLabels.filter { !document.content.labels.contains($0) }
+            let lostKeys = expectedKeys.filter { document.content.attributes[$0] == nil }
+            guard lostLabels.isEmpty && lostKeys.isEmpty else {
+                let lost = lostLabels.map { "label '\($0)'" } + lostKeys.map { "attribute '\($0)'" }
+                return (.failed, "dropped what was set before it: \(lost.joined(separator: ", ")) (add labels with add_label, not set_labels)")
+            }
+            return (.passed, "kept \(expectedLabels.count) label(s) and \(expectedKeys.count) attribute(s) set before it")
+        },
+        ConformanceCheck(
             name: "completes-once-recovered", summary: "on a recovered report no callback completes twice",
             slots: handlerSlots
         ) { context in

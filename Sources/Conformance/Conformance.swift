@@ -112,12 +112,16 @@ final class RuleEvents: Sendable {
         }
     }
 
-    /// The first event of one of `kinds` about `plugin` (any handler when nil).
-    func first(of kinds: Set<RuleEvent.Kind>, about plugin: String?) -> RuleEvent? {
+    /// The first event of one of `kinds` about `plugin` (any handler when nil), among those
+    /// noted after the first `skipping`.
+    func first(of kinds: Set<RuleEvent.Kind>, about plugin: String?, skipping: Int = 0) -> RuleEvent? {
         events.withLock { list in
-            list.first { kinds.contains($0.event.kind) && (plugin == nil || $0.handler == plugin) }?.event
+            list.dropFirst(skipping).first { kinds.contains($0.event.kind) && (plugin == nil || $0.handler == plugin) }?.event
         }
     }
+
+    /// How many events were noted so far.
+    var count: Int { events.withLock { $0.count } }
 }
 
 /// A named conformance check (SPEC I-8): stable kebab-case name, one-line summary, the slots

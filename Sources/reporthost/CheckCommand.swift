@@ -3,25 +3,31 @@ import Foundation
 import Conformance
 import Host
 
-/// `reporthost check PLUGIN.so [--slot S] [--json] [--include RE] [--exclude RE] [--seed N]
-/// [--in-process]` and `reporthost check --list` (SPEC I-8). Each check runs in a child
-/// process (this executable with `--in-process`), so a plugin that crashes or hangs is
-/// reported as `crashed` or `timed_out` and the next check still runs. Touches no repository.
+/// `reporthost check PLUGIN.so [--slot S] [--json] [--junit FILE] [--scrub] [--fuzz N]
+/// [--reproduce SEED] [--include RE] [--exclude RE] [--seed N] [--in-process]` and
+/// `reporthost check --list` (SPEC I-8). Each check runs in a child process (this executable
+/// with `--in-process`), so a plugin that crashes or hangs is reported as `crashed` or
+/// `timed_out` and the next check still runs. Touches no repository.
 enum CheckCommand {
     static let options: [String: Bool] = [
         "slot": true, "json": false, "include": true, "exclude": true, "seed": true, "in-process": false, "list": false,
-        "timeout-ms": true, "log-level": true,
+        "timeout-ms": true, "log-level": true, "scrub": false, "junit": true, "fuzz": true, "reproduce": true,
     ]
+
+    /// The most generated reports one `--fuzz` run takes.
+    static let maxFuzzCount = 100_000
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         if arguments.flag("list") {
-            output.write(Catalogue.checks.map { "\($0.name)  \($0.summary)" }.joined(separator: "\n") + "\n")
+            let all = Catalogue.checks + Catalogue.scrubChecks + [Catalogue.fuzzCheck(seeds: [], reproducing: false)]
+            output.write(all.map { "\($0.name)  \($0.summary)" }.joined(separator: "\n") + "\n")
             return 0
         }
         guard arguments.positionals.count == 1, let path = arguments.positionals.first else {
             throw UsageError("'check' needs one plugin path (or --list)")
         }
         let plugin = Paths.absolute(path)
+        try requireSharedObject(plugin)
         let slotName = arguments.value("slot") ?? "handler"
         guard let slot = PluginSlot(rawValue: slotName) else { throw UsageError("--slot '\(slotName)' is not one of wrapper, handler, delegate") }
         let seedText = arguments.value("seed") ?? "1"
@@ -30,7 +36,23 @@ enum CheckCommand {
         guard let timeoutMs = Int(timeoutText), timeoutMs > 0 else { throw UsageError("--timeout-ms '\(timeoutText)' is not a positive integer") }
         let include = try regex(arguments.value("include"), "--include")
         let exclude = try regex(arguments.value("exclude"), "--exclude")
-        let selected = Catalogue.checks.filter { check in
+        var catalogue = Catalogue.checks + (arguments.flag("scrub") ? Catalogue.scrubChecks : [])
+        var passedOn: [String] = arguments.flag("scrub") ? ["--scrub"] : []
+        var fuzzCases = 0
+        if let text = arguments.value("reproduce") {
+            guard let caseSeed = UInt64(text) else { throw UsageError("--reproduce '\(text)' is not a case seed (a non-negative integer)") }
+            catalogue = [Catalogue.fuzzCheck(seeds: [caseSeed], reproducing: true)]
+            passedOn = ["--reproduce", text]
+            fuzzCases = 1
+        } else if let text = arguments.value("fuzz") {
+            guard let count = Int(text), (1...maxFuzzCount).contains(count) else {
+                throw UsageError("--fuzz '\(text)' is not a count from 1 to \(maxFuzzCount)")
+            }
+            catalogue.append(Catalogue.fuzzCheck(seeds: Catalogue.fuzzSeeds(count: count, seed: seed), reproducing: false))
+            passedOn += ["--fuzz", text]
+            fuzzCases = count
+        }
+        let selected = catalogue.filter { check in
             check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
         }
 
@@ -55,8 +77,16 @@ enum CheckCommand {
                 results.append(check.run(context))
                 CheckContext.removeCopies()
             } else {
-                results.append(isolated(check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: timeoutMs, copies: copies))
+                // A fuzz run gets the limit once per 20 cases.
+                let limit = check.name == "fuzz" ? timeoutMs * max(1, (fuzzCases + 19) / 20) : timeoutMs
+                results.append(isolated(
+                    check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: limit, copies: copies, passing: passedOn))
             }
+        }
+        if let junit = arguments.value("junit") {
+            let path = Paths.absolute(junit)
+            guard FileManager.default.createFile(atPath: path, contents: Data(JUnit.document(plugin: plugin, results: results).utf8))
+            else { throw HostError.io(path: path, reason: "cannot write the JUnit file") }
         }
         if arguments.flag("json") {
             let document = JSONValue.object([("plugin", .string(plugin)), ("results", .array(results.map(\.json)))])
@@ -67,16 +97,40 @@ enum CheckCommand {
         return results.contains { $0.status.fails } ? 1 : 0
     }
 
+    /// A path that does not exist or is not an ELF shared object is a usage error (SPEC I-8):
+    /// one line, exit 2, before any check runs.
+    static func requireSharedObject(_ path: String) throws {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw UsageError("check: \(path): \(String(cString: strerror(errno)))") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw UsageError("check: \(path): not a regular file") }
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw UsageError("check: \(path): cannot be read") }
+        defer { try? handle.close() }
+        let head = [UInt8]((try? handle.read(upToCount: 18)) ?? Data())
+        // ELF magic, then e_type (little or big endian per EI_DATA) == ET_DYN.
+        let isELF = head.count == 18 && head[0..<4] == [0x7F, 0x45, 0x4C, 0x46]
+        let type = isELF ? (head[5] == 2 ? UInt16(head[16]) << 8 | UInt16(head[17]) : UInt16(head[17]) << 8 | UInt16(head[16])) : 0
+        guard type == 3 else { throw UsageError("check: \(path): not an ELF shared object (build the plugin with -shared)") }
+    }
+
     /// Runs one check in a child process: crashed on a signal, timed_out past `timeoutMs`.
-    static func isolated(_ name: String, plugin: String, slot: PluginSlot, seed: UInt64, timeoutMs: Int, copies: URL) -> CheckResult {
+    /// `passing`: the flags that choose the catalogue (`--scrub`, `--fuzz N`, `--reproduce S`).
+    static func isolated(
+        _ name: String, plugin: String, slot: PluginSlot, seed: UInt64, timeoutMs: Int, copies: URL, passing: [String] = []
+    ) -> CheckResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
         process.arguments = [
             "check", plugin, "--slot", slot.rawValue, "--seed", String(seed), "--in-process", "--json", "--include",
             "^\(NSRegularExpression.escapedPattern(for: name))$",
-        ]
+        ] + passing
         var environment = ProcessInfo.processInfo.environment
         environment[CheckContext.copiesFolderVariable] = copies.path
+        // A fuzz child names each case before it runs it: a crash or hang still names its case.
+        let progress = copies.appendingPathComponent("fuzz-progress-\(UUID().uuidString)")
+        if name == "fuzz" {
+            _ = FileManager.default.createFile(atPath: progress.path, contents: nil)
+            environment[Catalogue.fuzzProgressVariable] = progress.path
+        }
         let crashes = copies.appendingPathComponent("crashes-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
         environment[crashesFolderVariable] = crashes.path
@@ -111,7 +165,9 @@ enum CheckCommand {
         if !finished {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            return CheckResult(check: name, status: .timedOut, details: "no result within \(timeoutMs) ms (killed)", durationMs: elapsed)
+            return CheckResult(
+                check: name, status: .timedOut, details: "no result within \(timeoutMs) ms (killed)\(fuzzCase(in: progress))",
+                durationMs: elapsed)
         }
         process.waitUntilExit()
         if process.terminationReason == .uncaughtSignal {
@@ -119,7 +175,8 @@ enum CheckCommand {
             let signalName = CrashFile.signalNames[signal].map { "SIG\($0)" } ?? "signal \(signal)"
             return CheckResult(
                 check: name, status: .crashed,
-                details: "the plugin crashed the check process with \(signalName)\(attribution(in: crashes))", durationMs: elapsed)
+                details: "the plugin crashed the check process with \(signalName)\(attribution(in: crashes))\(fuzzCase(in: progress))",
+                durationMs: elapsed)
         }
         // The readers end when the pipes close: at the child's exit, unless a process the
         // plugin started still holds them (bounded).
@@ -131,6 +188,16 @@ enum CheckCommand {
         }
         let stderrTail = String(decoding: errors.suffix(400), as: UTF8.self)
         return CheckResult(check: name, status: .failed, details: "no result (exit \(process.terminationStatus)): \(stderrTail)", durationMs: elapsed)
+    }
+
+    /// " on case S; reproduce with --reproduce S": the case a fuzz child was running when it
+    /// ended, from its progress file ("" for other checks).
+    static func fuzzCase(in progress: URL) -> String {
+        guard let data = FileManager.default.contents(atPath: progress.path),
+            let last = String(decoding: data, as: UTF8.self).split(separator: "\n").last(where: { $0.hasPrefix("case ") })
+        else { return "" }
+        let seed = last.dropFirst("case ".count)
+        return " on case \(seed); reproduce with --reproduce \(seed)"
     }
 
     /// The folder a check child writes its crash file into (set by the parent).

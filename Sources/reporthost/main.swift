@@ -67,10 +67,12 @@ let commandList: [Command] = [
             """, options: ReceiveCommand.options, positionals: 0...0, run: ReceiveCommand.run),
     Command(
         name: "check", usage: """
-            check PLUGIN.so [--slot wrapper|handler|delegate] [--json] [--include RE] [--exclude RE]
-                  [--seed N] [--timeout-ms MS] [--in-process]
+            check PLUGIN.so [--slot wrapper|handler|delegate] [--json] [--junit FILE] [--scrub]
+                  [--fuzz N] [--reproduce SEED] [--include RE] [--exclude RE] [--seed N]
+                  [--timeout-ms MS] [--in-process]
             check --list               the conformance checks, one per line
-                                       prove a plugin keeps the ABI contract, each check in a child process
+                                       prove a plugin keeps the ABI contract (and, with --scrub, that it
+                                       scrubs), each check in a child process
             """, options: CheckCommand.options, positionals: 0...1, run: CheckCommand.run),
     Command(
         name: "quarantine", usage: """
