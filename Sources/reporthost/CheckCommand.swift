@@ -105,11 +105,13 @@ enum CheckCommand {
         guard (info.st_mode & S_IFMT) == S_IFREG else { throw UsageError("check: \(path): not a regular file") }
         guard let handle = FileHandle(forReadingAtPath: path) else { throw UsageError("check: \(path): cannot be read") }
         defer { try? handle.close() }
-        let head = [UInt8]((try? handle.read(upToCount: 18)) ?? Data())
-        // ELF magic, then e_type (little or big endian per EI_DATA) == ET_DYN.
-        let isELF = head.count == 18 && head[0..<4] == [0x7F, 0x45, 0x4C, 0x46]
-        let type = isELF ? (head[5] == 2 ? UInt16(head[16]) << 8 | UInt16(head[17]) : UInt16(head[17]) << 8 | UInt16(head[16])) : 0
-        guard type == 3 else { throw UsageError("check: \(path): not an ELF shared object (build the plugin with -shared)") }
+        let head = [UInt8]((try? handle.read(upToCount: 64)) ?? Data())
+        guard ELFHeader(head)?.isSharedObject(programHeaders: { offset, count in
+            try? handle.seek(toOffset: offset)
+            return [UInt8]((try? handle.read(upToCount: count)) ?? Data())
+        }) == true else {
+            throw UsageError("check: \(path): not an ELF shared object (build the plugin with -shared)")
+        }
     }
 
     /// Runs one check in a child process: crashed on a signal, timed_out past `timeoutMs`.
@@ -242,5 +244,43 @@ enum CheckCommand {
 
     static func matches(_ regex: NSRegularExpression, _ text: String) -> Bool {
         regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+    }
+}
+
+/// The parts of an ELF header that tell a shared object from the rest: `e_type` is ET_DYN,
+/// and (for a 64-bit little-endian file, this host's kind) no PT_INTERP program header, which
+/// only a position-independent executable has.
+struct ELFHeader {
+    let isLittleEndian: Bool
+    let is64Bit: Bool
+    let type: UInt16
+    let programHeaderOffset: UInt64
+    let programHeaderSize: Int
+    let programHeaderCount: Int
+
+    init?(_ bytes: [UInt8]) {
+        guard bytes.count >= 64, bytes[0..<4] == [0x7F, 0x45, 0x4C, 0x46] else { return nil }
+        let (is64Bit, isLittleEndian) = (bytes[4] == 2, bytes[5] == 1)
+        func integer(_ offset: Int, _ size: Int) -> UInt64 {
+            let slice = bytes[offset..<offset + size]
+            return (isLittleEndian ? slice.reversed() : Array(slice)).reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        self.is64Bit = is64Bit
+        self.isLittleEndian = isLittleEndian
+        type = UInt16(integer(16, 2))
+        programHeaderOffset = is64Bit ? integer(32, 8) : 0
+        programHeaderSize = is64Bit ? Int(integer(54, 2)) : 0
+        programHeaderCount = is64Bit ? Int(integer(56, 2)) : 0
+    }
+
+    /// `read(offset, count)` gives the program header table's bytes.
+    func isSharedObject(programHeaders read: (UInt64, Int) -> [UInt8]) -> Bool {
+        guard type == 3 else { return false }  // ET_DYN
+        guard is64Bit, isLittleEndian, programHeaderSize >= 4, programHeaderCount <= 4096 else { return true }
+        let table = read(programHeaderOffset, programHeaderSize * programHeaderCount)
+        let interpreter: UInt32 = 3  // PT_INTERP
+        return !stride(from: 0, to: table.count - 3, by: programHeaderSize).contains { start in
+            UInt32(table[start]) | UInt32(table[start + 1]) << 8 | UInt32(table[start + 2]) << 16 | UInt32(table[start + 3]) << 24 == interpreter
+        }
     }
 }

@@ -32,7 +32,7 @@ import Testing
         let result = try await offPool { try ChildProcess.reporthost(["check", "--list"]) }
         #expect(result.status == 0)
         let names = result.stdout.split(separator: "\n").map { String($0.split(separator: " ").first ?? "") }
-        #expect(names == Catalogue.checks.map(\.name))
+        #expect(names == (Catalogue.checks + Catalogue.scrubChecks).map(\.name) + ["fuzz"])
         #expect(names.allSatisfy { $0.range(of: "^[a-z0-9]+(-[a-z0-9]+)*$", options: .regularExpression) != nil })
     }
 
@@ -123,6 +123,14 @@ import Testing
              ["fuzz-non-ascii", "fuzz-seeded"]),
             ("no-at-sign", try plugin("no-at-sign", before: "on_before", extra: "\(Self.hang)char b[4096] = {0}; size_t n = 0; host->summary(r, b, sizeof b, &n); if (strchr(b, '@')) for (;;) pause(); d(); }"),
              ["fuzz-seeded"]),
+            // The first C walkthrough's plugin: assigns its labels, wiping the wrapper's and the user's.
+            ("assigns-labels", try plugin("assigns-labels", before: "on_before", extra: """
+                static void on_before(void *c, rh_report *r, bool t, rh_completion d) {
+                    (void)c; (void)t; const char *labels[] = {"triaged"}; host->set_labels(r, labels, 1); d();
+                }
+                """), ["keeps-others-changes"]),
+            ("clears-attributes", try plugin("clears-attributes", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->clear_attributes(r); host->set_attribute(r, \"team\", \"a\"); d(); }"),
+             ["keeps-others-changes"]),
             // Broken after destroy: a plugin that cannot be entered again.
             ("no-reload", try Fixtures.plugin("check-no-reload", source: fixtureHandler(
                 name: "no-reload", before: "on_before", destroy: "on_destroy",
@@ -139,7 +147,8 @@ import Testing
 
     @Test("I-8: each broken rule is reported by exactly the check for it",
           arguments: ["twice", "never", "writes-after", "slow-return", "over-budget", "too-long", "appends", "late", "stale", "bad-utf8", "bad-name",
-                      "non-reentrant", "needs-summary", "short-buffer", "few-attributes", "ascii-only", "no-at-sign", "no-reload"])
+                      "non-reentrant", "needs-summary", "short-buffer", "few-attributes", "ascii-only", "no-at-sign", "no-reload",
+                      "assigns-labels", "clears-attributes"])
     func brokenRule(_ name: String) async throws {
         let (path, expected) = try Self.brokenCase(name)
         let (status, results) = try await check(path)
@@ -259,5 +268,131 @@ import Testing
         #expect(hangStatus == 1)
         #expect(hung["loads"]?.status == .timedOut)
         #expect(hung["exports-only-entry"]?.status == .passed)
+    }
+
+    // MARK: The author's kit: scrubbing, JUnit, fuzzing
+
+    /// A "scrubber" that redacts the summary and nothing else; one that blanks the description.
+    static let summaryOnly = """
+        static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->set_summary(r, "[redacted]"); d(); }
+        """
+    static let blanksDescription = """
+        static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->set_description(r, "[redacted]"); d(); }
+        """
+
+    @Test("I-8 --scrub: scrub-pii passes every scrub- check; a plugin that scrubs only the summary fails the others, naming what survived and the seed; blanking a field warns about its decoys")
+    func scrubChecks() async throws {
+        let scrubPII = Products.directory.appendingPathComponent("libscrub-pii.so").path
+        let (status, results) = try await check(scrubPII, ["--scrub", "--include", "^scrub-", "--seed", "7"])
+        #expect(status == 0)
+        #expect(Set(results.keys) == Set(Catalogue.scrubChecks.map(\.name)))
+        #expect(results.values.allSatisfy { $0.status == .passed }, "\(results.values.map { "\($0.check): \($0.details)" })")
+
+        let partial = try plugin("summary-only", before: "on_before", extra: Self.summaryOnly)
+        let (partialStatus, partialResults) = try await check(partial, ["--scrub", "--include", "^scrub-", "--seed", "7"])
+        #expect(partialStatus == 1)
+        #expect(failing(partialResults) == ["scrub-description", "scrub-attributes", "scrub-labels", "scrub-attachments"])
+        let data = PersonalData(seed: 7)
+        let description = try #require(partialResults["scrub-description"]?.details)
+        #expect(description.contains("--seed 7"))
+        // Every kind is named with the value that survived.
+        #expect(data.items.allSatisfy { description.contains("\($0.kind) \"\($0.secret)\"") }, "\(description)")
+        // Redacting the whole summary scrubs it, and destroys its decoys: a warning, not a failure.
+        #expect(partialResults["scrub-summary"]?.status == .warning)
+        #expect(partialResults["scrub-summary"]?.details.contains("decoys") == true)
+
+        let blank = try plugin("blanks-description", before: "on_before", extra: Self.blanksDescription)
+        let (_, blankResults) = try await check(blank, ["--scrub", "--include", "^scrub-description$"])
+        #expect(blankResults["scrub-description"]?.status == .warning)
+    }
+
+    @Test("I-8 --scrub: the generator is deterministic from the seed, its card numbers pass Luhn, and each seed plants every kind")
+    func personalData() {
+        #expect(PersonalData(seed: 3).items == PersonalData(seed: 3).items)
+        #expect(PersonalData(seed: 3).items != PersonalData(seed: 4).items)
+        let kinds = ["e-mail address", "card number", "IPv4 address", "IPv6 address", "phone number", "secret assignment",
+                     "bearer token", "AWS access key", "JWT"]
+        for seed in UInt64(0)..<200 {
+            let data = PersonalData(seed: seed)
+            #expect(data.items.map(\.kind) == kinds)
+            let card = data.items[1].text.filter(\.isNumber)
+            let sum = card.reversed().enumerated().reduce(0) { total, pair in
+                var digit = Int(String(pair.element))!
+                if pair.offset % 2 == 1 { digit = digit * 2 > 9 ? digit * 2 - 9 : digit * 2 }
+                return total + digit
+            }
+            #expect(sum % 10 == 0 && (15...16).contains(card.count), "seed \(seed): \(card)")
+            #expect(data.text.contains(data.decoys[2].text))
+        }
+    }
+
+    /// The root of this checkout (for the JUnit reader `scripts/test` installs).
+    static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("I-8 --junit: a real JUnit reader (junitparser) reads one testcase per check, failure for failed, error for crashed, skipped for skipped")
+    func junit() async throws {
+        let reader = Self.checkout.appendingPathComponent(".build/junit-reader/bin/python").path
+        try #require(FileManager.default.isExecutableFile(atPath: reader), "run scripts/test: it installs junitparser into .build/junit-reader")
+        let crashes = try plugin(
+            "junit-crashes", before: "on_before",
+            extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; if (host->report_type(r) == RH_REPORT_CRASH) { volatile int *p = 0; *p = 1; } const char *l[] = {\"x & <y>\"}; host->set_labels(r, l, 1); d(); }")
+        let file = makeTemporaryDirectory("junit").appendingPathComponent("results.xml")
+        let (status, results) = try await check(crashes, ["--junit", file.path, "--include", "^(loads|keeps-others-changes|recovered-returns-in-time|exports-only-entry)$"])
+        #expect(status == 1)
+        let script = """
+            import sys
+            from junitparser import JUnitXml
+            xml = JUnitXml.fromfile(sys.argv[1])
+            for suite in xml:
+                print("suite", suite.name, suite.tests, suite.failures, suite.errors, suite.skipped)
+                for case in suite:
+                    print("case", case.name, ",".join(type(r).__name__ for r in case.result) or "passed")
+            """
+        let read = try ChildProcess.run(reader, ["-c", script, file.path])
+        #expect(read.status == 0, "\(read.stderr)")
+        let lines = Set(read.stdout.split(separator: "\n").map(String.init))
+        let name = URL(fileURLWithPath: crashes).lastPathComponent
+        #expect(lines.contains("suite \(name) 4 1 1 0"), "\(read.stdout)")
+        #expect(lines.contains("case loads passed"))
+        #expect(lines.contains("case keeps-others-changes Failure"))
+        #expect(lines.contains("case recovered-returns-in-time Error"))
+        #expect(results["recovered-returns-in-time"]?.status == .crashed)
+    }
+
+    @Test("I-8 --fuzz: a plugin that crashes on some generated reports is reported with the case that did it; --reproduce runs that case alone and describes it")
+    func fuzz() async throws {
+        // Crashes on a report with more than 500 labels (a case the generator makes often).
+        let fragile = try plugin("fragile", before: "on_before", extra: """
+            static bool count(void *ctx, const char *l) { (void)l; (*(int *)ctx)++; return true; }
+            static void on_before(void *c, rh_report *r, bool t, rh_completion d) {
+                (void)c; (void)t; int n = 0; host->each_label(r, count, &n); if (n > 500) { volatile int *p = 0; *p = 1; } d();
+            }
+            """)
+        let (status, results) = try await check(fragile, ["--fuzz", "40", "--seed", "5", "--include", "^fuzz$"])
+        #expect(status == 1)
+        let details = try #require(results["fuzz"]?.details)
+        #expect(results["fuzz"]?.status == .crashed, "\(details)")
+        let seed = try #require(details.split(separator: " ").last.map(String.init), "\(details)")
+        #expect(details.contains("on case \(seed); reproduce with --reproduce \(seed)"))
+        let (again, reproduced) = try await check(fragile, ["--reproduce", seed])
+        #expect(again == 1 && reproduced["fuzz"]?.status == .crashed)
+        // The case itself: more than 500 labels.
+        let fine = try plugin("fuzz-fine", before: "on_before", extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; d(); }")
+        let (fineStatus, described) = try await check(fine, ["--reproduce", seed])
+        #expect(fineStatus == 0)
+        #expect(described["fuzz"]?.details.contains(" labels") == true && described["fuzz"]?.details.contains("case \(seed)") == true)
+        let (manyStatus, many) = try await check(fine, ["--fuzz", "40", "--seed", "5", "--include", "^fuzz$"])
+        #expect(manyStatus == 0 && many["fuzz"]?.details.contains("40 generated report(s)") == true)
+    }
+
+    @Test("I-8: a path that does not exist, or a file that is not an ELF shared object, is one usage line and exit 2")
+    func notAPlugin() async throws {
+        let text = try Fixtures.file("not-a-plugin.so", "hello\n").path
+        for path in ["/no/such/plugin.so", "/etc/passwd", text, Products.reporthost.path] {
+            let result = try await offPool { try ChildProcess.reporthost(["check", path]) }
+            #expect(result.status == 2, "\(path)")
+            #expect(result.stdout.isEmpty, "\(path)")
+            #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains(path), "\(path): \(result.stderr)")
+        }
     }
 }
