@@ -5,7 +5,7 @@ import Testing
 
 /// The README's examples are code users copy: they must build and do what the text says.
 @Suite struct ReadmeTests {
-    @Test("README: the C plugin example builds with the documented command and tags the report")
+    @Test("README: the C plugin example builds with the documented command, tags the report and keeps the labels set before it")
     func cExample() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.
         try await offPool {
@@ -17,6 +17,44 @@ import Testing
             let json = try JSONValue.parse(result.stdout)
             #expect(json["attributes"]?["team"] == .string("payments"))
             #expect(json["labels"] == .array([.string("triaged")]))
+            // It adds its label: the wrapper's and the user's stay.
+            let checked = try ChildProcess.reporthost(["check", library.path, "--include", "^(keeps-others-changes|idempotent)$"])
+            #expect(checked.status == 0 && checked.stdout.contains("2 passed, 0 failed"), "\(checked.stdout)")
+        }
+    }
+
+    static let cargoAvailable = (try? ChildProcess.run("/usr/bin/env", ["cargo", "--version"]).status) == 0
+
+    @Test("README: the Rust walkthrough, followed literally with current cargo (edition 2024, offline), builds a plugin on the SDK crate that tags the report and passes check",
+          .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
+    func rustWalkthrough() async throws {
+        try await offPool {
+            let readme = try String(contentsOf: Products.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+            let start = try #require(readme.range(of: "## Writing a plugin in Rust"))
+            let section = readme[start.upperBound...].components(separatedBy: "\n## ").first ?? ""
+            let shell = section.components(separatedBy: "```sh\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+            let rust = try #require(section.components(separatedBy: "```rust\n").dropFirst().first?.components(separatedBy: "```").first)
+            try #require(shell.count == 2)
+            // Beside a checkout named `reporthost`, as the walkthrough says.
+            let folder = makeTemporaryDirectory("readme-rust")
+            try FileManager.default.createSymbolicLink(
+                at: folder.appendingPathComponent("reporthost"), withDestinationURL: Products.packageRoot)
+            let create = try ChildProcess.run("/bin/bash", ["-euc", shell[0]], directory: folder)
+            #expect(create.status == 0, "\(create.stderr)")
+            let plugin = folder.appendingPathComponent("my_plugin")
+            #expect(try String(contentsOf: plugin.appendingPathComponent("Cargo.toml"), encoding: .utf8).contains("edition = \"2024\""))
+            try rust.write(to: plugin.appendingPathComponent("src/lib.rs"), atomically: true, encoding: .utf8)
+            // Each command as written; the tested build stands in for the checkout's.
+            let lines = shell[1].split(separator: "\n").map {
+                $0.replacingOccurrences(of: "../reporthost/.build/debug/reporthost", with: Products.reporthost.path)
+            }
+            try #require(lines.count == 3)
+            let results = try lines.map { try ChildProcess.run("/bin/bash", ["-euc", $0], directory: plugin) }
+            #expect(results.allSatisfy { $0.status == 0 }, "\(results.map(\.stderr))")
+            let document = try JSONValue.parse(results[1].stdout)
+            #expect(document["attributes"]?["team"] == .string("payments"))
+            #expect(document["labels"] == .array([.string("triaged")]))
+            #expect(results[2].stdout.contains(" 0 failed"), "\(results[2].stdout)")
         }
     }
 }

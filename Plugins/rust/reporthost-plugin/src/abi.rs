@@ -1,14 +1,25 @@
-//! The parts of ABI version 1 this plugin uses, transcribed from
-//! `Sources/PluginAPI/include/reporthost/*.h`. Member order is fixed by the ABI; a Rust
-//! plugin must declare every member up to the last one it uses, in order.
-#![allow(non_camel_case_types, dead_code)]
+//! ABI version 1.0, transcribed from `Sources/PluginAPI/include/reporthost/*.h` (ABI.md).
+//! Member order and sizes are fixed by the ABI. Plugins use the safe types of the crate
+//! root; these are for what the safe layer does not cover yet (a delegate).
+#![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
 
 pub const RH_ABI_VERSION_MAJOR: u32 = 1;
 pub const RH_ABI_VERSION_MINOR: u32 = 0;
 pub const RH_OK: i32 = 0;
+pub const RH_ERR_CLOSED: i32 = -1;
+pub const RH_ERR_INVALID: i32 = -2;
+pub const RH_ERR_NOT_FOUND: i32 = -3;
+pub const RH_ERR_TRUNCATED: i32 = -4;
+pub const RH_ERR_RANGE: i32 = -5;
+pub const RH_ERR_DROPPED: i32 = -6;
+pub const RH_LOG_DEBUG: i32 = 0;
+pub const RH_LOG_INFO: i32 = 1;
 pub const RH_LOG_WARN: i32 = 2;
+pub const RH_LOG_ERROR: i32 = 3;
+pub const RH_ATTACHMENT_MAX_BYTES: usize = 3 * 1024 * 1024;
+pub const RH_ATTACHMENTS_PER_SOURCE: usize = 3;
 
 #[repr(C)]
 pub struct rh_report {
@@ -18,9 +29,9 @@ pub struct rh_report {
 pub type rh_completion = Option<unsafe extern "C" fn()>;
 pub type Getter = unsafe extern "C" fn(*mut rh_report, *mut c_char, usize, *mut usize) -> i32;
 pub type Setter = unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32;
-type Visit = Option<unsafe extern "C" fn(*mut c_void, *const c_char) -> bool>;
-type VisitPair = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> bool>;
-type VisitAttachment = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, usize) -> bool>;
+pub type Visit = Option<unsafe extern "C" fn(*mut c_void, *const c_char) -> bool>;
+pub type VisitPair = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> bool>;
+pub type VisitAttachment = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, usize) -> bool>;
 
 #[repr(C)]
 pub struct rh_host_api {
