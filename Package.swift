@@ -73,10 +73,10 @@ let package = Package(
             linkerSettings: exportsOnlyEntry("wrapper-sim")),
         .target(
             name: "AccountContext", dependencies: ["PluginKit", "PluginAPI"], path: "Plugins/account-context",
-            exclude: ["README.md"]),
+            exclude: ["README.md", "exports.map"], linkerSettings: exportsOnlyEntry("account-context")),
         .target(
             name: "AsyncExample", dependencies: ["PluginKit", "PluginAPI"], path: "Plugins/async-example",
-            exclude: ["README.md"]),
+            exclude: ["README.md", "exports.map"], linkerSettings: exportsOnlyEntry("async-example")),
         .target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),
         .executableTarget(name: "reporthost-bench", dependencies: ["Host", "Receiver"], path: "Benchmarks/reporthost-bench"),
         .target(name: "HostTestSupport", dependencies: ["Host", "Receiver"], path: "Tests/HostTestSupport"),

@@ -248,7 +248,8 @@ static size_t match_phone(const char *s) {
         length = digit_groups(s + i, &digits);
         return digits == 7 ? i + length : 0;
     }
-    /* NNN-NNN-NNNN (or with dots), one separator throughout. */
+    /* NNN-NNN-NNNN (or with dots), one separator throughout; read no further than the text. */
+    if (!isdigit((unsigned char)s[0]) || !isdigit((unsigned char)s[1]) || !isdigit((unsigned char)s[2])) return 0;
     char separator = s[3];
     if (!is_one_of(separator, "-.")) return 0;
     for (size_t k = 0; k < 12; k++) {

@@ -406,7 +406,13 @@ package enum Catalogue {
         let data = SystemCalls.live.drain(out.fileHandleForReading.fileDescriptor, keep: .first(4 << 20))
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { return nil }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+        // Global symbols only (nm's type letter in capitals, or `u`): a local one in the
+        // dynamic table (Swift leaves protocol conformance descriptors there) is not exported.
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count >= 2, let type = fields[fields.count - 2].first, type.isUppercase || type == "u" else { return nil }
+            return String(fields[fields.count - 1])
+        }
     }
 }
 

@@ -28,7 +28,7 @@ import Testing
         ("amex 378282246310005", "amex [card]"),
         ("order 4111 1111 1111 1112 (fails Luhn)", "order 4111 1111 1111 1112 (fails Luhn)"),
         ("12345678901234567890123 is too long", "12345678901234567890123 is too long"),
-        ("phone +1 555 123 4567", "phone +1 555 123 4567"),
+        ("phone +1 555 123 4567", "phone [phone]"),
         ("id 1234567890", "id 1234567890"),
         // bearer tokens and key=/token=/secret= values, case-insensitive, key kept
         ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer [secret]"),
@@ -50,7 +50,7 @@ import Testing
         ("", ""),
     ]
 
-    @Test("scrub-pii: scrubs summary, description and attribute values against a table of positive and negative cases")
+    @Test("scrub-pii: scrubs summary, description, attribute values, labels and text attachments against a table of positive and negative cases")
     func scrubTable() throws {
         let host = try TestHost.make()
         try host.loadPlugin(at: Self.sample("scrub-pii"), into: .handler)
@@ -60,14 +60,16 @@ import Testing
             request.description = "d: " + input
             request.attributes = ["note": input]
             request.email = "reporter@example.com"
-            request.labels = ["alice@example.com"]
+            request.labels = ["kept", input]
+            request.attachments = [OfferedAttachment(name: "log", filename: "log.txt", data: Data("l: \(input)".utf8))]
             let document = try host.raiseDocument(request)
             #expect(document.content.summary == expected, "summary of \(input)")
             #expect(document.content.description == "d: " + expected, "description of \(input)")
             #expect(document.content.attributes["note"] == expected, "attribute of \(input)")
+            #expect(document.content.labels == ["kept", expected], "labels of \(input)")
+            #expect(document.content.attachments.map { String(decoding: $0.data, as: UTF8.self) } == ["l: " + expected], "attachment of \(input)")
             // What it does not touch (its README says so).
             #expect(document.content.email == "reporter@example.com")
-            #expect(document.content.labels == ["alice@example.com"])
         }
     }
 
