@@ -57,4 +57,34 @@ import Testing
             #expect(results[2].stdout.contains(" 0 failed"), "\(results[2].stdout)")
         }
     }
+
+    @Test("README: the Swift walkthrough, followed literally in its own package folder, builds a plugin that tags the report and passes check without a warning")
+    func swiftWalkthrough() async throws {
+        try await offPool {
+            let readme = try String(contentsOf: Products.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+            let start = try #require(readme.range(of: "## Writing a plugin in Swift"))
+            let section = readme[start.upperBound...].components(separatedBy: "\n## ").first ?? ""
+            let swift = section.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+            let map = try #require(section.components(separatedBy: "```\n{").dropFirst().first?.components(separatedBy: "```").first)
+            try #require(swift.count == 2)
+            // Its own package beside a checkout named `reporthost`: a build of its own (its own
+            // .build and lock), never this package's.
+            let folder = makeTemporaryDirectory("readme-swift")
+            try FileManager.default.createSymbolicLink(
+                at: folder.appendingPathComponent("reporthost"), withDestinationURL: Products.packageRoot)
+            let plugin = folder.appendingPathComponent("my-plugin")
+            try FileManager.default.createDirectory(at: plugin.appendingPathComponent("Sources/MyPlugin"), withIntermediateDirectories: true)
+            try swift[0].write(to: plugin.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+            try ("{" + map).write(to: plugin.appendingPathComponent("exports.map"), atomically: true, encoding: .utf8)
+            try swift[1].write(to: plugin.appendingPathComponent("Sources/MyPlugin/MyPlugin.swift"), atomically: true, encoding: .utf8)
+            let build = try ChildProcess.run("/usr/bin/env", ["swift", "build"], directory: plugin)
+            #expect(build.status == 0, "\(build.stdout)\n\(build.stderr)")
+            #expect(!(build.stdout + build.stderr).contains("warning:"), "\(build.stdout)")
+            let library = plugin.appendingPathComponent(".build/debug/libmy-plugin.so").path
+            let report = try ChildProcess.reporthost(["report", "bug", "--handler", library, "--print"])
+            #expect(try JSONValue.parse(report.stdout)["attributes"]?["team"] == .string("payments"))
+            let checked = try ChildProcess.reporthost(["check", library])
+            #expect(checked.status == 0 && !checked.stdout.contains("WARNING"), "\(checked.stdout)")
+        }
+    }
 }
