@@ -45,6 +45,7 @@ import Testing
     /// `stopped <ms>` (the time rh_embed_stop took):
     /// - `hold`: waits for the end of its standard input, then stops;
     /// - `report`: raises an error report and prints `report <result> <id>`;
+    /// - `loop`: raises error reports until killed, `report <result> <id>` after each;
     /// - `misuse`: calls the API wrongly, a line `<case> <result>` each (FOLDER holds the files
     ///   a.txt … d.txt to attach);
     /// - `fork`: forks; the child prints `child-report <result>`, `child-attribute <result>`
@@ -129,6 +130,14 @@ import Testing
                 if (strcmp(mode, "hold") == 0) {
                     char buffer[64];
                     while (fread(buffer, 1, sizeof buffer, stdin) > 0) {}
+                } else if (strcmp(mode, "loop") == 0) {
+                    /* Reports until killed, each id printed once rh_embed_report returned. */
+                    char id[37];
+                    for (;;) {
+                        int status = rh_embed_report(h, "error", "in a loop", NULL, id);
+                        printf("report %d %s\n", status, id);
+                        fflush(stdout);
+                    }
                 } else if (strcmp(mode, "report") == 0) {
                     char id[37];
                     int status = rh_embed_report(h, "error", "from the driver", NULL, id);
@@ -269,6 +278,36 @@ import Testing
             #expect(lines.contains("report 0"), "\(result.stdout)")
             let fd0 = try #require(lines.first { $0.hasPrefix("fd0 ") }, "\(result.stdout)")
             #expect(fd0 == "fd0 closed" || fd0 == "fd0 /dev/null", "\(fd0)")
+        }
+    }
+
+    @Test("H-13, D-2, embed: SIGKILL while reports are raised in a loop: every report rh_embed_report returned is stored with its handler's changes (its final update commits without a flush of its own)")
+    func killedWhileReporting() async throws {
+        try await offPool { [self] in
+            let driver = try Self.driver.get().path
+            let plugin = try Fixtures.plugin("embed-marks", source: fixtureHandler(
+                name: "marks", before: "on_before",
+                extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; host->set_attribute(r, \"chain.ran\", \"yes\"); d(); }"))
+            let config = folder.appendingPathComponent("marks.json")
+            try #"{"plugins": {"handler": "\#(plugin.path)"}, "logging": []}"#.write(to: config, atomically: true, encoding: .utf8)
+            for round in 0..<3 {
+                let child = try SpawnedChild([driver, config.path, repository, "loop"], log: folder.appendingPathComponent("loop-\(round).log"))
+                #expect(child.readLine()?.hasPrefix("started ") == true, "\(child.log)")
+                var returned: [String] = []
+                while returned.count < 20 + round * 7, let line = child.readLine() {
+                    let fields = line.split(separator: " ")
+                    #expect(fields.count == 3 && fields[1] == "0", "\(line)")
+                    returned.append(String(fields[2]))
+                }
+                kill(child.pid, SIGKILL)
+                #expect(child.wait() == 137)
+                let records = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository))).records()
+                let stored = Dictionary(records.map { ($0.reportID, $0) }, uniquingKeysWith: { first, _ in first })
+                for id in returned {
+                    let record = try #require(stored[id], "round \(round): report \(id) returned but is not stored")
+                    #expect(record.state == .awaitingFirstAttempt && record.document.content.attributes["chain.ran"] == "yes", "\(id)")
+                }
+            }
         }
     }
 

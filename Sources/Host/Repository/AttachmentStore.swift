@@ -46,12 +46,13 @@ extension Repository {
     /// journal's copy of what the chain kept) reuses that copy: an attachment is copied once.
     /// A new copy gets a new file name (fsync'd). When a copy fails, the ones written here are
     /// removed before the error is thrown.
-    func writeAttachments(_ attachments: [Attachment], record: Int64) throws(StorageError) -> AttachmentCopies {
+    func writeAttachments(_ attachments: [Attachment], record: Int64, isNew: Bool = false) throws(StorageError) -> AttachmentCopies {
         let folder = attachmentsFolder.appendingPathComponent(String(record))
-        let existing = try database.query(
+        // A record just inserted has no rows to read or replace.
+        let existing = isNew ? [] : try database.query(
             "SELECT position, name, filename, source, file, size, sha256 FROM attachments WHERE record = ?", [.integer(record)]
         ).map { row in (file: attachmentFile(record: record, row: row), size: Int(row[5].int ?? -1), sha256: row[6].string) }
-        try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)])
+        if !existing.isEmpty { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)]) }
         var copies = AttachmentCopies()
         var kept: Set<URL> = []
         do throws(StorageError) {

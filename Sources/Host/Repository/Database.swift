@@ -23,7 +23,8 @@ package func storing<T>(_ body: () throws(StorageError) -> T) throws(HostError) 
     }
 }
 
-/// One SQLite connection: the only owner of its `sqlite3 *`, closed in `deinit`.
+/// One SQLite connection: the only owner of its `sqlite3 *`, closed in `deinit`. Statements
+/// are prepared once and kept for the connection's life (at most `maxCachedStatements`).
 ///
 /// # Thread safety
 /// `@unchecked Sendable`: every use of the connection goes through `serialized`, which holds
@@ -34,6 +35,19 @@ final class Database: @unchecked Sendable {
     private let connection: OpaquePointer
     private let lock = NSRecursiveLock()
     private let faults: Faults
+    /// Prepared statements by their SQL, reset after each use. Guarded by `lock`.
+    private var statements: [String: OpaquePointer] = [:]
+    static let maxCachedStatements = 128
+
+    /// Whether a transaction's commit waits for the disk (SPEC D-1 … D-4, H-13).
+    enum Durability {
+        /// `synchronous=FULL`: on the disk when the commit returns.
+        case flushed
+        /// `synchronous=NORMAL` for this commit: it survives the process being killed (WAL),
+        /// and reaches the disk with the next flushed commit or checkpoint; a power loss before
+        /// then takes it back. Only for a step whose earlier state is safe to come back to.
+        case committed
+    }
 
     /// Opens (creating if `create`) the database at `path`.
     init(path: String, create: Bool, readOnly: Bool = false, faults: Faults = Faults()) throws(StorageError) {
@@ -51,7 +65,10 @@ final class Database: @unchecked Sendable {
         sqlite3_busy_timeout(handle, 5_000)
     }
 
-    deinit { sqlite3_close_v2(connection) }
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(connection)
+    }
 
     /// A message a user can act on for an SQLite status.
     static func explain(_ status: Int32, _ message: String) -> String {
@@ -84,10 +101,11 @@ final class Database: @unchecked Sendable {
     func query(_ sql: String, _ values: [SQLValue] = []) throws(StorageError) -> [[SQLValue]] {
         try serialized { () throws(StorageError) -> [[SQLValue]] in
             if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full")) }
-            var statement: OpaquePointer?
-            let prepared = sqlite3_prepare_v2(connection, sql, -1, &statement, nil)
-            guard prepared == SQLITE_OK, let statement else { throw failure(prepared) }
-            defer { sqlite3_finalize(statement) }
+            let statement = try prepared(sql)
+            defer {
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+            }
             for (index, value) in values.enumerated() {
                 let position = Int32(index + 1)
                 switch value {
@@ -120,9 +138,26 @@ final class Database: @unchecked Sendable {
         }
     }
 
+    /// The statement for `sql`, prepared once. [lock held]
+    private func prepared(_ sql: String) throws(StorageError) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        if statements.count >= Self.maxCachedStatements {
+            for statement in statements.values { sqlite3_finalize(statement) }
+            statements.removeAll()
+        }
+        var statement: OpaquePointer?
+        let status = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard status == SQLITE_OK, let statement else { throw failure(status) }
+        statements[sql] = statement
+        return statement
+    }
+
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
-    func transaction<T>(_ body: () throws(StorageError) -> T) throws(StorageError) -> T {
+    func transaction<T>(_ durability: Durability = .flushed, _ body: () throws(StorageError) -> T) throws(StorageError) -> T {
         try serialized { () throws(StorageError) -> T in
+            // Set between transactions (SQLite ignores it inside one), back to FULL after.
+            if durability == .committed { try execute("PRAGMA synchronous=NORMAL") }
+            defer { if durability == .committed { try? execute("PRAGMA synchronous=FULL") } }
             try execute("BEGIN IMMEDIATE")
             do throws(StorageError) {
                 let result = try body()

@@ -95,8 +95,13 @@ extension Repository {
     /// journal, and the report awaits its first attempt. Attachments whose bytes a copy of the
     /// record already holds are not copied again. `session`'s chain record, when given, is
     /// cleared in the same transaction.
-    package func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil) throws(StorageError) {
-        try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session)
+    ///
+    /// `flush` false: the commit does not wait for the disk (one flush per running-app report,
+    /// its journal's). A killed process loses nothing (WAL); a power loss before the next
+    /// flush takes the record back to its durable journal, which the next launch settles as
+    /// H-13 says (sent without the callbacks' changes, or held under `plugins.required`).
+    package func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil, flush: Bool = true) throws(StorageError) {
+        try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session, flush: flush)
     }
 
     /// A report nobody will send (a cancelled dialog, a dialog report the host died before its
@@ -221,6 +226,7 @@ extension Repository {
         // disk must not keep the space a failed save took.
         var written: [URL] = []
         let rowID: Int64
+        let text = document.json.serialized()  // once: the column and the size
         do throws(StorageError) {
             rowID = try database.transaction { () throws(StorageError) -> Int64 in
                 try database.query(
@@ -230,10 +236,11 @@ extension Repository {
                     VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
-                     .text(document.json.serialized()), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
-                     .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date()))])
+                     .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
+                     .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
+                     .integer(Self.milliseconds(Date()))])
                 let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
-                written = try writeAttachments(document.content.attachments, record: rowID).written
+                written = try writeAttachments(document.content.attachments, record: rowID, isNew: true).written
                 if let clearingSession {
                     try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)])
                     try database.query("DELETE FROM crash_attachments WHERE session = ?", [.text(clearingSession)])
@@ -251,15 +258,16 @@ extension Repository {
     /// Replaces a record's document (and attachment copies) and state; a dialog report that
     /// reaches here is no longer pending.
     private func replace(
-        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil
+        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil, flush: Bool = true
     ) throws(StorageError) {
         var copies = AttachmentCopies()
+        let text = document.json.serialized()  // once: the column and the size
         do throws(StorageError) {
-            try database.transaction { () throws(StorageError) in
+            try database.transaction(flush ? .flushed : .committed) { () throws(StorageError) in
                 try database.query(
                     "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
-                    [.text(document.id), .text(document.json.serialized()), .text(state.rawValue),
-                     .integer(Int64(Self.size(of: document))), .integer(Self.milliseconds(Date())), .integer(rowID)])
+                    [.text(document.id), .text(text), .text(state.rawValue),
+                     .integer(Int64(Self.size(of: document, serialized: text))), .integer(Self.milliseconds(Date())), .integer(rowID)])
                 copies = try writeAttachments(document.content.attachments, record: rowID)
                 if let session { try setChainRecord(nil, session: session) }
             }

@@ -200,8 +200,8 @@ package final class Repository: Sendable {
         ((try? FileManager.default.attributesOfItem(atPath: databasePath))?[.size] as? NSNumber)?.intValue ?? 0
     }
 
-    static func size(of document: ReportDocument) -> Int {
-        document.json.serialized().utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
+    static func size(of document: ReportDocument, serialized: String? = nil) -> Int {
+        (serialized ?? document.json.serialized()).utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
     }
 
     /// Milliseconds since 1970, saturating: no date, however far off, traps.

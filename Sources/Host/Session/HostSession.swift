@@ -195,7 +195,8 @@ package final class HostSession: Sendable {
             host.logger.warn("report \(document.id) held, not sent: \(unmet)")
             return document
         }
-        try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document) }
+        // One flush per report: the journal's (see `chainFinished`).
+        try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document, flush: false) }
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
         return document
     }
