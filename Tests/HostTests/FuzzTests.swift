@@ -288,17 +288,8 @@ import Testing
             limits.requestDeadlineMs = 300
             let receiver = try LocalReceiver(folder: makeTemporaryDirectory("deadline-receiver"), limits: limits)
             defer { receiver.stop() }
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            #expect(fd >= 0)
+            let fd = try #require(connectToLoopback(port: receiver.port))
             defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = receiver.port.bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            #expect(connected == 0)
             // 400 bytes, one each 50 ms (20 s in all), never idle: the receiver must close first.
             let head = Array("POST /post HTTP/1.1\r\nX-Slow: \(String(repeating: "s", count: 400))".utf8)
             var sent = 0
@@ -319,19 +310,8 @@ import Testing
 
     /// Sends `request`, half-closes, and returns what came back within `timeoutMs`.
     static func exchange(port: UInt16, _ request: [UInt8], timeoutMs: Int) -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return "" }
+        guard let fd = connectToLoopback(port: port, timeoutMs: timeoutMs) else { return "" }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: Int((timeoutMs % 1000) * 1000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { return "" }
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         shutdown(fd, Int32(SHUT_WR))
         var answer = [UInt8]()

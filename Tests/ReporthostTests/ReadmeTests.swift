@@ -5,6 +5,26 @@ import Testing
 
 /// The README's examples are code users copy: they must build and do what the text says.
 @Suite struct ReadmeTests {
+    /// The text of the README section titled `title` (up to the next `## `).
+    static func section(_ title: String) throws -> String {
+        let readme = try String(contentsOf: Products.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let start = try #require(readme.range(of: "## \(title)"))
+        return readme[start.upperBound...].components(separatedBy: "\n## ").first ?? ""
+    }
+
+    /// The code blocks of `text` opened with `fence` (e.g. "```sh\n"), in order.
+    static func blocks(_ text: String, _ fence: String) -> [String] {
+        text.components(separatedBy: fence).dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+    }
+
+    /// A temporary folder with a link named `reporthost` to this checkout, as the walkthroughs
+    /// assume ("beside your ReportHost checkout").
+    static func besideCheckout(_ label: String) throws -> URL {
+        let folder = makeTemporaryDirectory(label)
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent("reporthost"), withDestinationURL: Products.packageRoot)
+        return folder
+    }
+
     @Test("README: the C plugin example builds with the documented command, tags the report and keeps the labels set before it")
     func cExample() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.
@@ -29,16 +49,11 @@ import Testing
           .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
     func rustWalkthrough() async throws {
         try await offPool {
-            let readme = try String(contentsOf: Products.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-            let start = try #require(readme.range(of: "## Writing a plugin in Rust"))
-            let section = readme[start.upperBound...].components(separatedBy: "\n## ").first ?? ""
-            let shell = section.components(separatedBy: "```sh\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
-            let rust = try #require(section.components(separatedBy: "```rust\n").dropFirst().first?.components(separatedBy: "```").first)
+            let section = try Self.section("Writing a plugin in Rust")
+            let shell = Self.blocks(section, "```sh\n")
+            let rust = try #require(Self.blocks(section, "```rust\n").first)
             try #require(shell.count == 2)
-            // Beside a checkout named `reporthost`, as the walkthrough says.
-            let folder = makeTemporaryDirectory("readme-rust")
-            try FileManager.default.createSymbolicLink(
-                at: folder.appendingPathComponent("reporthost"), withDestinationURL: Products.packageRoot)
+            let folder = try Self.besideCheckout("readme-rust")
             let create = try ChildProcess.run("/bin/bash", ["-euc", shell[0]], directory: folder)
             #expect(create.status == 0, "\(create.stderr)")
             let plugin = folder.appendingPathComponent("my_plugin")
@@ -61,17 +76,12 @@ import Testing
     @Test("README: the Swift walkthrough, followed literally in its own package folder, builds a plugin that tags the report and passes check without a warning")
     func swiftWalkthrough() async throws {
         try await offPool {
-            let readme = try String(contentsOf: Products.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-            let start = try #require(readme.range(of: "## Writing a plugin in Swift"))
-            let section = readme[start.upperBound...].components(separatedBy: "\n## ").first ?? ""
-            let swift = section.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
-            let map = try #require(section.components(separatedBy: "```\n{").dropFirst().first?.components(separatedBy: "```").first)
+            let section = try Self.section("Writing a plugin in Swift")
+            let swift = Self.blocks(section, "```swift\n")
+            let map = try #require(Self.blocks(section, "```\n{").first)
             try #require(swift.count == 2)
-            // Its own package beside a checkout named `reporthost`: a build of its own (its own
-            // .build and lock), never this package's.
-            let folder = makeTemporaryDirectory("readme-swift")
-            try FileManager.default.createSymbolicLink(
-                at: folder.appendingPathComponent("reporthost"), withDestinationURL: Products.packageRoot)
+            // Its own package: a build of its own (its own .build and lock), never this package's.
+            let folder = try Self.besideCheckout("readme-swift")
             let plugin = folder.appendingPathComponent("my-plugin")
             try FileManager.default.createDirectory(at: plugin.appendingPathComponent("Sources/MyPlugin"), withIntermediateDirectories: true)
             try swift[0].write(to: plugin.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)

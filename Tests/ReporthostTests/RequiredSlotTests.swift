@@ -35,16 +35,8 @@ import Testing
         return file.path
     }
 
-    /// A scrubber that marks each report it saw and completes.
-    static let scrubber = fixtureHandler(
-        name: "scrubber", before: "on_before",
-        extra: """
-            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
-                (void)c; (void)t;
-                host->set_attribute(r, "scrubbed", "yes");
-                done();
-            }
-            """)
+    /// A scrubber that marks each report it saw (`changed.by` = `marker`) and completes.
+    static let scrubber = markerHandler
 
     /// A scrubber that never completes: the host gives up on it after the callback limit.
     static let stalled = fixtureHandler(
@@ -91,7 +83,7 @@ import Testing
             #expect(launch.status == 0, "\(launch.stderr)")
             let sent = receiver.received.map(\.report)
             #expect(sent.count == 2, "\(launch.stderr)")
-            #expect(sent.allSatisfy { $0["attributes"]?["scrubbed"]?.stringValue == "yes" }, "\(sent)")
+            #expect(sent.allSatisfy { $0["attributes"]?["changed.by"]?.stringValue == "marker" }, "\(sent)")
             #expect(Set(sent.compactMap { $0["attributes"]?["error.message"]?.stringValue }) == ["no scrubber", "stalled scrubber"])
             #expect(try records().allSatisfy { $0.state == .terminal && $0.held == nil })
         }
@@ -116,7 +108,7 @@ import Testing
 
             #expect(try run(["launch", "--handler", scrubber.path, "--config", configuration]).status == 0)
             let sent = try #require(receiver.received.first { $0.report["attributes"]?["error.message"]?.stringValue == "killed" })
-            #expect(sent.report["attributes"]?["scrubbed"]?.stringValue == "yes")
+            #expect(sent.report["attributes"]?["changed.by"]?.stringValue == "marker")
         }
     }
 
@@ -144,7 +136,7 @@ import Testing
             #expect(launch.status == 0, "\(launch.stderr)")
             let sent = receiver.received.map(\.report)
             #expect(sent.count == 3, "\(launch.stderr)")
-            #expect(sent.allSatisfy { $0["attributes"]?["scrubbed"]?.stringValue == "yes" })
+            #expect(sent.allSatisfy { $0["attributes"]?["changed.by"]?.stringValue == "marker" })
             #expect(Set(sent.compactMap { $0["attributes"]?["reporthost.trigger"]?.stringValue }) == ["log_error", "crash"])
         }
     }
