@@ -28,7 +28,8 @@ extension Catalogue {
             name: "fuzz", summary: "copes with generated reports: long, empty, invalid UTF-8, many labels and attributes, large attachments",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            let progress = ProcessInfo.processInfo.environment[fuzzProgressVariable].map { FileHandle(forWritingAtPath: $0) } ?? nil
+            let progress = ProcessInfo.processInfo.environment[fuzzProgressVariable].flatMap { FileHandle(forWritingAtPath: $0) }
+            defer { try? progress?.close() }
             let (host, events, plugin) = try context.host()
             defer { host.stop() }
             for seed in seeds {

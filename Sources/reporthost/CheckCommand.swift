@@ -103,13 +103,8 @@ enum CheckCommand {
         var info = stat()
         guard stat(path, &info) == 0 else { throw UsageError("check: \(path): \(String(cString: strerror(errno)))") }
         guard (info.st_mode & S_IFMT) == S_IFREG else { throw UsageError("check: \(path): not a regular file") }
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw UsageError("check: \(path): cannot be read") }
-        defer { try? handle.close() }
-        let head = [UInt8]((try? handle.read(upToCount: 64)) ?? Data())
-        guard ELFHeader(head)?.isSharedObject(programHeaders: { offset, count in
-            try? handle.seek(toOffset: offset)
-            return [UInt8]((try? handle.read(upToCount: count)) ?? Data())
-        }) == true else {
+        guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("check: \(path): cannot be read") }
+        guard ELFFile(path: path)?.isSharedObject == true else {
             throw UsageError("check: \(path): not an ELF shared object (build the plugin with -shared)")
         }
     }
@@ -247,40 +242,3 @@ enum CheckCommand {
     }
 }
 
-/// The parts of an ELF header that tell a shared object from the rest: `e_type` is ET_DYN,
-/// and (for a 64-bit little-endian file, this host's kind) no PT_INTERP program header, which
-/// only a position-independent executable has.
-struct ELFHeader {
-    let isLittleEndian: Bool
-    let is64Bit: Bool
-    let type: UInt16
-    let programHeaderOffset: UInt64
-    let programHeaderSize: Int
-    let programHeaderCount: Int
-
-    init?(_ bytes: [UInt8]) {
-        guard bytes.count >= 64, bytes[0..<4] == [0x7F, 0x45, 0x4C, 0x46] else { return nil }
-        let (is64Bit, isLittleEndian) = (bytes[4] == 2, bytes[5] == 1)
-        func integer(_ offset: Int, _ size: Int) -> UInt64 {
-            let slice = bytes[offset..<offset + size]
-            return (isLittleEndian ? slice.reversed() : Array(slice)).reduce(0) { $0 << 8 | UInt64($1) }
-        }
-        self.is64Bit = is64Bit
-        self.isLittleEndian = isLittleEndian
-        type = UInt16(integer(16, 2))
-        programHeaderOffset = is64Bit ? integer(32, 8) : 0
-        programHeaderSize = is64Bit ? Int(integer(54, 2)) : 0
-        programHeaderCount = is64Bit ? Int(integer(56, 2)) : 0
-    }
-
-    /// `read(offset, count)` gives the program header table's bytes.
-    func isSharedObject(programHeaders read: (UInt64, Int) -> [UInt8]) -> Bool {
-        guard type == 3 else { return false }  // ET_DYN
-        guard is64Bit, isLittleEndian, programHeaderSize >= 4, programHeaderCount <= 4096 else { return true }
-        let table = read(programHeaderOffset, programHeaderSize * programHeaderCount)
-        let interpreter: UInt32 = 3  // PT_INTERP
-        return !stride(from: 0, to: table.count - 3, by: programHeaderSize).contains { start in
-            UInt32(table[start]) | UInt32(table[start + 1]) << 8 | UInt32(table[start + 2]) << 16 | UInt32(table[start + 3]) << 24 == interpreter
-        }
-    }
-}

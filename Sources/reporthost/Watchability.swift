@@ -28,21 +28,5 @@ enum Watchability {
     }
 
     /// An ELF executable with no PT_INTERP program header (no dynamic loader).
-    static func isStaticELF(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path), let header = try? handle.read(upToCount: 64), header.count == 64,
-            header.starts(with: [0x7f, 0x45, 0x4c, 0x46]), header[4] == 2, header[5] == 1  // ELF, 64-bit, little-endian
-        else { return false }
-        defer { try? handle.close() }
-        func integer(_ offset: Int, _ size: Int, in data: Data) -> UInt64 {
-            data[data.startIndex + offset ..< data.startIndex + offset + size].reversed().reduce(0) { $0 << 8 | UInt64($1) }
-        }
-        let tableOffset = integer(32, 8, in: header)
-        let entrySize = Int(integer(54, 2, in: header))
-        let count = Int(integer(56, 2, in: header))
-        guard entrySize >= 4, count > 0, count <= 256, (try? handle.seek(toOffset: tableOffset)) != nil,
-            let table = try? handle.read(upToCount: entrySize * count), table.count == entrySize * count
-        else { return false }
-        let interpreter: UInt64 = 3  // PT_INTERP
-        return !(0..<count).contains { integer($0 * entrySize, 4, in: table) == interpreter }
-    }
+    static func isStaticELF(_ path: String) -> Bool { ELFFile(path: path)?.hasInterpreter == false }
 }

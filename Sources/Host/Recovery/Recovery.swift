@@ -195,7 +195,7 @@ struct Recovery {
                 log.info("dialog report \(record.reportID) was never sent by its user: dropped")
             } else if !required.isEmpty {
                 // Sent without the callbacks' changes (H-13) would be sent without the required slot.
-                try hold(record, "the host stopped during the handler chain", notes: [], chainEnded: false)
+                try hold(record.rowID, id: record.reportID, "the host stopped during the handler chain", notes: [], chainEnded: false)
             } else {
                 var document = record.document
                 document.content.attachments = try storing { () throws(StorageError) in try repository.attachments(of: record.rowID) }
@@ -228,12 +228,12 @@ struct Recovery {
 
     /// Holds `record` under `plugins.required`, noting why on it and in the host's log.
     private func hold(
-        _ record: ReportRecord, _ reason: String, notes: [InternalLogEntry], chainEnded: Bool, session: String? = nil
+        _ rowID: Int64, id: String, _ reason: String, notes: [InternalLogEntry], chainEnded: Bool, session: String? = nil
     ) throws(HostError) {
         try storing { () throws(StorageError) in
-            try repository.holdForRequired(record.rowID, reason: reason, notes: notes, chainEnded: chainEnded, clearingChainOf: session)
+            try repository.holdForRequired(rowID, reason: reason, notes: notes, chainEnded: chainEnded, clearingChainOf: session)
         }
-        log.warn("report \(record.reportID) held, not sent: \(reason)")
+        log.warn("report \(id) held, not sent: \(reason)")
     }
 
     /// A chain that ended the host this many times is not run again: the report goes without it.
@@ -246,8 +246,6 @@ struct Recovery {
         let chain = try storing { () throws(StorageError) in
             try repository.reopenChain(record.rowID, newID: newID, session: session, releasingHold: releasingHold)
         }
-        var held = record
-        held.document.id = newID
         let report = LiveReport(
             trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
             events: host.events)
@@ -264,7 +262,7 @@ struct Recovery {
             ?? (chain.runs > Self.maxChainRuns ? "the handler chain ended the host \(chain.runs - 1) times" : nil)
         {
             // Sent without the chain would be sent without the required slot.
-            try hold(held, withoutChain, notes: [], chainEnded: false, session: session)
+            try hold(record.rowID, id: newID, withoutChain, notes: [], chainEnded: false, session: session)
             _ = report.bundle()
             return nil
         } else if let skipReason = chain.skipReason {
@@ -281,7 +279,7 @@ struct Recovery {
             document = run.document
             if let unmet = run.unmet(required) {
                 let notes = Array(document.internalLog.dropFirst(record.document.internalLog.count))
-                try hold(held, unmet, notes: notes, chainEnded: true, session: session)
+                try hold(record.rowID, id: newID, unmet, notes: notes, chainEnded: true, session: session)
                 return nil
             }
         }

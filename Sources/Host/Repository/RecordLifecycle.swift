@@ -169,6 +169,8 @@ extension Repository {
                 [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%")]
             ).map { ($0[0].int ?? 0, Int($0[1].int ?? 0)) },
             uniquingKeysWith: { first, _ in first })
+        // Every launch asks: with none held for a slot, no held document is read.
+        guard !runs.isEmpty else { return [] }
         return try records(in: [.held]).compactMap { record in runs[record.rowID].map { (record, $0) } }
     }
 

@@ -1,0 +1,45 @@
+import Foundation
+
+/// What the command line needs of an ELF file's header: its type and whether it names a
+/// dynamic loader (PT_INTERP). `run` warns for a program with none (statically linked);
+/// `check` refuses what is not a shared object (a position-independent executable is ET_DYN
+/// too, but names a loader).
+struct ELFFile {
+    /// `e_type`: 2 an executable, 3 a shared object (or a position-independent executable).
+    let type: UInt16
+    /// Whether a PT_INTERP program header is there; nil when the table could not be read (a
+    /// 32-bit or big-endian file, whose table this host does not read, or a truncated one).
+    let hasInterpreter: Bool?
+
+    static let sharedObject: UInt16 = 3
+
+    /// nil when `path` cannot be read or is not ELF.
+    init?(path: String) {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let header = try? handle.read(upToCount: 64), header.count == 64, header.starts(with: [0x7f, 0x45, 0x4c, 0x46])
+        else { return nil }
+        let littleEndian = header[header.startIndex + 5] == 1
+        func integer(_ offset: Int, _ size: Int, in data: Data) -> UInt64 {
+            let bytes = data[data.startIndex + offset ..< data.startIndex + offset + size]
+            return (littleEndian ? bytes.reversed() : Array(bytes)).reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        type = UInt16(integer(16, 2, in: header))
+        // The program header table of a 64-bit little-endian file (this host's kind).
+        let tableOffset = integer(32, 8, in: header)
+        let entrySize = Int(integer(54, 2, in: header))
+        let count = Int(integer(56, 2, in: header))
+        guard header[header.startIndex + 4] == 2, littleEndian, entrySize >= 4, count > 0, count <= 256,
+            (try? handle.seek(toOffset: tableOffset)) != nil,
+            let table = try? handle.read(upToCount: entrySize * count), table.count == entrySize * count
+        else {
+            hasInterpreter = nil
+            return
+        }
+        let interpreter: UInt64 = 3  // PT_INTERP
+        hasInterpreter = (0..<count).contains { integer($0 * entrySize, 4, in: table) == interpreter }
+    }
+
+    /// A shared object a plugin can be: ET_DYN with no loader of its own.
+    var isSharedObject: Bool { type == Self.sharedObject && hasInterpreter != true }
+}
