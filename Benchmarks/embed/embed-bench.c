@@ -1,16 +1,29 @@
-/* Figures for the README's embedding section: the cost of rh_embed_start on the calling
- * thread, the memory it adds to a C program (VmRSS before and after), and rh_embed_report
- * latency through the configured plugins (stored durably), against the same reports with no
- * plugin, and against the baseline the host must be compared with: one raw SQLite insert of a
- * report-sized row (WAL, synchronous=FULL) in the same program, interleaved in rounds.
- * Usage: embed-bench CONFIG_WITH_PLUGINS REPOSITORY CONFIG_WITHOUT_PLUGINS REPOSITORY2 RAW_DB */
+/* The C side of scripts/bench: one measurement per run, printed as `name value` lines, so the
+ * orchestrator can interleave a figure's runs with its baseline's. Built twice: with
+ * -DWITH_HOST (linked to libreporthost.so) and without (the baseline C program, SQLite only).
+ *
+ *   embed-bench rss                             VmRSS of this program as it starts (KB)
+ *   embed-bench raw DB N                        median of N raw SQLite inserts + fsync (ms)
+ *   embed-bench naive CRASHES DB                the naive crash-file loop: read each file,
+ *                                               insert one row per transaction (ms)
+ *   embed-bench list DB                         prints the columns `status --all` prints
+ *   with -DWITH_HOST:
+ *   embed-bench start CONFIG REPO               rh_embed_start on the calling thread, then
+ *                                               rh_embed_stop (which waits for recovery), and
+ *                                               the memory before, after start and at peak
+ *   embed-bench report CONFIG REPO N            median rh_embed_report, stored durably (ms)
+ *   embed-bench crash CONFIG REPO               dies by SIGSEGV: a real crash file */
 #define _GNU_SOURCE
+#ifdef WITH_HOST
 #include <reporthost/embed.h>
+#endif
+#include <dirent.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_ms(void) {
     struct timespec t;
@@ -18,24 +31,127 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static long rss_kb(void) {
+/* A line of /proc/self/status in KB (VmRSS, VmHWM). */
+static long status_kb(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long kb = -1;
-    while (f && fgets(line, sizeof line, f)) if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+    size_t length = strlen(field);
+    while (f && fgets(line, sizeof line, f)) if (strncmp(line, field, length) == 0) kb = atol(line + length);
     if (f) fclose(f);
     return kb;
 }
 
-static double median_report_ms(const char *config, const char *repository, int n, double *start_ms, long *added_kb) {
-    char error[256];
-    long before = rss_kb();
-    double t0 = now_ms();
+static int compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *times, int n) {
+    qsort(times, (size_t)n, sizeof *times, compare);
+    return times[n / 2];
+}
+
+static sqlite3 *open_database(const char *path) {
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK) { fprintf(stderr, "sqlite: cannot open %s\n", path); exit(1); }
+    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS r(id INTEGER PRIMARY KEY, doc TEXT)", 0, 0, 0);
+    return db;
+}
+
+static void insert(sqlite3 *db, const char *doc, int length) {
+    sqlite3_stmt *s;
+    sqlite3_prepare_v2(db, "INSERT INTO r(doc) VALUES(?)", -1, &s, 0);
+    sqlite3_bind_text(s, 1, doc, length, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) { fprintf(stderr, "sqlite: insert failed\n"); exit(1); }
+    sqlite3_finalize(s);
+}
+
+/* The baseline of an embedded report: one insert of a 700-byte document per transaction. */
+static int raw(const char *path, int n) {
+    sqlite3 *db = open_database(path);
+    char doc[701];
+    memset(doc, 'x', 700);
+    doc[700] = 0;
+    double *times = calloc((size_t)n, sizeof *times);
+    for (int i = 0; i < n; i++) {
+        double a = now_ms();
+        insert(db, doc, 700);
+        times[i] = now_ms() - a;
+    }
+    sqlite3_close(db);
+    printf("raw_insert_ms %.4f\n", median(times, n));
+    free(times);
+    return 0;
+}
+
+/* The baseline of crash-file recovery: read each file whole, insert it as one row in a
+ * transaction of its own, unlink it. */
+static int naive(const char *folder, const char *path) {
+    sqlite3 *db = open_database(path);
+    double a = now_ms();
+    DIR *dir = opendir(folder);
+    if (!dir) { fprintf(stderr, "cannot open %s\n", folder); return 1; }
+    static char buffer[1 << 20];
+    int files = 0;
+    for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
+        if (!strstr(entry->d_name, ".crash")) continue;
+        char name[4096];
+        snprintf(name, sizeof name, "%s/%s", folder, entry->d_name);
+        FILE *f = fopen(name, "r");
+        if (!f) continue;
+        size_t length = fread(buffer, 1, sizeof buffer - 1, f);
+        fclose(f);
+        insert(db, buffer, (int)length);
+        unlink(name);
+        files++;
+    }
+    closedir(dir);
+    printf("naive_files %d\nnaive_ms %.3f\n", files, now_ms() - a);
+    sqlite3_close(db);
+    return 0;
+}
+
+/* `status --all`'s columns, one line a record, as `sqlite3` would list them. */
+static int list(const char *path) {
+    sqlite3 *db;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return 1;
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db, "SELECT report_id, trigger, state, attempts, bytes, created_at, next_attempt_at, outcome FROM reports ORDER BY rowid", -1, &s, 0) != SQLITE_OK) return 1;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        printf("%s|%s|%s|%d|%d|%lld|%s|%s\n", sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), sqlite3_column_text(s, 2),
+               sqlite3_column_int(s, 3), sqlite3_column_int(s, 4), sqlite3_column_int64(s, 5),
+               sqlite3_column_text(s, 6) ? (const char *)sqlite3_column_text(s, 6) : "",
+               sqlite3_column_text(s, 7) ? (const char *)sqlite3_column_text(s, 7) : "");
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return 0;
+}
+
+#ifdef WITH_HOST
+static rh_embed *start_host(const char *config, const char *repository) {
+    char error[512];
     rh_embed *h = rh_embed_start(config, repository, error, sizeof error);
-    double t1 = now_ms();
     if (!h) { fprintf(stderr, "start: %s\n", error); exit(1); }
-    if (start_ms) *start_ms = t1 - t0;
-    if (added_kb) *added_kb = rss_kb() - before;
+    return h;
+}
+
+static int start(const char *config, const char *repository) {
+    long before = status_kb("VmRSS:");
+    double a = now_ms();
+    rh_embed *h = start_host(config, repository);
+    double b = now_ms();
+    long started = status_kb("VmRSS:");
+    rh_embed_stop(h);
+    double c = now_ms();
+    printf("start_ms %.3f\nstart_to_stopped_ms %.3f\nrss_linked_kb %ld\nrss_started_kb %ld\nrss_peak_kb %ld\n", b - a, c - a,
+           before, started, status_kb("VmHWM:"));
+    return 0;
+}
+
+static int report(const char *config, const char *repository, int n) {
+    rh_embed *h = start_host(config, repository);
     double *times = calloc((size_t)n, sizeof *times);
     char id[37];
     for (int i = 0; i < n; i++) {
@@ -44,54 +160,29 @@ static double median_report_ms(const char *config, const char *repository, int n
         times[i] = now_ms() - a;
     }
     rh_embed_stop(h);
-    for (int i = 0; i < n; i++) for (int j = i + 1; j < n; j++) if (times[j] < times[i]) { double x = times[i]; times[i] = times[j]; times[j] = x; }
-    double median = times[n / 2];
+    printf("report_ms %.4f\n", median(times, n));
     free(times);
-    return median;
+    return 0;
 }
 
-static int compare(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+static int crash(const char *config, const char *repository) {
+    start_host(config, repository);
+    volatile int *null = NULL;
+    return *null;
 }
-
-/* The baseline: one insert of a 700-byte document per transaction, WAL, synchronous=FULL. */
-static double median_insert_ms(const char *path, int n) {
-    sqlite3 *db;
-    if (sqlite3_open(path, &db) != SQLITE_OK) { fprintf(stderr, "sqlite: cannot open %s\n", path); exit(1); }
-    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS r(id INTEGER PRIMARY KEY, doc TEXT)", 0, 0, 0);
-    char doc[701];
-    memset(doc, 'x', 700);
-    doc[700] = 0;
-    double *times = calloc((size_t)n, sizeof *times);
-    for (int i = 0; i < n; i++) {
-        double a = now_ms();
-        sqlite3_stmt *s;
-        sqlite3_prepare_v2(db, "INSERT INTO r(doc) VALUES(?)", -1, &s, 0);
-        sqlite3_bind_text(s, 1, doc, -1, SQLITE_STATIC);
-        if (sqlite3_step(s) != SQLITE_DONE) { fprintf(stderr, "sqlite: insert failed\n"); exit(1); }
-        sqlite3_finalize(s);
-        times[i] = now_ms() - a;
-    }
-    sqlite3_close(db);
-    qsort(times, (size_t)n, sizeof *times, compare);
-    double median = times[n / 2];
-    free(times);
-    return median;
-}
+#endif
 
 int main(int argc, char **argv) {
-    if (argc < 6) return 2;
-    double start_ms; long added_kb;
-    double raw = median_insert_ms(argv[5], 50);
-    double with = median_report_ms(argv[1], argv[2], 50, &start_ms, &added_kb);
-    double without = median_report_ms(argv[3], argv[4], 50, NULL, NULL);
-    double raw_again = median_insert_ms(argv[5], 50);
-    raw = raw < raw_again ? raw : raw_again;
-    printf("rh_embed_start on the calling thread: %.1f ms\n", start_ms);
-    printf("memory added by rh_embed_start (VmRSS): %ld KB\n", added_kb);
-    printf("one raw SQLite insert, WAL, synchronous=FULL (baseline): %.3f ms\n", raw);
-    printf("rh_embed_report median, no plugin, stored durably: %.3f ms (%.2f x the raw insert)\n", without, without / raw);
-    printf("rh_embed_report median, wrapper-sim and scrub-pii: %.3f ms (%.2f x the raw insert)\n", with, with / raw);
-    return 0;
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "rss") == 0) return printf("rss_kb %ld\n", status_kb("VmRSS:")) < 0;
+    if (strcmp(mode, "raw") == 0 && argc == 4) return raw(argv[2], atoi(argv[3]));
+    if (strcmp(mode, "naive") == 0 && argc == 4) return naive(argv[2], argv[3]);
+    if (strcmp(mode, "list") == 0 && argc == 3) return list(argv[2]);
+#ifdef WITH_HOST
+    if (strcmp(mode, "start") == 0 && argc == 4) return start(argv[2], argv[3]);
+    if (strcmp(mode, "report") == 0 && argc == 5) return report(argv[2], argv[3], atoi(argv[4]));
+    if (strcmp(mode, "crash") == 0 && argc == 4) return crash(argv[2], argv[3]);
+#endif
+    fprintf(stderr, "usage: see the comment at the top of embed-bench.c\n");
+    return 2;
 }

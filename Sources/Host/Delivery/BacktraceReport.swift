@@ -21,7 +21,7 @@ import Foundation
 /// `debug_identifier` (the module's build id, which a Backtrace server matches uploaded debug
 /// files by), and where recovery symbolicated it `funcName`, `line` and `sourceCode` (a key of
 /// the top-level `sourceCode`, whose entry holds `path`).
-enum BacktraceReport {
+package enum BacktraceReport {
     static let agentVersion = HostAPITable.hostVersion
     static let languageVersion: String = {
         #if swift(>=6.3)
@@ -31,7 +31,7 @@ enum BacktraceReport {
         #endif
     }()
 
-    static func json(_ document: ReportDocument, crash: JSONValue?) -> JSONValue {
+    package static func json(_ document: ReportDocument, crash: JSONValue?) -> JSONValue {
         var attributes: [(String, JSONValue)] = document.content.attributes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }
         func set(_ key: String, _ value: String?) {
             guard let value else { return }
