@@ -351,10 +351,17 @@ static void die_with(int signal_number) {
     _exit(128 + signal_number); /* not reached: the default action of these signals ends the process */
 }
 
-static void write_attribution(int fd, struct line *l, uint32_t mark) {
+/* Whether `mark` names a registered plugin's call (the crash is attributed to it). */
+static int names_plugin_call(uint32_t mark) {
     int plugin = (int)(mark >> 8);
     int call = (int)(mark & 0xff);
-    if (plugin < 1 || plugin > plugin_count || call <= 0 || call >= RH_CRASH_CALL_COUNT) return;
+    return plugin >= 1 && plugin <= plugin_count && call > 0 && call < RH_CRASH_CALL_COUNT;
+}
+
+static void write_attribution(int fd, struct line *l, uint32_t mark) {
+    if (!names_plugin_call(mark)) return;
+    int plugin = (int)(mark >> 8);
+    int call = (int)(mark & 0xff);
     add(l, "plugin_path "); add(l, plugins[plugin - 1].path); emit(fd, l);
     add(l, "plugin_digest "); add(l, plugins[plugin - 1].digest); emit(fd, l);
     if (plugins[plugin - 1].name[0]) { add(l, "plugin_name "); add(l, plugins[plugin - 1].name); emit(fd, l); }
@@ -421,7 +428,9 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     clock_gettime(CLOCK_REALTIME, &now);
     struct line l = {.length = 0};
     /* <dir>/<session>-<seconds>-<pid>-<thread>-<n>.crash, written under a temporary name and
-       renamed, so a file the recovery sees is never half-named. */
+       renamed, so a file the recovery sees is never half-named. A crash inside a plugin call
+       ends in `.plugin.crash`: the next start reads only those before it loads plugins (the
+       quarantine), and leaves the rest to recovery in the background. */
     add(&l, directory);
     add(&l, "/");
     add(&l, session);
@@ -436,7 +445,7 @@ static void write_crash_file(int signal_number, siginfo_t *info, void *context) 
     static int files_written;
     add(&l, "-");
     add_unsigned(&l, (uint64_t)__atomic_add_fetch(&files_written, 1, __ATOMIC_SEQ_CST), 10);
-    add(&l, ".crash");
+    add(&l, names_plugin_call(current_call) ? ".plugin.crash" : ".crash");
     memcpy(crash_path, l.text, l.length);
     crash_path[l.length] = '\0';
     memcpy(crash_temporary, l.text, l.length);

@@ -8,15 +8,39 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 
-/* The head of the answer as it arrives, a line at a time. */
+/* The most of an answer's body read: a body the head announces at this size or less is read
+ * (then the connection can carry the next request); any other ends the transfer at the end of
+ * the head, and its connection is closed. */
+#define BODY_CAP 16384
+
+/* The head of the answer as it arrives, a line at a time, and what was read of its body. */
 typedef struct {
     int status;
     int in_head;  /* a status line began a head that has not ended yet */
-    int complete; /* the final (non-1xx) head ended: stop the transfer */
+    int complete; /* the final (non-1xx) head ended: the answer is known */
+    long long length; /* the head's Content-Length, -1 when it has none */
+    size_t body;      /* body bytes read */
+    struct timespec completed_at;
     char retry_after[65];
 } head_state;
+
+/* One request of a batch: its handle, body, headers and what came back. */
+typedef struct {
+    CURL *curl;
+    FILE *body;
+    struct curl_slist *headers;
+    head_state head;
+    const int *cancel;
+    char detail[CURL_ERROR_SIZE];
+} transfer;
+
+struct rh_http_client {
+    CURLM *multi; /* its connection cache keeps connections open between requests */
+};
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_status = CURLE_FAILED_INIT;
@@ -42,6 +66,21 @@ static int parse_status(const char *line, size_t length) {
     return status >= 100 ? status : 0;
 }
 
+/* A Content-Length value: its digits, or -1 (absent, unreadable, or too large to matter). */
+static long long parse_length(const char *value, size_t length) {
+    while (length > 0 && (*value == ' ' || *value == '\t')) {
+        value++;
+        length--;
+    }
+    long long number = 0;
+    size_t digits = 0;
+    while (digits < length && isdigit((unsigned char)value[digits])) {
+        if (number > BODY_CAP) return -1;
+        number = number * 10 + (value[digits++] - '0');
+    }
+    return digits == 0 ? -1 : number;
+}
+
 static void keep_retry_after(head_state *head, const char *value, size_t length) {
     while (length > 0 && (*value == ' ' || *value == '\t')) {
         value++;
@@ -54,7 +93,8 @@ static void keep_retry_after(head_state *head, const char *value, size_t length)
 }
 
 /* Called once per complete header line (libcurl bounds a line at 100 KB). Returning a count
- * other than the line's length ends the transfer: done at the end of the final head. */
+ * other than the line's length ends the transfer. At the end of the final head the answer is
+ * known: the transfer goes on only to read a body announced at BODY_CAP bytes or less. */
 static size_t on_header(char *line, size_t size, size_t count, void *context) {
     head_state *head = context;
     size_t length = size * count;
@@ -63,25 +103,28 @@ static size_t on_header(char *line, size_t size, size_t count, void *context) {
         head->in_head = 1;
         head->status = length >= 5 && strncmp(line, "HTTP/", 5) == 0 ? parse_status(line, length) : 0;
         head->retry_after[0] = 0;
+        head->length = -1;
     } else if (length <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         head->in_head = 0;
         if (head->status >= 200 || head->status == 0) {
             head->complete = 1;
-            return 0;
+            clock_gettime(CLOCK_MONOTONIC, &head->completed_at);
+            return head->status != 0 && head->length >= 0 && head->length <= BODY_CAP ? length : 0;
         }
     } else if (length > 12 && strncasecmp(line, "Retry-After:", 12) == 0) {
         keep_retry_after(head, line + 12, length - 12);
+    } else if (length > 15 && strncasecmp(line, "Content-Length:", 15) == 0) {
+        head->length = parse_length(line + 15, length - 15);
     }
     return length;
 }
 
-/* The body is never read: a byte of it ends the transfer. */
+/* The body is read and dropped, up to the length the head announced (at most BODY_CAP). */
 static size_t on_body(char *data, size_t size, size_t count, void *context) {
     (void)data;
-    (void)size;
-    (void)count;
-    (void)context;
-    return 0;
+    head_state *head = context;
+    head->body += size * count;
+    return head->body > BODY_CAP ? 0 : size * count;
 }
 
 static size_t on_read(char *buffer, size_t size, size_t count, void *context) {
@@ -92,15 +135,21 @@ static size_t on_read(char *buffer, size_t size, size_t count, void *context) {
 }
 
 /* Called by libcurl about once a second, and at every transfer: a non-zero return ends the
- * request (CURLE_ABORTED_BY_CALLBACK). */
+ * request (CURLE_ABORTED_BY_CALLBACK): when the cancel flag is set, or when the answer is
+ * known and its announced body has taken more than a second (a server that stalls there
+ * costs its connection, never the answer). */
 static int on_progress(void *context, curl_off_t download_total, curl_off_t downloaded, curl_off_t upload_total,
                        curl_off_t uploaded) {
     (void)download_total;
     (void)downloaded;
     (void)upload_total;
     (void)uploaded;
-    const int *cancel = context;
-    return cancel != NULL && __atomic_load_n(cancel, __ATOMIC_ACQUIRE) != 0;
+    transfer *t = context;
+    if (t->cancel != NULL && __atomic_load_n(t->cancel, __ATOMIC_ACQUIRE) != 0) return 1;
+    if (!t->head.complete) return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec - t->head.completed_at.tv_sec > 1;
 }
 
 /* The few failures delivery tells apart, in fixed words; NULL for the rest (then curl's own
@@ -130,44 +179,45 @@ static const char *describe(CURLcode code, long os_error) {
     }
 }
 
-int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
-                 long total_timeout_ms, int direct, const int *cancel, rh_http_result *result) {
-    memset(result, 0, sizeof *result);
+/* Sets `t` up to POST body_path to url; -1 with result->failure set when it cannot. */
+static int start_transfer(transfer *t, const char *url, const char *content_type, const char *body_path,
+                          long idle_timeout_ms, long total_timeout_ms, int direct, const int *cancel,
+                          rh_http_result *result) {
+    memset(t, 0, sizeof *t);
+    t->cancel = cancel;
+    t->head.length = -1;
     if (strpbrk(content_type, "\r\n") != NULL || strlen(content_type) > 200) {
         set_failure(result, "an invalid Content-Type");
         return -1;
     }
-    pthread_once(&global_once, global_init);
-    if (global_status != CURLE_OK) {
-        set_failure(result, "libcurl could not start");
-        return -1;
-    }
-    FILE *body = fopen(body_path, "rbe");
+    t->body = fopen(body_path, "rbe");
     struct stat info;
-    if (body == NULL || fstat(fileno(body), &info) != 0) {
-        if (body != NULL) fclose(body);
+    if (t->body == NULL || fstat(fileno(t->body), &info) != 0) {
+        if (t->body != NULL) fclose(t->body);
+        t->body = NULL;
         set_failure(result, "cannot read the request body");
         return -1;
     }
-    CURL *curl = curl_easy_init();
+    t->curl = curl_easy_init();
     char content_header[256];
     snprintf(content_header, sizeof content_header, "Content-Type: %s", content_type);
     struct curl_slist *headers = curl_slist_append(NULL, content_header);
     /* No "Expect: 100-continue" wait before the body. */
     struct curl_slist *more = headers ? curl_slist_append(headers, "Expect:") : NULL;
-    if (curl == NULL || more == NULL) {
+    if (t->curl == NULL || more == NULL) {
         curl_slist_free_all(more ? more : headers);
-        if (curl != NULL) curl_easy_cleanup(curl);
-        fclose(body);
+        if (t->curl != NULL) curl_easy_cleanup(t->curl);
+        t->curl = NULL;
+        fclose(t->body);
+        t->body = NULL;
         set_failure(result, "out of memory");
         return -1;
     }
-    headers = more;
+    t->headers = more;
     long idle_seconds = idle_timeout_ms <= 1000 ? 1 : (idle_timeout_ms + 999) / 1000;
-    head_state head = {0};
-    char detail[CURL_ERROR_SIZE] = {0};
-
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
+    CURL *curl = t->curl;
+    curl_easy_setopt(curl, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, t->detail);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     /* "*": no proxy for any host, whatever http_proxy, all_proxy or no_proxy say. */
     if (direct) curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
@@ -178,51 +228,138 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
     curl_easy_setopt(curl, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "reporthost/1");
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, t->headers);
     curl_easy_setopt(curl, CURLOPT_POST, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(curl, CURLOPT_READDATA, body);
+    curl_easy_setopt(curl, CURLOPT_READDATA, t->body);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)info.st_size);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &head);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t->head);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t->head);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, idle_seconds * 1000);
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_seconds);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, total_timeout_ms > 0 ? total_timeout_ms : 1L);
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *)cancel);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, t);
+    return 0;
+}
 
-    CURLcode code = curl_easy_perform(curl);
-    int answered = head.complete && head.status != 0;
+/* What a finished transfer came to, into result; its return code (see rh_http_post). */
+static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
+    head_state *head = &t->head;
+    int answered = head->complete && head->status != 0;
     if (!answered && code == CURLE_OK) {
         long status = 0;
-        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
         if (status >= 200 && status <= 999) { /* a 1xx alone is no answer */
-            head.status = (int)status;
+            head->status = (int)status;
             answered = 1;
         }
     }
     if (answered) {
-        result->status = head.status;
-        memcpy(result->retry_after, head.retry_after, sizeof result->retry_after);
-    } else if (head.complete) {
+        result->status = head->status;
+        memcpy(result->retry_after, head->retry_after, sizeof result->retry_after);
+    } else if (head->complete) {
         set_failure(result, "an answer without a readable status line");
     } else {
         long os_error = 0;
-        curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_error);
+        curl_easy_getinfo(t->curl, CURLINFO_OS_ERRNO, &os_error);
         const char *text = describe(code, os_error);
         /* libcurl refuses a header line over 100 KB as "out of memory". */
-        if (code == CURLE_OUT_OF_MEMORY && head.status != 0) text = "an answer head over libcurl's limits";
-        if (text == NULL) text = detail[0] ? detail : curl_easy_strerror(code);
+        if (code == CURLE_OUT_OF_MEMORY && head->status != 0) text = "an answer head over libcurl's limits";
+        if (text == NULL) text = t->detail[0] ? t->detail : curl_easy_strerror(code);
         snprintf(result->failure, sizeof result->failure, "%s", text);
     }
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(curl);
-    fclose(body);
+    curl_slist_free_all(t->headers);
+    curl_easy_cleanup(t->curl);
+    fclose(t->body);
+    t->curl = NULL;
     if (!answered && code == CURLE_ABORTED_BY_CALLBACK) return RH_HTTP_CANCELLED;
     return answered ? 0 : -1;
+}
+
+rh_http_client *rh_http_client_new(void) {
+    pthread_once(&global_once, global_init);
+    if (global_status != CURLE_OK) return NULL;
+    rh_http_client *client = calloc(1, sizeof *client);
+    if (client == NULL) return NULL;
+    client->multi = curl_multi_init();
+    if (client->multi == NULL) {
+        free(client);
+        return NULL;
+    }
+    return client;
+}
+
+void rh_http_client_free(rh_http_client *client) {
+    if (client == NULL) return;
+    curl_multi_cleanup(client->multi);
+    free(client);
+}
+
+void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_body *bodies, size_t count,
+                         size_t in_flight, long idle_timeout_ms, long total_timeout_ms, int direct, const int *cancel,
+                         rh_http_result *results, int *returns) {
+    transfer *transfers = calloc(count ? count : 1, sizeof *transfers);
+    for (size_t i = 0; i < count; i++) {
+        memset(&results[i], 0, sizeof results[i]);
+        returns[i] = -1;
+    }
+    if (transfers == NULL) {
+        for (size_t i = 0; i < count; i++) set_failure(&results[i], "out of memory");
+        return;
+    }
+    if (in_flight < 1) in_flight = 1;
+    size_t next = 0, running = 0;
+    for (;;) {
+        /* Start requests, in order, while fewer than in_flight run. */
+        while (next < count && running < in_flight) {
+            size_t i = next++;
+            if (start_transfer(&transfers[i], url, bodies[i].content_type, bodies[i].body_path, idle_timeout_ms,
+                               total_timeout_ms, direct, cancel, &results[i]) != 0) continue;
+            if (curl_multi_add_handle(client->multi, transfers[i].curl) != CURLM_OK) {
+                returns[i] = finish_transfer(&transfers[i], CURLE_FAILED_INIT, &results[i]);
+                continue;
+            }
+            running++;
+        }
+        if (running == 0) break;
+        int active = 0;
+        curl_multi_perform(client->multi, &active);
+        CURLMsg *message;
+        int left = 0;
+        while ((message = curl_multi_info_read(client->multi, &left)) != NULL) {
+            if (message->msg != CURLMSG_DONE) continue;
+            transfer *t = NULL;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            CURLcode code = message->data.result;
+            curl_multi_remove_handle(client->multi, message->easy_handle);
+            size_t i = (size_t)(t - transfers);
+            returns[i] = finish_transfer(t, code, &results[i]);
+            running--;
+        }
+        /* At most a second between turns, so progress (the cancel flag) is looked at. */
+        if (running > 0 && active > 0) curl_multi_poll(client->multi, NULL, 0, 1000, NULL);
+    }
+    free(transfers);
+}
+
+int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
+                 long total_timeout_ms, int direct, const int *cancel, rh_http_result *result) {
+    rh_http_client *client = rh_http_client_new();
+    if (client == NULL) {
+        memset(result, 0, sizeof *result);
+        set_failure(result, "libcurl could not start");
+        return -1;
+    }
+    rh_http_body body = {content_type, body_path};
+    int status = -1;
+    rh_http_client_post(client, url, &body, 1, 1, idle_timeout_ms, total_timeout_ms, direct, cancel, result, &status);
+    rh_http_client_free(client);
+    return status;
 }
 
 void rh_cancel_set(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELEASE); }

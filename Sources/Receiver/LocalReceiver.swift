@@ -45,6 +45,9 @@ package final class LocalReceiver: Sendable {
         var stopped = false
         /// Connections served now, by descriptor (removed before the descriptor is closed).
         var connections: [Int32: Connection] = [:]
+        /// Connections accepted so far, and the most served at once.
+        var accepted = 0
+        var mostAtOnce = 0
     }
 
     private struct Connection {
@@ -186,6 +189,8 @@ package final class LocalReceiver: Sendable {
                 shutdown(oldest.fd, Int32(SHUT_RDWR))
             }
             state.connections[client] = Connection(waitingForHead: now)
+            state.accepted += 1
+            state.mostAtOnce = max(state.mostAtOnce, state.connections.values.filter { !$0.shed }.count)
             return true
         }
     }
@@ -195,6 +200,10 @@ package final class LocalReceiver: Sendable {
         let now = SystemClock().now()
         state.withLock { $0.connections[client]?.waitingForHead = waiting ? now : nil }
     }
+
+    /// Connections accepted so far, and the most served at once (a client's reuse of its
+    /// connections, and how many requests it has in flight).
+    package var connectionCounts: (accepted: Int, mostAtOnce: Int) { state.withLock { ($0.accepted, $0.mostAtOnce) } }
 
     /// Connections being served now.
     package var openConnections: Int { state.withLock { $0.connections.values.filter { !$0.shed }.count } }

@@ -84,10 +84,10 @@ enum StatusCommand {
         let limit = try listLimit(arguments)
         let folder = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let repository: Repository?
-        let records: [ReportRecord]
+        let records: [Repository.Summary]
         do {
             repository = try Repository.openForReading(existingFolder: folder)
-            records = try repository?.records() ?? []
+            records = try repository?.summaries() ?? []
         } catch {
             throw HostError.io(path: error.path, reason: error.message)
         }
@@ -128,7 +128,7 @@ enum StatusCommand {
 
 /// The `status` document of SPEC I.
 struct StatusReport {
-    let records: [ReportRecord]
+    let records: [Repository.Summary]
     let databaseBytes: Int
     let quarantine: [QuarantineEntry]
     /// Rows that could not be read: skipped by every command, kept as they are (D-13).
@@ -137,16 +137,16 @@ struct StatusReport {
     let evicted: Repository.EvictionTotals
 
     /// Records that still wait to be sent (a first attempt, a retry, or held).
-    var waiting: [ReportRecord] { records.filter { [.awaitingFirstAttempt, .retry, .held, .submitting].contains($0.state) } }
+    var waiting: [Repository.Summary] { records.filter { [.awaitingFirstAttempt, .retry, .held, .submitting].contains($0.state) } }
 
     /// Counts by a record's key, in the order of `keys`, the ones that occur.
-    func counts(_ keys: [String], of key: (ReportRecord) -> String) -> [(String, Int)] {
+    func counts(_ keys: [String], of key: (Repository.Summary) -> String) -> [(String, Int)] {
         let counted = Dictionary(grouping: records, by: key).mapValues(\.count)
         return keys.compactMap { name in counted[name].map { (name, $0) } }
     }
 
     var byState: [(String, Int)] { counts(RecordState.allCases.map(\.rawValue)) { $0.state.rawValue } }
-    var byType: [(String, Int)] { counts(["crash", "error", "bug"]) { $0.document.type.name } }
+    var byType: [(String, Int)] { counts(["crash", "error", "bug"]) { $0.trigger.type.name } }
     var nextAttempt: Date? { records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt).min() }
     /// Held records by reason.
     var heldReasons: [(String, Int)] {
@@ -155,7 +155,7 @@ struct StatusReport {
     }
 
     /// The newest `limit` records (every one when nil), newest last.
-    func listed(_ limit: Int?) -> [ReportRecord] { limit.map { Array(records.suffix($0)) } ?? records }
+    func listed(_ limit: Int?) -> [Repository.Summary] { limit.map { Array(records.suffix($0)) } ?? records }
 
     func json(limit: Int? = nil) -> JSONValue {
         let oldest = waiting.first
@@ -163,12 +163,12 @@ struct StatusReport {
             ("records", .array(listed(limit).map { record in
                 .object([
                     ("report_id", .string(record.reportID)),
-                    ("type", .string(record.document.type.name)),
+                    ("type", .string(record.trigger.type.name)),
                     ("trigger", .string(record.trigger.name)),
                     ("state", .string(record.state.rawValue)),
                     ("attempts", .int(record.attempts)),
                     ("next_attempt_at", record.nextAttemptAt.map { .string(ReportDocument.timestamp($0)) } ?? .null),
-                    ("created_at", .string(ReportDocument.timestamp(record.document.createdAt))),
+                    ("created_at", .string(ReportDocument.timestamp(record.createdAt))),
                     ("bytes", .int(record.bytes)),
                     ("outcome", .optional(record.outcome)),
                 ] + (record.state == .held ? [("held", .optional(record.held))] : []))
@@ -178,7 +178,7 @@ struct StatusReport {
                 ("evicted", .object([("records", .int(evicted.records)), ("bytes", .int(evicted.bytes))])),
                 ("by_type", .object(byType.map { ($0.0, .int($0.1)) })),
                 ("oldest_waiting", oldest.map { .object([
-                    ("report_id", .string($0.reportID)), ("created_at", .string(ReportDocument.timestamp($0.document.createdAt))),
+                    ("report_id", .string($0.reportID)), ("created_at", .string(ReportDocument.timestamp($0.createdAt))),
                 ]) } ?? .null),
                 ("next_attempt_at", nextAttempt.map { .string(ReportDocument.timestamp($0)) } ?? .null),
                 ("held", .object(heldReasons.map { ($0.0, .int($0.1)) })),
@@ -200,7 +200,7 @@ struct StatusReport {
             lines.append("  by type: \(joined(byType))")
         }
         if let oldest = waiting.first {
-            lines.append("  oldest waiting: \(oldest.reportID) (\(oldest.state.rawValue)) since \(ReportDocument.timestamp(oldest.document.createdAt))")
+            lines.append("  oldest waiting: \(oldest.reportID) (\(oldest.state.rawValue)) since \(ReportDocument.timestamp(oldest.createdAt))")
         }
         if let next = nextAttempt { lines.append("  next attempt: \(ReportDocument.timestamp(next))") }
         for (reason, count) in heldReasons { lines.append("  held: \(count) (\(reason))") }
@@ -213,7 +213,7 @@ struct StatusReport {
         }
         for record in shown {
             lines.append(
-                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.document.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
+                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
         }
         lines += unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" }
         lines += QuarantineCommand.lines(quarantine)

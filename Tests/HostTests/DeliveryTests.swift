@@ -66,6 +66,45 @@ import Testing
         server.stop()
     }
 
+    @Test("D-6, D-9: a pass keeps its connections open between reports, with at most four requests in flight, natives first")
+    func keptConnections() throws {
+        let server = try receiver([.status(200)])
+        for index in 0..<12 { try store(summary: "error \(index)", created: Date(timeIntervalSinceNow: Double(index - 100))) }
+        let crashes = try (0..<3).map { index in try store(.crash, summary: "crash \(index)", created: Date(timeIntervalSinceNow: Double(index - 50))) }
+        let summary = try deliverer(server.url).deliver(retries: false)
+        #expect(summary.accepted == 15)
+        let counts = server.connectionCounts
+        // One connection per request in flight, reused; a connection per report before.
+        #expect(counts.accepted <= Deliverer.requestsInFlight, "\(counts.accepted) connections for 15 reports")
+        #expect(counts.mostAtOnce <= Deliverer.requestsInFlight)
+        // Natives go first (D-6): the first three received are the crashes, whatever order they finished in.
+        #expect(Set(server.received.prefix(3).map(\.uuid)) == Set(crashes.map(\.reportID)))
+        #expect(try repository.records().allSatisfy { $0.state == .terminal })
+        server.stop()
+    }
+
+    @Test("I-7: records are found by state through an index, and listed from their columns as they read whole")
+    func summariesThroughTheIndex() throws {
+        try store(.crash, summary: "crash", created: Date(timeIntervalSinceNow: -10))
+        let retried = try store(summary: "retried", state: .retry)
+        try repository.retryLater(retried.rowID, reason: "HTTP 503", at: Date(timeIntervalSinceNow: 60))
+        try repository.database.query("INSERT INTO reports(report_id, trigger, state, created_at, document, updated_at) VALUES('x', 'log_error', 'retry', 0, '{not json', 0)")
+        let plan = try repository.database.query(
+            "EXPLAIN QUERY PLAN SELECT rowid FROM reports WHERE state IN ('retry', 'awaiting_first_attempt') ORDER BY created_at")
+        #expect(plan.contains { row in row.contains { $0.string?.contains("USING INDEX reports_by_state") == true } }, "\(plan)")
+        let summaries = try repository.summaries()
+        let records = try repository.records()
+        #expect(summaries.count == 2 && records.count == 2, "the damaged row is in neither")
+        for (summary, record) in zip(summaries, records) {
+            #expect(summary.rowID == record.rowID && summary.reportID == record.reportID && summary.trigger == record.trigger)
+            #expect(summary.state == record.state && summary.attempts == record.attempts && summary.bytes == record.bytes)
+            #expect(summary.nextAttemptAt == record.nextAttemptAt && summary.outcome == record.outcome)
+            #expect(abs(summary.createdAt.timeIntervalSince(record.document.createdAt)) < 0.001)
+        }
+        #expect(try repository.summaries(in: [.retry]).map(\.rowID) == [retried.rowID])
+        #expect(try repository.unreadableRecords().map(\.reason) == ["record 3 holds an unreadable document"])
+    }
+
     @Test("I: the wire format has Backtrace's fields and types; attributes are scalars; crash reports carry threads")
     func wireFormat() throws {
         let server = try receiver([.status(200)])

@@ -8,13 +8,14 @@ import Testing
     let folder = makeTemporaryDirectory("session").appendingPathComponent("repo")
     let log = MemoryDestination()
 
-    /// Opens and recovers a session saving at most `limit` crash files, then ends it.
-    func launch(limit: Int) throws {
+    /// Opens a session, recovers it saving `batch` crash files per transaction, then ends it.
+    func launch(batch: Int) throws {
         let host = try TestHost.make(log: log) { $0.repository = folder.path }
         defer { host.stop() }
-        let session = try HostSession.open(host: host, installCrashCapture: false, crashFilesPerLaunch: limit)
+        let session = try HostSession.open(host: host, installCrashCapture: false)
         defer { session.end() }
-        try session.recover()
+        #expect(try triggers().isEmpty, "open reads no crash file that names no plugin: the backlog is recover's")
+        try session.recover(crashFilesPerBatch: batch)
     }
 
     func triggers() throws -> [String] {
@@ -22,8 +23,8 @@ import Testing
         return try stored.records().map(\.trigger.name)
     }
 
-    @Test("D-1, D-16: a launch saves at most its limit of crash files, the newest; abnormal exits wait until none is left")
-    func crashFilesPerLaunch() throws {
+    @Test("D-1, D-16: one launch saves every crash file, oldest first, a batch per transaction; then abnormal exits")
+    func crashFileBacklog() throws {
         let repository = try Repository.open(folder: folder)
         // A session that died without a crash file: nobody holds its liveness lock.
         try repository.markSession("dead-session")
@@ -32,17 +33,16 @@ import Testing
             let text = ["reporthost-crash 1", "session crash-loop", "signal 11", "attribute loop=\(index)", "end"].joined(separator: "\n") + "\n"
             let file = repository.crashesFolder.appendingPathComponent("loop-\(index).crash")
             try text.write(to: file, atomically: true, encoding: .utf8)
-            // Distinct times, so "newest" means something.
+            // Distinct times, so "oldest first" means something.
             try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: Double(index - 100))], ofItemAtPath: file.path)
         }
 
-        try launch(limit: 5)
-        #expect(try triggers() == Array(repeating: "crash", count: 5), "no abnormal exit while crash files wait")
-        let left = try FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path).filter { $0.hasSuffix(".crash") }
-        #expect(left.sorted() == ["loop-0.crash", "loop-1.crash"], "the oldest wait (the latest crash is the one that matters now)")
-        #expect(log.lines.contains { $0.contains("2 crash file(s) left in") && $0.contains("at most 5 a launch") })
-
-        try launch(limit: 5)
-        #expect(try triggers().sorted() == ["abnormal_exit"] + Array(repeating: "crash", count: 7))
+        try launch(batch: 3)
+        let records = try #require(try Repository.openForReading(folder: folder)).records()
+        #expect(records.map(\.trigger.name) == Array(repeating: "crash", count: 7) + ["abnormal_exit"])
+        #expect(records.prefix(7).map { $0.document.content.attributes["loop"] } == (0..<7).map { "\($0)" }, "oldest first")
+        #expect(records.allSatisfy { $0.state == .awaitingFirstAttempt && $0.crashFile == nil })
+        let left = try FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path).filter { $0.contains(".crash") }
+        #expect(left.isEmpty, "no file waits for a later launch")
     }
 }

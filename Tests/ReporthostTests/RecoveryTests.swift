@@ -129,7 +129,7 @@ import Testing
         }
     }
 
-    @Test("I-6, D-2, H-13: a SIGKILL at every fault point loses nothing and duplicates nothing; no crash file is purged before its save")
+    @Test("I-6, D-2, H-13: a SIGKILL at every fault point of a batch of crash files loses nothing and duplicates nothing; no crash file is purged before its save")
     func everyFaultPoint() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.
         try await offPool {
@@ -140,24 +140,26 @@ import Testing
                     try ChildProcess.reporthost(
                         arguments + ["--repository", repository], environment: crashAt.map { ["REPORTHOST_CRASH_AT": $0.rawValue] } ?? [:])
                 }
-                _ = try reporthost(["crash"])
+                // Three crash files: one launch saves them in one batch (one transaction).
+                for _ in 0..<3 { _ = try reporthost(["crash"]) }
                 let killed = try reporthost(["launch"], crashAt: point)
                 #expect(killed.signal == SIGKILL, "\(point): \(killed)")
-                let files = (try? FileManager.default.contentsOfDirectory(atPath: repository + "/crashes")) ?? []
+                let files = ((try? FileManager.default.contentsOfDirectory(atPath: repository + "/crashes")) ?? [])
+                    .filter { $0.hasSuffix(".crash") }
                 let saved = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
-                // Never purged before saved: either the file is still there, or a record holds it.
-                #expect(!files.isEmpty || !saved.isEmpty, "\(point)")
-                let idBeforeRecovery = saved.first { $0.trigger == .crash }?.reportID
+                // Never purged before saved: each crash is still a file, or a record holds it.
+                #expect(files.count + saved.filter { $0.trigger == .crash }.count == 3, "\(point): \(files) \(saved.map(\.state))")
+                let idsBeforeRecovery = Set(saved.filter { $0.trigger == .crash }.map(\.reportID))
                 #expect(try reporthost(["launch"]).status == 0)
                 let all = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
                 // The killed launch had marked its session first (I-2): it is an abnormal exit too.
                 #expect(all.filter { $0.trigger == .abnormalExit }.count == 1, "\(point)")
                 let after = all.filter { $0.trigger == .crash }
-                #expect(after.count == 1, "\(point): \(after.map(\.reportID))")
-                #expect(after.first?.state == .awaitingFirstAttempt)
+                #expect(after.count == 3, "\(point): \(after.map(\.reportID))")
+                #expect(after.allSatisfy { $0.state == .awaitingFirstAttempt })
                 if point == .duringHandlers {
-                    // Re-keyed: the interrupted chain's id is gone (H-13).
-                    #expect(after.first?.reportID != idBeforeRecovery)
+                    // Re-keyed: the interrupted chains' ids are gone (H-13).
+                    #expect(idsBeforeRecovery.isDisjoint(with: after.map(\.reportID)))
                 }
                 #expect(((try? FileManager.default.contentsOfDirectory(atPath: repository + "/crashes")) ?? []).isEmpty)
             }

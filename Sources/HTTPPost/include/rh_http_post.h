@@ -1,8 +1,11 @@
-/* One HTTP(S) POST through libcurl, for delivery (Sources/Host/Delivery/HTTPClient.swift).
+/* HTTP(S) POSTs through libcurl, for delivery (Sources/Host/Delivery/HTTPClient.swift).
  *
  * What a server sends is bounded here: the status line and one header (Retry-After) are
- * kept, within fixed buffers; the response body is never read (the transfer ends at the
- * end of the final head); redirects are not followed; only http and https are spoken. */
+ * kept, within fixed buffers; the answer is known at the end of its final head. A body the
+ * head announces (Content-Length) at 16 KB or less is read and dropped, within a second, so
+ * the connection can carry the next request; any other ends the transfer at the end of the
+ * head and closes its connection. Redirects are not followed; only http and https are
+ * spoken. */
 #pragma once
 
 #include <stddef.h>
@@ -37,3 +40,22 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
 
 /* Sets a cancel flag (atomically) for rh_http_post. Any thread. */
 void rh_cancel_set(int *flag);
+
+/* A client for delivery passes: its connections stay open between requests (keep-alive).
+ * One thread at a time. NULL when libcurl cannot start. */
+typedef struct rh_http_client rh_http_client;
+rh_http_client *rh_http_client_new(void);
+void rh_http_client_free(rh_http_client *client);
+
+/* One request body of rh_http_client_post. */
+typedef struct {
+    const char *content_type;
+    const char *body_path;
+} rh_http_body;
+
+/* POSTs each of `count` bodies to url, started in order, at most `in_flight` at once, over
+ * the client's connections. results[i] and returns[i] are what rh_http_post gives for body i;
+ * the other arguments are rh_http_post's. Returns when every request has ended. */
+void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_body *bodies, size_t count,
+                         size_t in_flight, long idle_timeout_ms, long total_timeout_ms, int direct, const int *cancel,
+                         rh_http_result *results, int *returns);

@@ -64,7 +64,7 @@ package struct Deliverer: Sendable {
         } catch {
             // A configuration failure is never final (D-9): the reports are held with the
             // reason, and a fixed configuration releases them.
-            for record in try dueRecords(retries: retries) {
+            for record in try dueGroups(retries: retries).joined() {
                 try storing { () throws(StorageError) in try repository.hold(record.rowID, .configuration(error.description)) }
                 summary.held += 1
             }
@@ -73,61 +73,84 @@ package struct Deliverer: Sendable {
         }
         let released = try storing { () throws(StorageError) in try repository.releaseConfigurationHolds(now: now()) }
         if released > 0 { logger.info("submission configuration valid again: \(released) held report(s) released") }
-        for record in try dueRecords(retries: retries) {
-            guard try attempt(record, url: url, into: &summary) else { break }
+        for group in try dueGroups(retries: retries) {
+            for start in stride(from: 0, to: group.count, by: Self.requestsInFlight) {
+                let window = Array(group[start..<min(group.count, start + Self.requestsInFlight)])
+                guard try send(window, url: url, into: &summary) else { return summary }
+            }
         }
         return summary
     }
 
-    /// What a pass sends, in order: initial attempts oldest first, native reports ahead of the
-    /// others (D-6); with `retries` under behaviour `interval`, then the due retries in
-    /// `retry.order`. Terminal rows are never read.
-    private func dueRecords(retries: Bool) throws(HostError) -> [ReportRecord] {
-        let records = try storing { () throws(StorageError) in try repository.records(in: [.awaitingFirstAttempt, .retry]) }
+    /// How many requests a pass has on the wire at once, over kept-alive connections.
+    package static let requestsInFlight = 4
+
+    /// What a pass sends, in order, each group finished before the next starts: initial
+    /// attempts of native reports oldest first, then of the others (D-6); with `retries` under
+    /// behaviour `interval`, the due retries in `retry.order`. Read from the columns through
+    /// the index on state: no document is parsed before the first request.
+    private func dueGroups(retries: Bool) throws(HostError) -> [[Repository.Summary]] {
+        let records = try storing { () throws(StorageError) in try repository.summaries(in: [.awaitingFirstAttempt, .retry]) }
         let initial = records.filter { $0.state == .awaitingFirstAttempt && (ownSession == nil || $0.session == ownSession) }
-        let ordered = initial.filter { $0.trigger.isRecovered } + initial.filter { !$0.trigger.isRecovered }
-        guard retries && ownSession == nil && configuration.retry.behaviour == .interval else { return ordered }
-        let nowDate = now()
-        var due = records.filter { $0.state == .retry && retryDue($0) <= nowDate }
-        if configuration.retry.order == .stack { due.reverse() }
-        return ordered + due
+        var groups = [initial.filter { $0.trigger.isRecovered }, initial.filter { !$0.trigger.isRecovered }]
+        if retries && ownSession == nil && configuration.retry.behaviour == .interval {
+            let nowDate = now()
+            var due = records.filter { $0.state == .retry && retryDue($0) <= nowDate }
+            if configuration.retry.order == .stack { due.reverse() }
+            groups.append(due)
+        }
+        return groups.filter { !$0.isEmpty }
     }
 
     /// When a retry record is due under behaviour `interval`: its stored time, or, for one kept
     /// under `none` (no time stored), its failure time plus the interval (D-5, D-11), so
     /// nothing kept under `none` is stranded once retries are allowed again.
-    private func retryDue(_ record: ReportRecord) -> Date {
+    private func retryDue(_ record: Repository.Summary) -> Date {
         record.nextAttemptAt ?? record.updatedAt.addingTimeInterval(TimeInterval(configuration.retry.intervalSeconds))
     }
 
-    /// One admitted attempt; false when the local window rejected it (stop the pass).
-    private func attempt(_ record: ReportRecord, url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
-        // The body is built before admission: a local file problem costs no attempt.
-        let body = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
-        defer { try? FileManager.default.removeItem(at: body) }
-        let contentType: String
-        do {
-            contentType = try writeBody(record, to: body)
-        } catch {
-            logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
-            summary.notBuilt += 1
-            return true
+    /// One window of attempts: each body is built, the window admitted in one flushed
+    /// transaction (the only flush a delivered report costs: it also makes every earlier
+    /// commit of the record durable before anything leaves the machine), the requests sent
+    /// together, and each outcome settled. False when the pass must stop (the local window
+    /// is full, or the host is stopping).
+    private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
+        var built: [(record: ReportRecord, body: RequestBody)] = []
+        defer { for item in built { try? FileManager.default.removeItem(at: item.body.file) } }
+        for item in window {
+            // Read whole only now; a row another process changed or damaged is skipped.
+            guard let record = try storing({ () throws(StorageError) in try repository.record(item.rowID) }) else { continue }
+            // The body is built before admission: a local file problem costs no attempt.
+            let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
+            do {
+                built.append((record, RequestBody(contentType: try writeBody(record, to: file), file: file)))
+            } catch {
+                try? FileManager.default.removeItem(at: file)
+                logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
+                summary.notBuilt += 1
+            }
         }
-        let admitted = try storing { () throws(StorageError) in
-            try repository.admit(record.rowID, perMinute: configuration.reportsPerMin, now: now())
+        guard !built.isEmpty else { return true }
+        let admissions = try storing { () throws(StorageError) in
+            try repository.admit(built.map(\.record.rowID), perMinute: configuration.reportsPerMin, now: now())
         }
-        if admitted == .taken { return true }
-        guard admitted == .admitted else {
+        let admitted = zip(built, admissions).filter { $0.1 == .admitted }.map(\.0)
+        if let limited = zip(built, admissions).first(where: { $0.1 == .rateLimited })?.0.record {
             summary.rateLimited = true
-            logger.info("local rate limit (\(configuration.reportsPerMin)/min) reached: \(record.reportID) stays \(record.state.rawValue)")
-            return false
+            logger.info("local rate limit (\(configuration.reportsPerMin)/min) reached: \(limited.reportID) stays \(limited.state.rawValue)")
         }
+        guard !admitted.isEmpty else { return !summary.rateLimited }
         faults.hit(.duringSubmit)
-        logger.debug("submitting \(record.reportID) to \(url.redacted)")
-        let result = transport.post(url.url, contentType: contentType, bodyFile: body, timeoutMs: configuration.submission.timeoutMs)
-        try storing { () throws(StorageError) in try settle(record, attempts: record.attempts + 1, result: result, into: &summary) }
+        for item in admitted { logger.debug("submitting \(item.record.reportID) to \(url.redacted)") }
+        let results = transport.post(
+            admitted.map(\.body), to: url.url, inFlight: Self.requestsInFlight, timeoutMs: configuration.submission.timeoutMs)
+        for (item, result) in zip(admitted, results) {
+            try storing { () throws(StorageError) in
+                try settle(item.record, attempts: item.record.attempts + 1, result: result, into: &summary)
+            }
+        }
         // The host is stopping: no further attempt in this pass.
-        return result != .cancelled
+        return !summary.rateLimited && !results.contains(.cancelled)
     }
 
     /// Writes the multipart body; a copy that went missing is left out with a diagnostic in
@@ -218,7 +241,7 @@ package struct Deliverer: Sendable {
         return try storing { () throws(StorageError) -> Date? in
             // The rows a pass would send, read as `deliver` reads them: a damaged row it skips
             // must not make the wake-up due for ever (a watch loop would spin on it).
-            let records = try repository.records(in: [.awaitingFirstAttempt, .retry])
+            let records = try repository.summaries(in: [.awaitingFirstAttempt, .retry])
             var times: [Date] = []
             if configuration.retry.behaviour == .interval {
                 times += records.filter { $0.state == .retry }.map(retryDue)

@@ -12,47 +12,87 @@ package enum TransportResult: Sendable, Equatable {
     case cancelled
 }
 
-/// Sends one request. A protocol so delivery can be driven without a network in unit tests;
+/// Sends requests. A protocol so delivery can be driven without a network in unit tests;
 /// the real one is `CurlTransport`.
 package protocol SubmissionTransport: Sendable {
     func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult
+    /// POSTs each body to `url`, started in order, at most `inFlight` at once; the results
+    /// in the same order. By default one after the other through `post`.
+    func post(_ bodies: [RequestBody], to url: URL, inFlight: Int, timeoutMs: Int) -> [TransportResult]
 }
 
-/// HTTP(S) through libcurl (Debian's libcurl4, OpenSSL for TLS), one blocking request on the
-/// delivering thread (`Sources/HTTPPost`). Chosen over FoundationNetworking's URLSession,
-/// which wraps the same libcurl but ends the process (`try!`) on some of its error codes: a
-/// misbehaving server must not take the crash reporter down.
+/// One request body: its type and the file that holds it.
+package struct RequestBody: Sendable {
+    package var contentType: String
+    package var file: URL
+
+    package init(contentType: String, file: URL) {
+        self.contentType = contentType
+        self.file = file
+    }
+}
+
+extension SubmissionTransport {
+    package func post(_ bodies: [RequestBody], to url: URL, inFlight: Int, timeoutMs: Int) -> [TransportResult] {
+        bodies.map { post(url, contentType: $0.contentType, bodyFile: $0.file, timeoutMs: timeoutMs) }
+    }
+}
+
+/// HTTP(S) through libcurl (Debian's libcurl4, OpenSSL for TLS), on the delivering thread
+/// (`Sources/HTTPPost`). Chosen over FoundationNetworking's URLSession, which wraps the same
+/// libcurl but ends the process (`try!`) on some of its error codes: a misbehaving server
+/// must not take the crash reporter down.
+///
+/// One libcurl client per transport: its connections stay open between requests and passes
+/// (keep-alive), and a batch has up to `inFlight` requests on the wire at once.
 ///
 /// What a server sends is bounded: only the status line and `Retry-After` are kept (in fixed
-/// buffers); the response body is never read (the transfer ends with the head); each request
-/// has a whole-request deadline (four times `timeoutMs`, at least 5 s), because the idle
-/// limit restarts on every byte (a server trickling its answer would hold the host, and its
+/// buffers); a body is read (and dropped) only when the head announces 16 KB or less, within
+/// a second of the head, else the transfer ends with the head; each request has a
+/// whole-request deadline (four times `timeoutMs`, at least 5 s), because the idle limit
+/// restarts on every byte (a server trickling its answer would hold the host, and its
 /// repository lock, for ever). Redirects are not followed (a 3xx is an answer, D-9), so a
 /// server cannot send a report on to a host the submission policy would refuse; only http
 /// and https are spoken.
 ///
 /// # Thread safety
-/// Each call has its own curl handle; `cancellation` is an atomic flag.
+/// The client is used by one call at a time (a lock); `cancellation` is an atomic flag.
 package struct CurlTransport: SubmissionTransport {
     /// Set from another thread, it ends a request in flight within about a second.
     package let cancellation: Cancellation?
+    private let client = CurlClient()
 
     package init(cancellation: Cancellation? = nil) { self.cancellation = cancellation }
 
     /// - Parameter timeoutMs: the idle limit (`submission.timeoutMs`): for connecting, and for
     ///   any stretch with no byte moving (libcurl counts that in whole seconds: rounded up).
     package func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
-        var result = rh_http_result()
-        let totalMs = Self.wholeRequestMilliseconds(timeoutMs)
+        post([RequestBody(contentType: contentType, file: bodyFile)], to: url, inFlight: 1, timeoutMs: timeoutMs)[0]
+    }
+
+    package func post(_ bodies: [RequestBody], to url: URL, inFlight: Int, timeoutMs: Int) -> [TransportResult] {
         // A loopback server is reached directly: a proxy from the environment would see its
         // token in clear and could answer 200 for a server that does not exist.
         let direct: Int32 = SubmissionURL.isLoopback(url.host ?? "") ? 1 : 0
-        let status = rh_http_post(
-            url.absoluteString, contentType, bodyFile.path, min(timeoutMs, Limits.maxMilliseconds), totalMs, direct,
-            cancellation?.flag, &result)
-        if status == RH_HTTP_CANCELLED { return .cancelled }
-        guard status == 0 else { return .transportFailure(String(fixedCBuffer: &result.failure)) }
-        return .response(status: Int(result.status), retryAfter: Self.retryAfter(String(fixedCBuffer: &result.retry_after)))
+        var results = [rh_http_result](repeating: rh_http_result(), count: bodies.count)
+        var returns = [Int32](repeating: -1, count: bodies.count)
+        let posted = client.withClient { handle in
+            // The C strings live until the call returns.
+            let types = bodies.map { strdup($0.contentType) }
+            let paths = bodies.map { strdup($0.file.path) }
+            defer { (types + paths).forEach { free($0) } }
+            let requests = zip(types, paths).map { rh_http_body(content_type: $0, body_path: $1) }
+            rh_http_client_post(
+                handle, url.absoluteString, requests, requests.count, max(1, inFlight), min(timeoutMs, Limits.maxMilliseconds),
+                Self.wholeRequestMilliseconds(timeoutMs), direct, cancellation?.flag, &results, &returns)
+        }
+        guard posted else { return bodies.map { _ in .transportFailure("libcurl could not start") } }
+        return zip(results, returns).map { result, status in
+            var result = result
+            if status == RH_HTTP_CANCELLED { return .cancelled }
+            guard status == 0 else { return .transportFailure(String(fixedCBuffer: &result.failure)) }
+            return .response(status: Int(result.status), retryAfter: Self.retryAfter(String(fixedCBuffer: &result.retry_after)))
+        }
     }
 
     /// The whole-request deadline for an idle timeout of `timeoutMs`: four times it (a
@@ -77,6 +117,28 @@ package struct CurlTransport: SubmissionTransport {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         return formatter.date(from: value).map { min(max(0, $0.timeIntervalSinceNow), maxRetryAfterSeconds) }
     }
+}
+
+/// The libcurl client of a `CurlTransport` (its open connections), made on first use, freed
+/// with the transport.
+///
+/// # Thread safety
+/// A lock: one batch at a time.
+private final class CurlClient: @unchecked Sendable {
+    private let lock = NSLock()
+    private var handle: OpaquePointer?
+
+    /// Runs `body` with the client; false when libcurl cannot start.
+    func withClient(_ body: (OpaquePointer) -> Void) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if handle == nil { handle = rh_http_client_new() }
+        guard let handle else { return false }
+        body(handle)
+        return true
+    }
+
+    deinit { rh_http_client_free(handle) }
 }
 
 /// A flag that ends requests in flight (`CurlTransport`): set once, never cleared.

@@ -80,8 +80,10 @@ enum HostAPITable {
         guard let pointer else { return nil }
         let limit = ReportContent.textMaxBytes + 4
         let length = strnlen(pointer, limit)
-        let bytes = Array(UnsafeRawBufferPointer(start: pointer, count: length))
-        return String(validating: length < limit ? bytes[...] : ReportContent.completeCharacters(bytes), as: UTF8.self)
+        // Validated in place: no copy before the String's own (none for a short one).
+        let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
+        guard length >= limit else { return String(validating: bytes, as: UTF8.self) }
+        return String(validating: ReportContent.completeCharacters(Array(bytes)), as: UTF8.self)
     }
 
     static func status(_ body: () throws(ReportError) -> Void) -> rh_status {
@@ -193,10 +195,12 @@ enum HostAPITable {
         }
         t.pointee.set_attribute = { r, key, value in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
-            guard let key = HostAPITable.string(key), value == nil || HostAPITable.string(value) != nil else {
+            // Each string is read once.
+            let text = HostAPITable.string(value)
+            guard let key = HostAPITable.string(key), value == nil || text != nil else {
                 return HostAPITable.invalid(h, "set_attribute", "key or value refused")
             }
-            return HostAPITable.status { () throws(ReportError) in try h.setAttribute(key, HostAPITable.string(value)) }
+            return HostAPITable.status { () throws(ReportError) in try h.setAttribute(key, text) }
         }
         t.pointee.remove_attribute = { r, key in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }

@@ -66,6 +66,12 @@ package struct CrashFile: Sendable {
         SIGSEGV: "SEGV", SIGBUS: "BUS", SIGILL: "ILL", SIGFPE: "FPE", SIGABRT: "ABRT", SIGTRAP: "TRAP",
     ]
 
+    /// Whether the writer named the file at `path` as written inside a plugin call
+    /// (`*.plugin.crash`, or `*.plugin.crash.partial` when it died writing).
+    package static func namesPluginCall(_ path: String) -> Bool {
+        path.hasSuffix(".plugin.crash") || path.hasSuffix(".plugin.crash.partial")
+    }
+
     /// The largest crash file read (the writer's own output stays far below).
     package static let maxBytes = 4 << 20
     /// What is read of each list at most: the writer's own limits, with room to spare. A

@@ -9,25 +9,31 @@ struct Recovery {
 
     var log: HostLogger { host.logger }
 
-    /// What needs no plugin: interrupted purges, crash files (and the quarantine they name),
-    /// abnormal exits, and how a `watched` program ended (`reporthost run`). Runs before the
-    /// plugins are loaded, so a plugin that crashed the last launch is known before it is
-    /// opened. At most `limit` crash files are saved (the newest); while some are left,
-    /// abnormal exits wait too (a session whose crash file is still waiting did not exit
-    /// abnormally).
-    func collect(currentSession: String, crashFilesPerLaunch limit: Int, watched: ProgramExit?) throws(HostError) {
+    /// What a start must know before it loads plugins: the crash files written inside a plugin
+    /// call (the writer names them `*.plugin.crash`), so a plugin that crashed the last launch
+    /// is quarantined before it is opened. Everything else waits for `collect`, which an
+    /// embedding program runs in the background: a start never waits for a backlog.
+    func collectPluginCrashes() throws(HostError) {
+        try storing { () throws(StorageError) in
+            try saveCrashFiles(crashFiles().filter(CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
+        }
+    }
+
+    /// What needs no plugin, in this order: interrupted purges, every crash file (oldest first,
+    /// in batches), how a `watched` program ended (`reporthost run`), abnormal exits.
+    func collect(currentSession: String, watched: ProgramExit?, batch: Int = crashFilesPerBatch) throws(HostError) {
         try storing { () throws(StorageError) in
             try resumePurges()
             if let watched, watched.endedNormally { try discardCrashFiles(of: watched) }
-            let left = try saveCrashFiles(atMost: limit, watched: watched)
+            try saveCrashFiles(crashFiles(), watched: watched, batch: batch)
             if let watched { try recordKilled(watched) }
-            if left > 0 {
-                log.info("\(left) crash file(s) left in \(repository.crashesFolder.path) for the next launch (at most \(limit) a launch)")
-            } else {
-                try recordAbnormalExits(currentSession: currentSession)
-            }
+            try recordAbnormalExits(currentSession: currentSession)
         }
     }
+
+    /// How many crash files one transaction saves: a backlog of thousands costs a flush and a
+    /// folder sync per this many files, not four flushes per file.
+    static let crashFilesPerBatch = 128
 
     /// Runs or settles every chain that has not finished, with the handlers loaded now; then
     /// the chains of reports held for a required slot that can run now.
@@ -37,42 +43,53 @@ struct Recovery {
 
     /// D-2: a save whose purge was interrupted: purge now.
     private func resumePurges() throws(StorageError) {
-        for record in try repository.records(in: [.pendingPurge]) {
-            try purge(record.crashFile, record: record.rowID)
-        }
+        let records = try repository.records(in: [.pendingPurge])
+        if !records.isEmpty { try purge(records.map { ($0.crashFile, $0.rowID) }) }
     }
 
-    /// D-1 steps 1 and 2 for the `limit` newest crash files (the latest crash decides
-    /// quarantine, and is the one a `reporthost run` is waiting for), saved oldest first:
-    /// save payload, attributes and attachment copies, then purge the file. Returns how many
-    /// older ones were left for later.
-    private func saveCrashFiles(atMost limit: Int, watched: ProgramExit?) throws(StorageError) -> Int {
-        let files = crashFiles().map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
-        let limit = max(1, limit)
-        for (path, modified) in files.suffix(limit) {
-            let crash: CrashFile
-            switch CrashFile.read(path, modifiedAt: modified) {
-            case .success(let parsed): crash = parsed
-            case .failure(let rejection):
-                try reject(path, because: rejection.reason, modified: modified)
-                continue
+    /// D-1 steps 1 and 2 for `paths`, oldest first, `batch` files at a time: each file's
+    /// payload, attributes and attachment copies are saved in one transaction for the batch
+    /// (flushed), then the files are unlinked with one folder sync, then the records are
+    /// marked purged in one transaction. That last commit does not wait for the disk: a power
+    /// loss before the next flush leaves them `pending_purge`, and `resumePurges` finds their
+    /// files gone and marks them again. A file that cannot be read is set aside on its own.
+    private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) {
+        let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
+        var registered: [String: [String: FileIdentity]] = [:]
+        for start in stride(from: 0, to: files.count, by: max(1, batch)) {
+            var saves: [CrashSave] = []
+            var crashes: [CrashFile] = []
+            for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
+                let crash: CrashFile
+                switch CrashFile.read(path, modifiedAt: modified) {
+                case .success(let parsed): crash = parsed
+                case .failure(let rejection):
+                    try reject(path, because: rejection.reason, modified: modified)
+                    continue
+                }
+                let culprit = try quarantineCulprit(of: crash)
+                let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
+                // Symbolicated here, on the machine that crashed, while its files are the ones
+                // that ran (each checked by build id).
+                let symbols = ElfSymbols(for: crash)
+                var attachments: [String: FileIdentity] = [:]
+                if let session = crash.session {
+                    if registered[session] == nil { registered[session] = try repository.crashAttachments(of: session) }
+                    attachments = registered[session] ?? [:]
+                }
+                saves.append(CrashSave(
+                    document: FoundReports.crash(
+                        crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: attachments),
+                    crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session))
+                crashes.append(crash)
             }
-            let culprit = try quarantineCulprit(of: crash)
-            let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
-            // Symbolicated here, on the machine that crashed, while its files are the ones
-            // that ran (each checked by build id).
-            let symbols = ElfSymbols(for: crash)
-            let registered = try crash.session.map { session throws(StorageError) in try repository.crashAttachments(of: session) } ?? [:]
-            let rowID = try repository.saveCrash(
-                FoundReports.crash(
-                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: registered),
-                crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
-            log.debug("crash file \(path) saved as record \(rowID)")
-            try skipChainsTheCrashInterrupted(crash, record: rowID)
+            guard !saves.isEmpty else { continue }
+            let rowIDs = try repository.saveCrashes(saves)
+            log.debug("\(rowIDs.count) crash file(s) saved as records \(rowIDs.first ?? 0)…\(rowIDs.last ?? 0)")
+            for (crash, rowID) in zip(crashes, rowIDs) { try skipChainsTheCrashInterrupted(crash, record: rowID) }
             host.faults.hit(.afterSave)
-            try purge(path, record: rowID)
+            try purge(zip(saves, rowIDs).map { ($0.crashFile, $1) })
         }
-        return max(0, files.count - limit)
     }
 
     private func crashFiles() -> [String] {
@@ -148,15 +165,25 @@ struct Recovery {
         try repository.skipChain(interrupted, reason: "the handler chain over this report crashed the host (SIG\(crash.signalName))")
     }
 
-    private func purge(_ path: String?, record rowID: Int64) throws(StorageError) {
-        if let path, FileManager.default.fileExists(atPath: path) {
-            guard unlink(path) == 0 else {
-                throw StorageError(path: path, message: "cannot purge the crash file (\(String(cString: strerror(errno))))")
+    /// D-1 step 2 for saved records: their crash files are unlinked, the folder synced once,
+    /// and the records marked purged in one transaction. A file that cannot be unlinked leaves
+    /// its record `pending_purge` (the others are marked) and stops the recovery.
+    private func purge(_ saved: [(path: String?, rowID: Int64)]) throws(StorageError) {
+        var purged: [Int64] = []
+        var failure: StorageError?
+        var folders: Set<String> = []
+        for (path, rowID) in saved {
+            if let path, unlink(path) != 0, errno != ENOENT {
+                failure = StorageError(path: path, message: "cannot purge the crash file (\(String(cString: strerror(errno))))")
+                continue
             }
-            DurableFile.syncDirectory(URL(fileURLWithPath: path).deletingLastPathComponent())
+            if let path { folders.insert(URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+            purged.append(rowID)
         }
-        try repository.crashFilePurged(rowID)
+        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder)) }
+        try repository.crashFilesPurged(purged)
         host.faults.hit(.afterPurge)
+        if let failure { throw failure }
     }
 
     /// D-16: a session mark without a crash file of that session is an abnormal exit.
@@ -202,7 +229,7 @@ struct Recovery {
                 document.internalLog.append(InternalLogEntry(
                     level: .warn, handler: "host",
                     message: "the host stopped during the handler chain; the report is sent without the callbacks' changes"))
-                try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document) }
+                try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document, flush: false) }
                 log.info("report \(record.reportID) recovered from the journal")
             }
         }
@@ -283,7 +310,10 @@ struct Recovery {
                 return nil
             }
         }
-        try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document, session: session) }
+        // Not flushed: the admission before its first attempt flushes it (see `chainFinished`).
+        try storing { () throws(StorageError) in
+            try repository.chainFinished(record.rowID, document: document, session: session, flush: false)
+        }
         log.info("recovered \(document.trigger.name) report \(document.id)")
         return document
     }

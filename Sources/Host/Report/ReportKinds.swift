@@ -28,6 +28,12 @@ public enum Trigger: Int32, Sendable, CaseIterable {
         }
     }
 
+    /// The trigger a stored `name` stands for; nil for any other text.
+    package init?(name: String) {
+        guard let trigger = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = trigger
+    }
+
     public var type: ReportType {
         switch self {
         case .dialog, .upload: .bug

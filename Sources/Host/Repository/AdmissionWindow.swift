@@ -18,22 +18,34 @@ extension Repository {
     /// were admitted in the last 60 s (0 = unlimited), and marks the record `submitting` with
     /// one more attempt, in one transaction.
     package func admit(_ rowID: Int64, perMinute: Int, now: Date) throws(StorageError) -> Admission {
-        try database.transaction { () throws(StorageError) -> Admission in
-            let state = try database.query("SELECT state FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
-            guard state == RecordState.awaitingFirstAttempt.rawValue || state == RecordState.retry.rawValue else { return .taken }
+        try admit([rowID], perMinute: perMinute, now: now)[0]
+    }
+
+    /// `admit` for several records in order, in one flushed transaction (the flush that makes
+    /// each record's history durable before its request leaves). Once the window is full,
+    /// every later record is `rateLimited` too.
+    package func admit(_ rowIDs: [Int64], perMinute: Int, now: Date) throws(StorageError) -> [Admission] {
+        try database.transaction { () throws(StorageError) -> [Admission] in
             let nowMs = Self.milliseconds(now)
             // Rows dated in the future (a clock stepped back, a damaged row) expire too.
             try database.query(
                 "DELETE FROM admissions WHERE at <= ? OR at > ?", [.integer(nowMs &- 60_000), .integer(nowMs &+ 60_000)])
-            if perMinute > 0 {
-                let used = try database.query("SELECT COUNT(*) FROM admissions").first?.first?.int ?? 0
-                if used >= perMinute { return .rateLimited }
+            var used = perMinute > 0 ? try database.query("SELECT COUNT(*) FROM admissions").first?.first?.int ?? 0 : 0
+            var full = false
+            return try rowIDs.map { rowID throws(StorageError) -> Admission in
+                let state = try database.query("SELECT state FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
+                guard state == RecordState.awaitingFirstAttempt.rawValue || state == RecordState.retry.rawValue else { return .taken }
+                if full || (perMinute > 0 && used >= perMinute) {
+                    full = true
+                    return .rateLimited
+                }
+                used += 1
+                try database.query("INSERT INTO admissions(at) VALUES(?)", [.integer(nowMs)])
+                try database.query(
+                    "UPDATE reports SET state = ?, attempts = attempts + 1, updated_at = ? WHERE rowid = ?",
+                    [.text(RecordState.submitting.rawValue), .integer(nowMs), .integer(rowID)])
+                return .admitted
             }
-            try database.query("INSERT INTO admissions(at) VALUES(?)", [.integer(nowMs)])
-            try database.query(
-                "UPDATE reports SET state = ?, attempts = attempts + 1, updated_at = ? WHERE rowid = ?",
-                [.text(RecordState.submitting.rawValue), .integer(nowMs), .integer(rowID)])
-            return .admitted
         }
     }
 

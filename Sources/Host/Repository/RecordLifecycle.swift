@@ -5,7 +5,7 @@ import Foundation
 /// asks for the step.
 ///
 ///     journal ──────────────────────┐          (a running-app report, H-13)
-///     saveCrash → crashFilePurged ──┤          (a crash file, D-1)
+///     saveCrashes → crashFilesPurged ┤          (crash files, D-1, a batch at a time)
 ///     saveFound ────────────────────┤          (an abnormal exit, an unreadable crash file, a killed program)
 ///                                   ▼
 ///                             pending_chain ── reopenChain (recovered: the chain again, H-13)
@@ -32,18 +32,50 @@ extension Repository {
         try replace(rowID, document: journal, state: .pendingChain)
     }
 
-    /// D-1 step 1: a crash file's report is saved (payload, attributes, attachment copies);
-    /// the file is not purged yet (`pending_purge`).
-    @discardableResult
-    package func saveCrash(_ document: ReportDocument, crash: JSONValue, crashFile: String, session: String?) throws(StorageError) -> Int64 {
-        try store(document, state: .pendingPurge, crash: crash, crashFile: crashFile, session: session)
+    /// One crash file's report for `saveCrashes`.
+    package struct CrashSave: Sendable {
+        package var document: ReportDocument
+        package var crash: JSONValue
+        package var crashFile: String
+        package var session: String?
     }
 
-    /// D-1 step 2: the crash file is gone; the chain is next.
-    package func crashFilePurged(_ rowID: Int64) throws(StorageError) {
-        try database.query(
-            "UPDATE reports SET state = ?, crash_file = NULL, updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    /// D-1 step 1 for a batch of crash files, in one transaction: every record is saved or
+    /// none is. Returns their row ids, in order.
+    package func saveCrashes(_ saves: [CrashSave]) throws(StorageError) -> [Int64] {
+        var written: [URL] = []
+        let rowIDs: [Int64]
+        do throws(StorageError) {
+            rowIDs = try database.transaction { () throws(StorageError) -> [Int64] in
+                var rowIDs: [Int64] = []
+                for save in saves {
+                    let (rowID, copies) = try insert(
+                        save.document, state: .pendingPurge, crash: save.crash, crashFile: save.crashFile, session: save.session)
+                    rowIDs.append(rowID)
+                    written += copies
+                }
+                return rowIDs
+            }
+        } catch {
+            removeCopies(written)
+            throw error
+        }
+        try enforceLimits()
+        return rowIDs
+    }
+
+    /// D-1 step 2: the crash files are gone; the chain is next. One transaction for all of
+    /// them, not flushed: a power loss before the next flush leaves them `pending_purge`, and
+    /// the next launch marks them again (their files are gone).
+    package func crashFilesPurged(_ rowIDs: [Int64]) throws(StorageError) {
+        guard !rowIDs.isEmpty else { return }
+        try database.transaction(.committed) { () throws(StorageError) in
+            for rowID in rowIDs {
+                try database.query(
+                    "UPDATE reports SET state = ?, crash_file = NULL, updated_at = ? WHERE rowid = ?",
+                    [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(Date())), .integer(rowID)])
+            }
+        }
     }
 
     /// A report the host raises itself from what a launch found (an abnormal exit, an
@@ -79,7 +111,10 @@ extension Repository {
     package func reopenChain(_ rowID: Int64, newID: String, session: String, releasingHold: Bool = false) throws(StorageError)
         -> ReopenedChain
     {
-        let (runs, skip) = try database.transaction { () throws(StorageError) -> (Int, String?) in
+        // Not flushed: a kill keeps the commit (WAL), so the run is counted; a power loss takes
+        // it back with everything after it, and nothing of it has left the machine before the
+        // admission's flush.
+        let (runs, skip) = try database.transaction(.committed) { () throws(StorageError) -> (Int, String?) in
             if releasingHold { try database.query("UPDATE reports SET skip_chain = NULL WHERE rowid = ?", [.integer(rowID)]) }
             try database.query(
                 "UPDATE reports SET report_id = ?, chain_runs = chain_runs + 1 WHERE rowid = ?", [.text(newID), .integer(rowID)])
@@ -97,9 +132,13 @@ extension Repository {
     /// cleared in the same transaction.
     ///
     /// `flush` false: the commit does not wait for the disk (one flush per running-app report,
-    /// its journal's). A killed process loses nothing (WAL); a power loss before the next
-    /// flush takes the record back to its durable journal, which the next launch settles as
-    /// H-13 says (sent without the callbacks' changes, or held under `plugins.required`).
+    /// its journal's). A killed process loses nothing (WAL). A power loss before the next
+    /// flush takes the record back to what it was at the last one, and nothing of it has left
+    /// the machine by then: a submission is admitted first, in a flushed transaction, which
+    /// makes every commit before it durable (the WAL is written in order). A running-app
+    /// report goes back to its durable journal, which the next launch settles as H-13 says
+    /// (sent without the callbacks' changes, or held under `plugins.required`); a recovered
+    /// report's chain runs again under a new id.
     package func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil, flush: Bool = true) throws(StorageError) {
         try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session, flush: flush)
     }
@@ -119,11 +158,15 @@ extension Repository {
 
     /// The attempt failed and a later one is allowed: `retry`, due at `at`; nil under retry
     /// behaviour `none` (due `interval` after this change once retries are allowed, D-5).
+    /// Not flushed, as `finish`: the admission flushed the attempt; a power loss takes the
+    /// record back to `submitting`, which the next launch counts as an interrupted attempt.
     package func retryLater(_ rowID: Int64, reason: String, at: Date?) throws(StorageError) {
-        try database.query(
-            "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map(Self.milliseconds)),
-             .integer(Self.milliseconds(Date())), .integer(rowID)])
+        try database.transaction(.committed) { () throws(StorageError) in
+            try database.query(
+                "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
+                [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map(Self.milliseconds)),
+                 .integer(Self.milliseconds(Date())), .integer(rowID)])
+        }
     }
 
     /// Holds a record (SPEC D-9, status states): it keeps its content and attempts and is not
@@ -192,13 +235,18 @@ extension Repository {
     }
 
     /// Terminal (SPEC D-9: accepted, rejected, retries exhausted): keeps the row with its
-    /// state and outcome, deletes the payload and the attachment copies.
+    /// state and outcome, deletes the payload and the attachment copies. Without copies the
+    /// commit does not wait for the disk (the attempt's admission flushed): a power loss before
+    /// the next flush takes the record back to `submitting`, and the next launch counts that
+    /// attempt as interrupted and sends the report again under the same id (D-4, D-9). With
+    /// copies it flushes, since they are deleted at once after it.
     package func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
         let rows = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
         var stub = rows.first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
         stub?.content = ReportContent()
         stub?.internalLog = []
-        try database.transaction { () throws(StorageError) in
+        let copies = try database.query("SELECT COUNT(*) FROM attachments WHERE record = ?", [.integer(rowID)]).first?.first?.int ?? 0
+        try database.transaction(copies > 0 ? .flushed : .committed) { () throws(StorageError) in
             try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
@@ -228,21 +276,11 @@ extension Repository {
         // disk must not keep the space a failed save took.
         var written: [URL] = []
         let rowID: Int64
-        let text = document.json.serialized()  // once: the column and the size
         do throws(StorageError) {
             rowID = try database.transaction { () throws(StorageError) -> Int64 in
-                try database.query(
-                    """
-                    INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
-                                        dialog_pending, bytes, updated_at)
-                    VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
-                     .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
-                     .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
-                     .integer(Self.milliseconds(Date()))])
-                let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
-                written = try writeAttachments(document.content.attachments, record: rowID, isNew: true).written
+                let (rowID, copies) = try insert(
+                    document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending)
+                written = copies
                 if let clearingSession {
                     try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)])
                     try database.query("DELETE FROM crash_attachments WHERE session = ?", [.text(clearingSession)])
@@ -255,6 +293,27 @@ extension Repository {
         }
         try enforceLimits()
         return rowID
+    }
+
+    /// The insert of a new record and its attachment copies, inside the caller's transaction:
+    /// its row id and the copies written.
+    private func insert(
+        _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
+        session: String? = nil, dialogPending: Bool = false
+    ) throws(StorageError) -> (Int64, [URL]) {
+        let text = document.json.serialized()  // once: the column and the size
+        try database.query(
+            """
+            INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
+                                dialog_pending, bytes, updated_at)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
+             .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
+             .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
+             .integer(Self.milliseconds(Date()))])
+        let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
+        return (rowID, try writeAttachments(document.content.attachments, record: rowID, isNew: true).written)
     }
 
     /// Replaces a record's document (and attachment copies) and state; a dialog report that

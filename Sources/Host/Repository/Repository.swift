@@ -82,7 +82,7 @@ package final class Repository: Sendable {
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 7
+    static let schemaVersion = 8
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -155,6 +155,58 @@ package final class Repository: Sendable {
         try rows(in: states).compactMap { row in try? record(from: row) }
     }
 
+    /// A record's columns without its document or crash payload: what `status` lists and what
+    /// a delivery pass orders, read without parsing a single document.
+    package struct Summary: Sendable {
+        package var rowID: Int64
+        package var reportID: String
+        package var trigger: Trigger
+        package var state: RecordState
+        package var attempts: Int
+        package var nextAttemptAt: Date?
+        package var createdAt: Date
+        package var bytes: Int
+        package var outcome: String?
+        package var held: String?
+        package var session: String?
+        package var updatedAt: Date
+    }
+
+    /// What a row must hold to be read as a record, checked by SQLite: a known trigger, and a
+    /// document that is JSON with the id, trigger and time every document has.
+    private static let readable = """
+        trigger IN (\(Trigger.allCases.map { "'\($0.name)'" }.joined(separator: ", "))) AND json_valid(document)
+        AND json_type(document, '$.report_id') = 'text' AND json_type(document, '$.trigger') = 'text'
+        AND json_type(document, '$.created_at') = 'text'
+        """
+
+    /// Summaries of the records in `states` (all when empty), oldest first, through the index
+    /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out.
+    package func summaries(in states: [RecordState] = [], limit: Int? = nil) throws(StorageError) -> [Summary] {
+        let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND"
+        let rows = try database.query(
+            """
+            SELECT rowid, report_id, trigger, state, attempts, next_attempt_at, created_at, bytes, outcome, held, session, updated_at
+            FROM reports WHERE \(filter) \(Self.readable) ORDER BY created_at, rowid \(limit.map { "LIMIT \($0)" } ?? "")
+            """,
+            states.map { .text($0.rawValue) })
+        return rows.compactMap { row in
+            guard let trigger = row[2].string.flatMap(Trigger.init(name:)) else { return nil }
+            return Summary(
+                rowID: row[0].int ?? 0, reportID: row[1].string ?? "", trigger: trigger,
+                state: row[3].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
+                attempts: Int(clamping: min(max(row[4].int ?? 0, 0), 1_000_000)), nextAttemptAt: row[5].int.map(Self.date),
+                createdAt: Self.date(row[6].int ?? 0), bytes: Int(row[7].int ?? 0), outcome: row[8].string, held: row[9].string,
+                session: row[10].string, updatedAt: Self.date(row[11].int ?? 0))
+        }
+    }
+
+    /// One record, read whole; nil when it is gone or cannot be read.
+    package func record(_ rowID: Int64) throws(StorageError) -> ReportRecord? {
+        try database.query("SELECT \(Self.columns) FROM reports WHERE rowid = ?", [.integer(rowID)]).first
+            .flatMap { row in try? record(from: row) }
+    }
+
     /// The sessions that have a crash report stored (D-16: they are not abnormal exits).
     package func sessionsWithCrashReports() throws(StorageError) -> Set<String> {
         let rows = try database.query(
@@ -164,7 +216,9 @@ package final class Repository: Sendable {
 
     /// The rows `records` skips, with why (`status` reports them; nothing is deleted, D-13).
     package func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
-        try rows(in: []).compactMap { row -> (rowID: Int64, reason: String)? in
+        // SQLite finds the damaged rows: a readable repository parses no document here.
+        let damaged = try database.query("SELECT \(Self.columns) FROM reports WHERE NOT (\(Self.readable)) ORDER BY rowid")
+        return damaged.compactMap { row -> (rowID: Int64, reason: String)? in
             do throws(StorageError) {
                 _ = try record(from: row)
                 return nil

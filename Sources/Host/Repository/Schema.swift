@@ -109,5 +109,12 @@ extension Repository {
                     """)
             }
         }
+        if version < 8 {
+            // Records by state, oldest first: a delivery pass, recovery and `status` find the
+            // rows they need without reading the others.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("CREATE INDEX reports_by_state ON reports(state, created_at); PRAGMA user_version = 8;")
+            }
+        }
     }
 }

@@ -6,9 +6,10 @@ import Foundation
 /// clears the session mark and releases the lock); a process that dies instead leaves the
 /// mark, and the next launch reports an abnormal exit (SPEC D-16).
 ///
-/// A launch is `open` (everything that needs no plugin callback: lock, mark, crash capture,
-/// crash files, the configured plugins) then `recover` (the chains of recovered reports);
-/// `launch` does both. An embedding program runs `recover` in the background.
+/// A launch is `open` (lock, mark, crash capture, the crash files that name a plugin, the
+/// configured plugins) then `recover` (the other crash files, abnormal exits, the chains
+/// of recovered reports); `launch` does both. An embedding program runs `recover` in the
+/// background.
 package final class HostSession: Sendable {
     package let host: ReportHost
     package let repository: Repository
@@ -23,20 +24,20 @@ package final class HostSession: Sendable {
     private let alive: FileLock
     private let recoveredDocuments = Locked<[ReportDocument]>([])
     private let recoveredOnce = Locked(false)
+    /// How the program `reporthost run` watched ended: `recover` records what it left.
+    private let watched: ProgramExit?
 
     /// How long a launch waits for another process's lock (SPEC I-2).
     package static let defaultLockWaitMs = 10_000
 
-    /// The most crash files one launch saves (the newest; older ones wait for the next
-    /// launch): a program in a crash loop can leave thousands, and each one saved is a chain
-    /// to run before the launch is done.
-    package static let defaultCrashFilesPerLaunch = 1_000
-
     /// Documents of the reports recovered by `recover`, oldest first.
     package var recovered: [ReportDocument] { recoveredDocuments.withLock { $0 } }
 
-    private init(host: ReportHost, repository: Repository, lock: FileLock?, alive: FileLock, sessionID: String) {
+    private init(
+        host: ReportHost, repository: Repository, lock: FileLock?, alive: FileLock, sessionID: String, watched: ProgramExit?
+    ) {
         self.host = host
+        self.watched = watched
         self.repository = repository
         self.lock = lock
         self.alive = alive
@@ -57,16 +58,15 @@ package final class HostSession: Sendable {
     }
 
     /// Opens the repository its configuration names for `host`: lock, session mark, crash
-    /// capture, then what earlier launches left (crash files first, so a plugin that crashed
-    /// the host is quarantined before it is opened), then the configured plugins
-    /// (quarantined ones left out). Runs no plugin callback.
+    /// capture, the crash files written inside a plugin call (so a plugin that crashed the
+    /// host is quarantined before it is opened), then the configured plugins (quarantined ones
+    /// left out). Runs no plugin callback, and reads no other crash file: `recover` saves the
+    /// backlog, however large, so a start never waits for it.
     /// - Parameter secondaryAllowed: when the lock stays held by another process for
     ///   `lockWaitMs`, open a secondary session instead of failing.
-    /// - Parameter crashFilesPerLaunch: the most crash files this launch saves (the rest wait
-    ///   for the next one).
     package static func open(
         host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false,
-        giveUpWaiting: () -> Bool = { false }, crashFilesPerLaunch: Int = defaultCrashFilesPerLaunch, watched: ProgramExit? = nil
+        giveUpWaiting: () -> Bool = { false }, watched: ProgramExit? = nil
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         if case .failure(let failure) = Paths.makeFolder(folder.path) {
@@ -88,9 +88,10 @@ package final class HostSession: Sendable {
         try storing { () throws(StorageError) in
             try repository.markSession(sessionID, phase: lock == nil ? .running : .recovering)
         }
-        let session = HostSession(host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID)
+        let session = HostSession(
+            host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID, watched: watched)
         do throws(HostError) {
-            try session.prepare(installCrashCapture: installCrashCapture, crashFilesPerLaunch: crashFilesPerLaunch, watched: watched)
+            try session.prepare(installCrashCapture: installCrashCapture)
             return session
         } catch {
             // A clean failure (a plugin that refuses to load, a storage error) is not an
@@ -101,7 +102,7 @@ package final class HostSession: Sendable {
     }
 
     /// The rest of `open`, once the session is marked.
-    private func prepare(installCrashCapture: Bool, crashFilesPerLaunch: Int, watched: ProgramExit?) throws(HostError) {
+    private func prepare(installCrashCapture: Bool) throws(HostError) {
         if installCrashCapture {
             let capture = host.crashCapture
             capture.install(crashes: repository.crashesFolder, session: sessionID, attributes: host.attributes.snapshot) { key in
@@ -116,8 +117,7 @@ package final class HostSession: Sendable {
             // A host killed between a commit and the file deletions after it left those files.
             let swept = try storing { () throws(StorageError) in try repository.sweepLeftovers() }
             if swept > 0 { host.logger.info("removed \(swept) leftover file(s) of an interrupted run") }
-            try Recovery(host: host, repository: repository)
-                .collect(currentSession: sessionID, crashFilesPerLaunch: crashFilesPerLaunch, watched: watched)
+            try Recovery(host: host, repository: repository).collectPluginCrashes()
         } else if let watched {
             // A secondary recovers nothing (I-2): the program's crash files wait for the
             // primary or the next launch; a death that left none is this run's own report.
@@ -126,15 +126,20 @@ package final class HostSession: Sendable {
         try Self.loadConfiguredPlugins(host: host, repository: repository)
     }
 
-    /// Runs the chains of what `open` recovered (and of chains an earlier launch did not
-    /// finish), with the plugins loaded now; then settles interrupted submissions (D-9).
-    /// A secondary session recovers nothing, and a session recovers once. Returns the
+    /// Saves what earlier launches left (crash files in batches, how a watched program ended,
+    /// abnormal exits), then runs the chains of what it saved and of chains an earlier launch
+    /// did not finish, with the plugins loaded now; then settles interrupted submissions
+    /// (D-9). A secondary session recovers nothing, and a session recovers once. Returns the
     /// documents recovered by this call.
     @discardableResult
-    package func recover() throws(HostError) -> [ReportDocument] {
+    /// - Parameter crashFilesPerBatch: how many crash files one transaction saves (tests make
+    ///   it small to see several batches).
+    package func recover(crashFilesPerBatch: Int? = nil) throws(HostError) -> [ReportDocument] {
         // Once per session: `launch --watch` recovers, then starts the worker, which would again.
         guard isPrimary, recoveredOnce.withLock({ done in defer { done = true }; return !done }) else { return [] }
-        let recovered = try Recovery(host: host, repository: repository).finish(currentSession: sessionID)
+        let recovery = Recovery(host: host, repository: repository)
+        try recovery.collect(currentSession: sessionID, watched: watched, batch: crashFilesPerBatch ?? Recovery.crashFilesPerBatch)
+        let recovered = try recovery.finish(currentSession: sessionID)
         recoveredDocuments.withLock { $0 += recovered }
         try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
