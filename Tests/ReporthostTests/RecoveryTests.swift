@@ -140,16 +140,26 @@ import Testing
                     try ChildProcess.reporthost(
                         arguments + ["--repository", repository], environment: crashAt.map { ["REPORTHOST_CRASH_AT": $0.rawValue] } ?? [:])
                 }
-                // Three crash files: one launch saves them in one batch (one transaction).
-                for _ in 0..<3 { _ = try reporthost(["crash"]) }
+                // Three crash files of programs on other repositories (each `crash` recovers the
+                // files before it): the killed launch saves them in one batch.
+                let crashes = repository + "/crashes"
+                try FileManager.default.createDirectory(atPath: crashes, withIntermediateDirectories: true)
+                for index in 0..<3 {
+                    let other = scenario.appendingPathComponent("crashed-\(index)").path
+                    _ = try ChildProcess.reporthost(["crash", "--repository", other])
+                    for name in try FileManager.default.contentsOfDirectory(atPath: other + "/crashes") where name.hasSuffix(".crash") {
+                        try FileManager.default.moveItem(atPath: other + "/crashes/" + name, toPath: crashes + "/" + name)
+                    }
+                }
                 let killed = try reporthost(["launch"], crashAt: point)
                 #expect(killed.signal == SIGKILL, "\(point): \(killed)")
-                let files = ((try? FileManager.default.contentsOfDirectory(atPath: repository + "/crashes")) ?? [])
-                    .filter { $0.hasSuffix(".crash") }
+                let files = ((try? FileManager.default.contentsOfDirectory(atPath: crashes)) ?? []).filter { $0.hasSuffix(".crash") }
                 let saved = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
-                // Never purged before saved: each crash is still a file, or a record holds it.
-                #expect(files.count + saved.filter { $0.trigger == .crash }.count == 3, "\(point): \(files) \(saved.map(\.state))")
-                let idsBeforeRecovery = Set(saved.filter { $0.trigger == .crash }.map(\.reportID))
+                // Never purged before saved: each crash is still a file, or a record holds it (or both).
+                let savedCrashes = saved.filter { $0.trigger == .crash }
+                #expect(files.count + savedCrashes.count >= 3, "\(point): \(files) \(saved.map(\.state))")
+                #expect(savedCrashes.count == 3, "\(point): one transaction saves the batch")
+                let idsBeforeRecovery = Set(savedCrashes.map(\.reportID))
                 #expect(try reporthost(["launch"]).status == 0)
                 let all = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
                 // The killed launch had marked its session first (I-2): it is an abnormal exit too.

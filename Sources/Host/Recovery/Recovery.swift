@@ -57,7 +57,7 @@ struct Recovery {
         let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
         var registered: [String: [String: FileIdentity]] = [:]
         for start in stride(from: 0, to: files.count, by: max(1, batch)) {
-            var saves: [CrashSave] = []
+            var saves: [Repository.CrashSave] = []
             var crashes: [CrashFile] = []
             for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
                 let crash: CrashFile
@@ -77,7 +77,7 @@ struct Recovery {
                     if registered[session] == nil { registered[session] = try repository.crashAttachments(of: session) }
                     attachments = registered[session] ?? [:]
                 }
-                saves.append(CrashSave(
+                saves.append(Repository.CrashSave(
                     document: FoundReports.crash(
                         crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: attachments),
                     crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session))
