@@ -36,10 +36,43 @@ extern char *__cxa_demangle(const char *mangled, char *output, size_t *length, i
 typedef char *(*swift_demangle_fn)(const char *mangled, size_t length, char *output,
                                    size_t *output_size, uint32_t flags);
 
-struct rh_symbolizer {
-    Dwfl_Callbacks callbacks;        /* libdwfl keeps a pointer to it: must live as long as dwfl */
-    char *debuginfo_path;            /* NULL: libdwfl's default search path */
+/* What add_module needs to know of a file besides its build id. */
+typedef struct elf_facts {
+    int type;       /* ET_DYN or ET_EXEC */
+    uint64_t first; /* page-aligned p_vaddr of the first PT_LOAD: what `base` maps */
+    uint64_t size;  /* from `first` to the end of the last PT_LOAD */
+} elf_facts;
+
+/* One module file, opened once for a whole cache and reported at its link-time addresses:
+   the crashes of many processes look their frames up in it, each address translated from
+   where that process had the file mapped. Reading a library's DWARF (often compressed) is
+   the dear part of symbolication: a crash loop pays it once per library, not per crash. */
+typedef struct image {
+    char *path;
+    char *build_id;
+    elf_facts facts;
+    Dwfl_Callbacks callbacks; /* libdwfl keeps a pointer to it: must live as long as dwfl */
+    char *debuginfo_path;     /* NULL: libdwfl's default search path */
     Dwfl *dwfl;
+    Dwfl_Module *mod;
+} image;
+
+struct rh_symbol_cache {
+    image **images;
+    size_t count, cap;
+};
+
+/* Where one crashed process had an image mapped. */
+typedef struct mapping {
+    uint64_t start, end;
+    image *image;
+} mapping;
+
+struct rh_symbolizer {
+    rh_symbol_cache *cache;
+    bool owns_cache;
+    mapping *maps;
+    size_t count, cap;
     swift_demangle_fn swift_demangle;
 };
 
@@ -131,13 +164,6 @@ static void printable_id(const char *wanted, char *out, size_t cap) {
     }
     if (cap > 0) out[o] = '\0';
 }
-
-/* What add_module needs to know of a file besides its build id. */
-typedef struct elf_facts {
-    int type;       /* ET_DYN or ET_EXEC */
-    uint64_t first; /* page-aligned p_vaddr of the first PT_LOAD: what `base` maps */
-    uint64_t size;  /* from `first` to the end of the last PT_LOAD */
-} elf_facts;
 
 #define PAGE_MASK_4K (~(uint64_t)0xfff)
 
@@ -237,56 +263,106 @@ static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, D
     return -1;
 }
 
-rh_symbolizer *rh_symbolizer_new(void) {
+rh_symbol_cache *rh_symbol_cache_new(void) { return calloc(1, sizeof(rh_symbol_cache)); }
+
+void rh_symbol_cache_free(rh_symbol_cache *cache) {
+    if (cache == NULL) return;
+    for (size_t i = 0; i < cache->count; i++) {
+        dwfl_end(cache->images[i]->dwfl); /* closes the module's files and frees its DWARF */
+        free(cache->images[i]->path);
+        free(cache->images[i]->build_id);
+        free(cache->images[i]);
+    }
+    free(cache->images);
+    free(cache);
+}
+
+rh_symbolizer *rh_symbolizer_new_cached(rh_symbol_cache *cache) {
+    if (cache == NULL) return NULL;
     rh_symbolizer *h = calloc(1, sizeof *h);
     if (h == NULL) return NULL;
     elf_version(EV_CURRENT); /* libelf refuses elf_begin until told which version we speak */
-    h->callbacks.find_elf = no_find_elf;
-    /* Debug files are looked up on this machine only, by build id under the debug path
-       (/usr/lib/debug/.build-id/…, where Debian's -dbgsym packages put them).
-       dwfl_standard_find_debuginfo would also send each missing build id to the servers in
-       DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by
-       the host, never by an environment variable, and recovery never waits on a network. */
-    h->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
-    h->callbacks.section_address = dwfl_offline_section_address;
-    h->callbacks.debuginfo_path = &h->debuginfo_path;
-    h->dwfl = dwfl_begin(&h->callbacks);
-    if (h->dwfl == NULL) {
-        free(h);
-        return NULL;
-    }
+    h->cache = cache;
     /* dlsym returns an object pointer; copy its bits, as POSIX allows, to get the function. */
     void *found = dlsym(RTLD_DEFAULT, "swift_demangle");
     memcpy(&h->swift_demangle, &found, sizeof found);
     return h;
 }
 
+rh_symbolizer *rh_symbolizer_new(void) {
+    rh_symbol_cache *cache = rh_symbol_cache_new();
+    rh_symbolizer *h = rh_symbolizer_new_cached(cache);
+    if (h == NULL) {
+        rh_symbol_cache_free(cache);
+        return NULL;
+    }
+    h->owns_cache = true;
+    return h;
+}
+
 void rh_symbolizer_free(rh_symbolizer *h) {
     if (h == NULL) return;
-    dwfl_end(h->dwfl); /* closes every module's files and frees their DWARF */
+    if (h->owns_cache) rh_symbol_cache_free(h->cache);
+    free(h->maps);
     free(h);
 }
 
-/* Looks for modules already reported that share addresses with [start, end). */
-struct overlap_query {
-    const char *path;
-    uint64_t start, end;
-    bool same;          /* this very file at this very place: reported before */
-    char other[1024];   /* else the first module in the way */
-};
-
-static int find_overlap(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
-                        void *arg) {
-    (void)userdata;
-    struct overlap_query *q = arg;
-    Dwarf_Addr low = start, high = start;
-    dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
-    if (high <= q->start || low >= q->end) return DWARF_CB_OK;
-    if (name != NULL && strcmp(name, q->path) == 0 && low == q->start)
-        q->same = true;
-    else
-        copy_str(q->other, sizeof q->other, name != NULL ? name : "another module");
-    return DWARF_CB_ABORT;
+/* The cache's image of `path` with `build_id` (vetted: `facts` are its), opened and reported at
+   its link-time addresses when it is not there yet; NULL with `why` when libdwfl refuses it. */
+static image *cached_image(rh_symbol_cache *cache, const char *path, const char *build_id, const elf_facts *facts,
+                           char *why, size_t why_cap) {
+    for (size_t i = 0; i < cache->count; i++) {
+        image *found = cache->images[i];
+        if (strcmp(found->path, path) == 0 && strcmp(found->build_id, build_id) == 0) return found;
+    }
+    if (cache->count == cache->cap) {
+        size_t cap = cache->cap ? cache->cap * 2 : 16;
+        image **grown = realloc(cache->images, cap * sizeof *grown);
+        if (grown == NULL) {
+            set_why(why, why_cap, "%s: out of memory", path);
+            return NULL;
+        }
+        cache->images = grown;
+        cache->cap = cap;
+    }
+    image *made = calloc(1, sizeof *made);
+    if (made == NULL || (made->path = strdup(path)) == NULL || (made->build_id = strdup(build_id)) == NULL) {
+        if (made != NULL) free(made->path);
+        free(made);
+        set_why(why, why_cap, "%s: out of memory", path);
+        return NULL;
+    }
+    made->facts = *facts;
+    made->callbacks.find_elf = no_find_elf;
+    /* Debug files are looked up on this machine only, by build id under the debug path
+       (/usr/lib/debug/.build-id/…, where Debian's -dbgsym packages put them).
+       dwfl_standard_find_debuginfo would also send each missing build id to the servers in
+       DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by
+       the host, never by an environment variable, and recovery never waits on a network. */
+    made->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
+    made->callbacks.section_address = dwfl_offline_section_address;
+    made->callbacks.debuginfo_path = &made->debuginfo_path;
+    made->dwfl = dwfl_begin(&made->callbacks);
+    if (made->dwfl != NULL) {
+        /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was
+           mapped, and libdwfl sets the load bias to base - that p_vaddr: reported at `first`,
+           the bias is 0 and addresses are the file's own. (A non-PIE executable is at its
+           link-time addresses whatever base says.) */
+        dwfl_report_begin(made->dwfl);
+        made->mod = dwfl_report_elf(made->dwfl, path, path, -1, (GElf_Addr)facts->first, false);
+        dwfl_report_end(made->dwfl, NULL, NULL);
+    }
+    if (made->mod == NULL) {
+        const char *err = dwfl_errmsg(-1);
+        set_why(why, why_cap, "%s: cannot load (%s)", path, err != NULL ? err : "unknown error");
+        if (made->dwfl != NULL) dwfl_end(made->dwfl);
+        free(made->path);
+        free(made->build_id);
+        free(made);
+        return NULL;
+    }
+    cache->images[cache->count++] = made;
+    return made;
 }
 
 bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base, const char *build_id,
@@ -297,38 +373,41 @@ bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base,
         set_why(why, why_cap, "module without a path");
         return false;
     }
+    if (build_id == NULL) build_id = "";
     elf_facts facts;
-    if (!vet_file(path, build_id == NULL ? "" : build_id, &facts, why, why_cap)) return false;
+    if (!vet_file(path, build_id, &facts, why, why_cap)) return false;
 
-    /* A non-PIE executable sits at its link-time addresses; libdwfl ignores base for it. */
+    /* A non-PIE executable sits at its link-time addresses, whatever base says. */
     uint64_t start = facts.type == ET_EXEC ? facts.first : base;
     if (start + facts.size < start) {
         set_why(why, why_cap, "%s: base 0x%llx leaves no room for its %llu bytes", path,
                 (unsigned long long)base, (unsigned long long)facts.size);
         return false;
     }
-    /* libdwfl would accept overlapping modules and then answer from either one, and reporting
-       the same module again fails and drops the first copy too. So check first. */
-    struct overlap_query q = { .path = path, .start = start, .end = start + facts.size };
-    dwfl_getmodules(h->dwfl, find_overlap, &q, 0);
-    if (q.same) return true;
-    if (q.other[0] != '\0') {
-        set_why(why, why_cap, "%s: its addresses 0x%llx-0x%llx overlap %s", path,
-                (unsigned long long)q.start, (unsigned long long)q.end, q.other);
+    /* An address must name one module: a second module on the same addresses is refused, and
+       the same one at the same place again is the one already there. */
+    uint64_t end = start + facts.size;
+    for (size_t i = 0; i < h->count; i++) {
+        mapping *m = &h->maps[i];
+        if (m->end <= start || m->start >= end) continue;
+        if (m->start == start && strcmp(m->image->path, path) == 0) return true;
+        set_why(why, why_cap, "%s: its addresses 0x%llx-0x%llx overlap %s", path, (unsigned long long)start,
+                (unsigned long long)end, m->image->path);
         return false;
     }
-
-    /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was mapped,
-       i.e. the ELF header, and libdwfl sets the load bias to base - that p_vaddr. With true it
-       would treat `base` as the bias itself. */
-    dwfl_report_begin_add(h->dwfl);
-    Dwfl_Module *mod = dwfl_report_elf(h->dwfl, path, path, -1, (GElf_Addr)base, false);
-    const char *err = mod == NULL ? dwfl_errmsg(-1) : NULL;
-    dwfl_report_end(h->dwfl, NULL, NULL);
-    if (mod == NULL) {
-        set_why(why, why_cap, "%s: cannot load (%s)", path, err != NULL ? err : "unknown error");
-        return false;
+    image *found = cached_image(h->cache, path, build_id, &facts, why, why_cap);
+    if (found == NULL) return false;
+    if (h->count == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        mapping *grown = realloc(h->maps, cap * sizeof *grown);
+        if (grown == NULL) {
+            set_why(why, why_cap, "%s: out of memory", path);
+            return false;
+        }
+        h->maps = grown;
+        h->cap = cap;
     }
+    h->maps[h->count++] = (mapping){.start = start, .end = end, .image = found};
     return true;
 }
 
@@ -497,7 +576,14 @@ int rh_symbolizer_lookup(rh_symbolizer *h, uint64_t address, bool is_return_addr
         if (address == 0) return 0;
         address -= 1; /* inside the call instruction, not after it */
     }
-    Dwfl_Module *mod = dwfl_addrmodule(h->dwfl, (Dwarf_Addr)address);
+    /* The file's own address: where this process had it mapped, taken away. */
+    Dwfl_Module *mod = NULL;
+    for (size_t i = 0; i < h->count && mod == NULL; i++) {
+        mapping *m = &h->maps[i];
+        if (address < m->start || address >= m->end) continue;
+        address = address - m->start + m->image->facts.first;
+        mod = m->image->mod;
+    }
     if (mod == NULL) return 0;
 
     int n = dwarf_frames(h, mod, address, out, cap);

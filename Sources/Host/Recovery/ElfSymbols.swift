@@ -8,13 +8,17 @@ import Symbolize
 /// why (the report's internal log carries it). Runs at recovery, never in the handler.
 final class ElfSymbols: Symbolicating {
     private let handle: OpaquePointer
+    /// Outlives the symbolizer that uses it.
+    private let cache: SymbolCache?
     /// One line per module whose frames are not symbolicated, and why.
     private(set) var refusals: [String] = []
 
-    /// Opens the modules that hold any of `crash`'s frames.
-    init?(for crash: CrashFile) {
-        guard let handle = rh_symbolizer_new() else { return nil }
+    /// Opens the modules that hold any of `crash`'s frames, through `cache` when given (the
+    /// files a recovery has opened already are not read again).
+    init?(for crash: CrashFile, cache: SymbolCache? = nil) {
+        guard let handle = cache.map({ rh_symbolizer_new_cached($0.handle) }) ?? rh_symbolizer_new() else { return nil }
         self.handle = handle
+        self.cache = cache
         var seen: Set<String> = []
         for address in crash.crashedStack {
             guard let module = crash.object(containing: address), seen.insert(module.path).inserted else { continue }
@@ -42,4 +46,18 @@ final class ElfSymbols: Symbolicating {
                 inlined: symbol.inlined)
         }
     }
+}
+
+/// The module files one recovery opens for symbolication, each read once for all its crash
+/// files (a crash loop leaves thousands with the same libraries at other addresses).
+/// Freed with the recovery, after every `ElfSymbols` made with it.
+final class SymbolCache {
+    let handle: OpaquePointer
+
+    init?() {
+        guard let handle = rh_symbol_cache_new() else { return nil }
+        self.handle = handle
+    }
+
+    deinit { rh_symbol_cache_free(handle) }
 }

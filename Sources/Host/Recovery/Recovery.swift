@@ -56,6 +56,7 @@ struct Recovery {
     private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) {
         let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
         var registered: [String: [String: FileIdentity]] = [:]
+        let symbolCache = SymbolCache()
         for start in stride(from: 0, to: files.count, by: max(1, batch)) {
             var saves: [Repository.CrashSave] = []
             var crashes: [CrashFile] = []
@@ -71,7 +72,7 @@ struct Recovery {
                 let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
                 // Symbolicated here, on the machine that crashed, while its files are the ones
                 // that ran (each checked by build id).
-                let symbols = ElfSymbols(for: crash)
+                let symbols = ElfSymbols(for: crash, cache: symbolCache)
                 var attachments: [String: FileIdentity] = [:]
                 if let session = crash.session {
                     if registered[session] == nil { registered[session] = try repository.crashAttachments(of: session) }

@@ -162,7 +162,7 @@ extension Repository {
     /// record back to `submitting`, which the next launch counts as an interrupted attempt.
     package func retryLater(_ rowID: Int64, reason: String, at: Date?) throws(StorageError) {
         try database.transaction(.committed) { () throws(StorageError) in
-            try database.query(
+            _ = try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map(Self.milliseconds)),
                  .integer(Self.milliseconds(Date())), .integer(rowID)])

@@ -25,8 +25,18 @@ typedef struct rh_symbol {
     bool inlined;         /* true for a frame that DWARF says was inlined into the next one */
 } rh_symbol;
 
-/* Returns NULL only when out of memory. */
+/* The module files opened for symbolication, kept for as long as the cache lives: symbolizers
+   made with rh_symbolizer_new_cached share them (a file's DWARF is read once, whatever
+   process mapped it where). One thread at a time. NULL only when out of memory; free accepts
+   NULL and comes after every symbolizer made with the cache is freed. */
+typedef struct rh_symbol_cache rh_symbol_cache;
+rh_symbol_cache *rh_symbol_cache_new(void);
+void rh_symbol_cache_free(rh_symbol_cache *);
+
+/* One crashed process's modules. rh_symbolizer_new has a cache of its own; one made with
+   rh_symbolizer_new_cached uses `cache`, which must outlive it. NULL only when out of memory. */
 rh_symbolizer *rh_symbolizer_new(void);
+rh_symbolizer *rh_symbolizer_new_cached(rh_symbol_cache *cache);
 /* Accepts NULL. */
 void rh_symbolizer_free(rh_symbolizer *);
 

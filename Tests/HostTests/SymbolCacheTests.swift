@@ -1,0 +1,37 @@
+import Foundation
+@testable import Host
+import HostTestSupport
+import Testing
+
+/// Recovery symbolicates every crash file through one cache of module files: a library is read
+/// once, and each crash looks its frames up from wherever its process had the library mapped.
+@Suite struct SymbolCacheTests {
+    /// A crash whose process had `library` mapped at `start` and faulted at `start + offset`.
+    func crash(_ library: String, at start: UInt64, offset: UInt64) throws -> CrashFile {
+        let pc = "0x" + String(start + offset, radix: 16)
+        let lines = [
+            "reporthost-crash 1", "session s", "signal 11", "code 1", "address 0x0", "thread 7", "time 1700000000",
+            "register rip \(pc)", "module 0x\(String(start, radix: 16)) 0x\(String(start + 0x100000, radix: 16)) \(library)",
+            "frame \(pc)", "end",
+        ]
+        return try #require(CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date()))
+    }
+
+    @Test("D-1: crashes of processes that mapped one library at different addresses symbolicate alike through one cache")
+    func oneLibraryManyProcesses() throws {
+        let library = Products.directory.appendingPathComponent("libwrapper-sim.so").path
+        let symbols = try ChildProcess.run("/usr/bin/nm", ["--defined-only", library])
+        let entry = try #require(symbols.stdout.split(separator: "\n").first { $0.hasSuffix(" T rh_plugin_entry") })
+        let offset = try #require(UInt64(entry.prefix { $0 != " " }, radix: 16))
+        let cache = try #require(SymbolCache())
+        for start: UInt64 in [0x7f00_0000_0000, 0x5500_0000_0000, 0x7f00_0000_0000] {
+            let crashed = try crash(library, at: start, offset: offset)
+            let symbolizer = try #require(ElfSymbols(for: crashed, cache: cache))
+            #expect(symbolizer.refusals.isEmpty, "\(symbolizer.refusals)")
+            let found = symbolizer.symbols(at: start + offset, isReturnAddress: false)
+            #expect(found.last?.function == "rh_plugin_entry", "at 0x\(String(start, radix: 16)): \(found)")
+            // An address outside the library's mapping names nothing.
+            #expect(symbolizer.symbols(at: start - 0x1000, isReturnAddress: false).isEmpty)
+        }
+    }
+}
