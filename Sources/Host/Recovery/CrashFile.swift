@@ -112,11 +112,13 @@ package struct CrashFile: Sendable {
     package init?(path: String, data: Data, modifiedAt fileTime: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
         let fallbackTime = Self.plausible(fileTime) ?? Date()
-        let text = String(decoding: data, as: UTF8.self)
-        // Lines end at "\n" or "\r\n" (one Character) and nowhere else, a lone CR included:
-        // the writer encodes every control byte of a value (%XX), so a value can neither end a
-        // line nor start a field.
-        let lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" }
+        // Lines end at "\n" or "\r\n" and nowhere else, a lone CR included: the writer encodes
+        // every control byte of a value (%XX), so a value can neither end a line nor start a
+        // field. Split as bytes: a backlog holds thousands of files of a hundred lines.
+        let lines = data.split(separator: UInt8(ascii: "\n")).compactMap { bytes -> String? in
+            let line = bytes.last == UInt8(ascii: "\r") ? bytes.dropLast() : bytes
+            return line.isEmpty ? nil : String(decoding: line, as: UTF8.self)
+        }
         guard lines.first == "reporthost-crash 1" else { return nil }
         self.path = path
         signal = 0
@@ -275,7 +277,9 @@ package struct CrashFile: Sendable {
 
     /// 2 to 128 lowercase hex digits, an even number.
     static func isBuildID(_ text: String) -> Bool {
-        (2...128).contains(text.count) && text.count % 2 == 0 && text.allSatisfy { $0.isHexDigit && !$0.isUppercase }
+        // Bytes, not Characters: a backlog of crash files holds tens of thousands of these.
+        (2...128).contains(text.utf8.count) && text.utf8.count % 2 == 0
+            && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
     static func hex(_ text: String) -> UInt64? {
