@@ -186,7 +186,7 @@ package struct Deliverer: Sendable {
         switch result {
         case .response(let status, let after) where (200..<300).contains(status):
             faults.hit(.afterAccept)
-            try repository.finish(record.rowID, outcome: "accepted (HTTP \(status))")
+            try repository.finish(record.rowID, outcome: "accepted (HTTP \(status))", document: record.document)
             logger.info("report \(record.reportID) delivered (HTTP \(status))")
             summary.accepted += 1
             _ = after
@@ -195,7 +195,7 @@ package struct Deliverer: Sendable {
             retryAfter = after
             reason = "HTTP \(status)"
         case .response(let status, _):
-            try repository.finish(record.rowID, outcome: "rejected (HTTP \(status))")
+            try repository.finish(record.rowID, outcome: "rejected (HTTP \(status))", document: record.document)
             logger.warn("report \(record.reportID) rejected by the server (HTTP \(status)): terminal")
             summary.terminal += 1
             return

@@ -22,8 +22,16 @@ extension Repository {
             if chmod(path, status.st_mode & 0o700) == 0 { changed.append(path) }
         }
         tighten(folder.path)
-        let walk = FileManager.default.enumerator(atPath: folder.path)
-        while let name = walk?.nextObject() as? String { tighten(folder.appendingPathComponent(name).path) }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
+            tighten(folder.appendingPathComponent(name).path)
+        }
+        // Below, everything was made owner-only by this host, or by the start that found the
+        // folder open to others: the whole tree is walked only then (a start never walks a
+        // backlog of crash files or attachment copies).
+        if !changed.isEmpty {
+            let walk = FileManager.default.enumerator(atPath: folder.path)
+            while let name = walk?.nextObject() as? String { tighten(folder.appendingPathComponent(name).path) }
+        }
         if !changed.isEmpty {
             logger.warn("\(changed.count) file(s) and folder(s) in \(folder.path) were readable by other users: made owner-only")
         }

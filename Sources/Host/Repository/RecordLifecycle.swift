@@ -240,9 +240,13 @@ extension Repository {
     /// the next flush takes the record back to `submitting`, and the next launch counts that
     /// attempt as interrupted and sends the report again under the same id (D-4, D-9). With
     /// copies it flushes, since they are deleted at once after it.
-    package func finish(_ rowID: Int64, outcome: String) throws(StorageError) {
-        let rows = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
-        var stub = rows.first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
+    /// - Parameter document: the record's document when the caller has it (no read back).
+    package func finish(_ rowID: Int64, outcome: String, document: ReportDocument? = nil) throws(StorageError) {
+        var stub = document
+        if stub == nil {
+            stub = try database.query("SELECT document FROM reports WHERE rowid = ?", [.integer(rowID)])
+                .first?.first?.string.flatMap { try? JSONValue.parse($0) }.flatMap(ReportDocument.init(json:))
+        }
         stub?.content = ReportContent()
         stub?.internalLog = []
         let copies = try database.query("SELECT COUNT(*) FROM attachments WHERE record = ?", [.integer(rowID)]).first?.first?.int ?? 0
