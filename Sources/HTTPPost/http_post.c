@@ -149,7 +149,9 @@ static int on_progress(void *context, curl_off_t download_total, curl_off_t down
     if (!t->head.complete) return 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec - t->head.completed_at.tv_sec > 1;
+    long long waited_ms = (long long)(now.tv_sec - t->head.completed_at.tv_sec) * 1000 +
+                          (now.tv_nsec - t->head.completed_at.tv_nsec) / 1000000;
+    return waited_ms > 1000;
 }
 
 /* The few failures delivery tells apart, in fixed words; NULL for the rest (then curl's own

@@ -428,12 +428,18 @@ import Testing
         let stored = try store()
         #expect(try repository.admit(stored.rowID, perMinute: 0, now: Date()) == .admitted)
         #expect(try record(stored.rowID).state == .submitting)
-        let now = Date()
+        // Past the middle of a millisecond: a due time stored rounded up would be later than now.
+        let now = Date(timeIntervalSince1970: 1_800_000_000.0007)
         try deliverer("http://127.0.0.1:9/post", now: now).settleInterrupted()
         let after = try record(stored.rowID)
         #expect(after.state == .retry && after.attempts == 1)
         #expect(abs((after.nextAttemptAt ?? .distantPast).timeIntervalSince(now)) < 0.01)
         #expect(after.outcome == "interrupted during submission")
+        // Due now means due to the very next pass, at the same instant.
+        let server = try receiver([.status(200)])
+        let summary = try deliverer(server.url, now: now).deliver(retries: true)
+        #expect(summary.accepted == 1 && server.received.map(\.uuid) == [stored.reportID])
+        server.stop()
     }
 
     @Test("D-14: no log line contains the submission token or attachment contents")

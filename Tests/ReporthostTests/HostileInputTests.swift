@@ -237,6 +237,26 @@ import Testing
         }
     }
 
+    @Test("D-9: a server that stalls inside a small body it announced costs about a second, never the answer")
+    func stalledSmallBody() async throws {
+        // Off the cooperative pool: child processes and long loops must not starve the
+        // async handler tests of its two threads.
+        try await offPool { [self] in
+            // 100 bytes announced (small enough to be read for keep-alive), a byte every 5 s:
+            // without the one-second cap on reading it, the request would last until its deadline.
+            let server = try RawHTTPServer(.trickle(
+                head: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", body: String(repeating: "x", count: 100), intervalMs: 5_000))
+            defer { server.stop() }
+            let clock = SystemClock()
+            let start = clock.now()
+            let result = try run(["report", "error", "--config", try config(server.url, timeoutMs: 20_000)], limitSeconds: 120)
+            #expect(result.status == 0 && result.signal == nil, "\(result.stderr)")
+            #expect(clock.now().milliseconds(since: start) < 20_000, "the body's stall held the request")
+            let record = try #require(try status()["records"]?.arrayValue?.last)
+            #expect(record["state"] == .string("terminal") && record["outcome"] == .string("accepted (HTTP 200)"), "\(record)")
+        }
+    }
+
     @Test("D-9: a server that never stops sending its body cannot grow the host: the body is never read")
     func endlessBody() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

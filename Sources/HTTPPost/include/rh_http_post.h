@@ -2,10 +2,10 @@
  *
  * What a server sends is bounded here: the status line and one header (Retry-After) are
  * kept, within fixed buffers; the answer is known at the end of its final head. A body the
- * head announces (Content-Length) at 16 KB or less is read and dropped, within a second, so
- * the connection can carry the next request; any other ends the transfer at the end of the
- * head and closes its connection. Redirects are not followed; only http and https are
- * spoken. */
+ * head announces (Content-Length) at 16 KB or less is read and dropped, so the connection can
+ * carry the next request; one still coming a second after the head is given up with its
+ * connection, and any other body ends the transfer at the end of the head, closing the
+ * connection. Redirects are not followed; only http and https are spoken. */
 #pragma once
 
 #include <stddef.h>

@@ -115,21 +115,8 @@ package struct Deliverer: Sendable {
     /// together, and each outcome settled. False when the pass must stop (the local window
     /// is full, or the host is stopping).
     private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
-        var built: [(record: ReportRecord, body: RequestBody)] = []
+        let built = try bodies(for: window, into: &summary)
         defer { for item in built { try? FileManager.default.removeItem(at: item.body.file) } }
-        for item in window {
-            // Read whole only now; a row another process changed or damaged is skipped.
-            guard let record = try storing({ () throws(StorageError) in try repository.record(item.rowID) }) else { continue }
-            // The body is built before admission: a local file problem costs no attempt.
-            let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
-            do {
-                built.append((record, RequestBody(contentType: try writeBody(record, to: file), file: file)))
-            } catch {
-                try? FileManager.default.removeItem(at: file)
-                logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
-                summary.notBuilt += 1
-            }
-        }
         guard !built.isEmpty else { return true }
         let admissions = try storing { () throws(StorageError) in
             try repository.admit(built.map(\.record.rowID), perMinute: configuration.reportsPerMin, now: now())
@@ -151,6 +138,27 @@ package struct Deliverer: Sendable {
         }
         // The host is stopping: no further attempt in this pass.
         return !summary.rateLimited && !results.contains(.cancelled)
+    }
+
+    /// Each record of `window` read whole, with its request body written. The bodies are built
+    /// before admission: a local file problem costs no attempt. A row another process changed
+    /// or damaged is skipped.
+    private func bodies(for window: [Repository.Summary], into summary: inout Summary) throws(HostError)
+        -> [(record: ReportRecord, body: RequestBody)]
+    {
+        var built: [(record: ReportRecord, body: RequestBody)] = []
+        for item in window {
+            guard let record = try storing({ () throws(StorageError) in try repository.record(item.rowID) }) else { continue }
+            let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
+            do {
+                built.append((record, RequestBody(contentType: try writeBody(record, to: file), file: file)))
+            } catch {
+                try? FileManager.default.removeItem(at: file)
+                logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
+                summary.notBuilt += 1
+            }
+        }
+        return built
     }
 
     /// Writes the multipart body; a copy that went missing is left out with a diagnostic in

@@ -47,8 +47,8 @@ extension SubmissionTransport {
 /// (keep-alive), and a batch has up to `inFlight` requests on the wire at once.
 ///
 /// What a server sends is bounded: only the status line and `Retry-After` are kept (in fixed
-/// buffers); a body is read (and dropped) only when the head announces 16 KB or less, within
-/// a second of the head, else the transfer ends with the head; each request has a
+/// buffers); a body is read (and dropped) only when the head announces 16 KB or less, and for
+/// at most a second after the head, else the transfer ends with the head; each request has a
 /// whole-request deadline (four times `timeoutMs`, at least 5 s), because the idle limit
 /// restarts on every byte (a server trickling its answer would hold the host, and its
 /// repository lock, for ever). Redirects are not followed (a 3xx is an answer, D-9), so a

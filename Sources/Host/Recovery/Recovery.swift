@@ -55,41 +55,49 @@ struct Recovery {
     /// files gone and marks them again. A file that cannot be read is set aside on its own.
     private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) {
         let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
-        var registered: [String: [String: FileIdentity]] = [:]
-        let symbolCache = SymbolCache()
+        var reader = CrashReader(watched: watched)
         for start in stride(from: 0, to: files.count, by: max(1, batch)) {
-            var saves: [Repository.CrashSave] = []
-            var crashes: [CrashFile] = []
+            var read: [(save: Repository.CrashSave, crash: CrashFile)] = []
             for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
-                let crash: CrashFile
                 switch CrashFile.read(path, modifiedAt: modified) {
-                case .success(let parsed): crash = parsed
-                case .failure(let rejection):
-                    try reject(path, because: rejection.reason, modified: modified)
-                    continue
+                case .success(let crash): read.append((try reader.save(crash, path: path, recovery: self), crash))
+                case .failure(let rejection): try reject(path, because: rejection.reason, modified: modified)
                 }
-                let culprit = try quarantineCulprit(of: crash)
-                let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
-                // Symbolicated here, on the machine that crashed, while its files are the ones
-                // that ran (each checked by build id).
-                let symbols = ElfSymbols(for: crash, cache: symbolCache)
-                var attachments: [String: FileIdentity] = [:]
-                if let session = crash.session {
-                    if registered[session] == nil { registered[session] = try repository.crashAttachments(of: session) }
-                    attachments = registered[session] ?? [:]
-                }
-                saves.append(Repository.CrashSave(
-                    document: FoundReports.crash(
-                        crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: attachments),
-                    crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session))
-                crashes.append(crash)
             }
-            guard !saves.isEmpty else { continue }
-            let rowIDs = try repository.saveCrashes(saves)
+            guard !read.isEmpty else { continue }
+            let rowIDs = try repository.saveCrashes(read.map(\.save))
             log.debug("\(rowIDs.count) crash file(s) saved as records \(rowIDs.first ?? 0)…\(rowIDs.last ?? 0)")
-            for (crash, rowID) in zip(crashes, rowIDs) { try skipChainsTheCrashInterrupted(crash, record: rowID) }
+            for (item, rowID) in zip(read, rowIDs) { try skipChainsTheCrashInterrupted(item.crash, record: rowID) }
             host.faults.hit(.afterSave)
-            try purge(zip(saves, rowIDs).map { ($0.crashFile, $1) })
+            try purge(zip(read, rowIDs).map { ($0.save.crashFile, $1) })
+        }
+    }
+
+    /// Turns the crash files of one recovery into saves, with what they share: the module files
+    /// symbolication opened, and each session's registered attachments.
+    private struct CrashReader {
+        let watched: ProgramExit?
+        let symbolCache = SymbolCache()
+        var registered: [String: [String: FileIdentity]] = [:]
+
+        init(watched: ProgramExit?) { self.watched = watched }
+
+        /// The report `crash` (read from `path`) becomes, its plugin quarantined when at fault.
+        mutating func save(_ crash: CrashFile, path: String, recovery: Recovery) throws(StorageError) -> Repository.CrashSave {
+            let culprit = try recovery.quarantineCulprit(of: crash)
+            let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
+            // Symbolicated here, on the machine that crashed, while its files are the ones that
+            // ran (each checked by build id).
+            let symbols = ElfSymbols(for: crash, cache: symbolCache)
+            var attachments: [String: FileIdentity] = [:]
+            if let session = crash.session {
+                if registered[session] == nil { registered[session] = try recovery.repository.crashAttachments(of: session) }
+                attachments = registered[session] ?? [:]
+            }
+            return Repository.CrashSave(
+                document: FoundReports.crash(
+                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: attachments),
+                crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
         }
     }
 

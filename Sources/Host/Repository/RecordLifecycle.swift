@@ -164,7 +164,7 @@ extension Repository {
         try database.transaction(.committed) { () throws(StorageError) in
             _ = try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
-                [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map(Self.milliseconds)),
+                [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map { Self.milliseconds($0, rounding: .down) }),
                  .integer(Self.milliseconds(Date())), .integer(rowID)])
         }
     }
@@ -230,7 +230,7 @@ extension Repository {
             WHERE state = ? AND held LIKE 'configuration:%' RETURNING rowid
             """,
             [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
-             .integer(Self.milliseconds(now)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)]
+             .integer(Self.milliseconds(now, rounding: .down)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)]
         ).count
     }
 

@@ -258,9 +258,10 @@ package final class Repository: Sendable {
         (serialized ?? document.json.serialized()).utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
     }
 
-    /// Milliseconds since 1970, saturating: no date, however far off, traps.
-    static func milliseconds(_ date: Date) -> Int64 {
-        let value = (date.timeIntervalSince1970 * 1000).rounded()
+    /// Milliseconds since 1970, saturating: no date, however far off, traps. A due time is
+    /// rounded down (`.down`): stored rounded up, "due now" would not be due at that instant.
+    static func milliseconds(_ date: Date, rounding: FloatingPointRoundingRule = .toNearestOrAwayFromZero) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(rounding)
         guard !value.isNaN else { return 0 }
         return Int64(exactly: value) ?? (value > 0 ? Int64.max : Int64.min)
     }
