@@ -15,7 +15,7 @@ struct Recovery {
     /// embedding program runs in the background: a start never waits for a backlog.
     func collectPluginCrashes() throws(HostError) {
         try storing { () throws(StorageError) in
-            try saveCrashFiles(crashFiles().filter(CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
+            try saveCrashFiles(crashFiles(named: CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
         }
     }
 
@@ -101,10 +101,13 @@ struct Recovery {
         }
     }
 
-    private func crashFiles() -> [String] {
+    /// The crash files in `crashes/` whose name `include` accepts, by path. Names are filtered
+    /// before any path is made: a start looks at a backlog's names only.
+    private func crashFiles(named include: (String) -> Bool = { _ in true }) -> [String] {
         let folder = repository.crashesFolder
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.filter { $0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial") }.map { folder.appendingPathComponent($0).path }
+        return names.filter { ($0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial")) && include($0) }
+            .map { folder.appendingPathComponent($0).path }
     }
 
     /// A watched program that went on after a fault and ended normally survived it
@@ -112,7 +115,7 @@ struct Recovery {
     /// files are not crashes. Each is deleted with a debug line.
     func discardCrashFiles(of program: ProgramExit) throws(StorageError) {
         // The writer names a file `<session>-<time>-<pid>.crash`.
-        for path in crashFiles() where URL(fileURLWithPath: path).lastPathComponent.hasPrefix(program.session + "-") {
+        for path in crashFiles(named: { $0.hasPrefix(program.session + "-") }) {
             guard unlink(path) == 0 else {
                 throw StorageError(path: path, message: "cannot discard the crash file (\(String(cString: strerror(errno))))")
             }
