@@ -50,8 +50,9 @@ let package = Package(
             name: "Symbolize",
             linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("stdc++"), .linkedLibrary("dl")]),
         // libcurl (libcurl4-openssl-dev), not FoundationNetworking: its `try!` on some curl
-        // errors could end the host when a server misbehaves.
-        .target(name: "HTTPPost", linkerSettings: [.linkedLibrary("curl")]),
+        // errors could end the host when a server misbehaves. Loaded with dlopen at the first
+        // delivery, not linked (its 32 libraries cost every start).
+        .target(name: "HTTPPost"),
         .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture", "HTTPPost", "Symbolize"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(

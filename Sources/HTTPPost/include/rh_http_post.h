@@ -41,8 +41,12 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
 /* Sets a cancel flag (atomically) for rh_http_post. Any thread. */
 void rh_cancel_set(int *flag);
 
+/* Why libcurl cannot be used (it could not be loaded, or could not start), or NULL when it can.
+ * libcurl.so.4 is loaded at the first call of this or rh_http_client_new, not linked. Any thread. */
+const char *rh_http_load_failure(void);
+
 /* A client for delivery passes: its connections stay open between requests (keep-alive).
- * One thread at a time. NULL when libcurl cannot start. */
+ * One thread at a time. NULL when libcurl cannot be used (rh_http_load_failure says why). */
 typedef struct rh_http_client rh_http_client;
 rh_http_client *rh_http_client_new(void);
 void rh_http_client_free(rh_http_client *client);

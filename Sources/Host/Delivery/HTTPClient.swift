@@ -86,7 +86,10 @@ package struct CurlTransport: SubmissionTransport {
                 handle, url.absoluteString, requests, requests.count, max(1, inFlight), min(timeoutMs, Limits.maxMilliseconds),
                 Self.wholeRequestMilliseconds(timeoutMs), direct, cancellation?.flag, &results, &returns)
         }
-        guard posted else { return bodies.map { _ in .transportFailure("libcurl could not start") } }
+        guard posted else {
+            let failure = rh_http_load_failure().map { String(cString: $0) } ?? "libcurl could not start"
+            return bodies.map { _ in .transportFailure(failure) }
+        }
         return zip(results, returns).map { result, status in
             var result = result
             if status == RH_HTTP_CANCELLED { return .cancelled }
@@ -128,7 +131,7 @@ private final class CurlClient: @unchecked Sendable {
     private let lock = NSLock()
     private var handle: OpaquePointer?
 
-    /// Runs `body` with the client; false when libcurl cannot start.
+    /// Runs `body` with the client; false when libcurl cannot be used (`rh_http_load_failure`).
     func withClient(_ body: (OpaquePointer) -> Void) -> Bool {
         lock.lock()
         defer { lock.unlock() }
