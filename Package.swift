@@ -62,7 +62,9 @@ let package = Package(
         .target(name: "Receiver", dependencies: ["Host"]),
         // The async-signal-safe handler that passes signals sent to `reporthost run` on.
         .target(name: "SignalForwarding"),
-        .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding"]),
+        // The CLI's main thread serving the main dispatch queue (Foundation's run loop did).
+        .target(name: "MainQueue", linkerSettings: [.linkedLibrary("dispatch")]),
+        .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",

@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// The checks `reporthost check` runs, in order. Each reads the typed rule events the host
@@ -236,7 +237,7 @@ package enum Catalogue {
                 let group = DispatchGroup()
                 for index in 0..<4 {
                     group.enter()
-                    Thread.detachNewThread {
+                    let started = startThread {
                         defer { group.leave() }
                         do {
                             // Recovered reports run their callbacks on threads of their own: at once.
@@ -245,6 +246,10 @@ package enum Catalogue {
                         } catch {
                             errors.withLock { $0.append("\(error)") }
                         }
+                    }
+                    if !started {
+                        errors.withLock { $0.append("the system refused a thread for report \(index)") }
+                        group.leave()
                     }
                 }
                 group.wait()
@@ -396,16 +401,12 @@ package enum Catalogue {
     /// The defined dynamic symbols of a library, via nm; nil when nm is missing. Of nm's
     /// output the first 4 MB are kept (a plugin's symbol table is input from outside).
     static func exportedSymbols(_ path: String) -> [String]? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["nm", "-D", "--defined-only", path]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        let data = SystemCalls.live.drain(out.fileHandleForReading.fileDescriptor, keep: .first(4 << 20))
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { return nil }
+        guard case .success(let nm) = Subprocess.spawn(["nm", "-D", "--defined-only", path], captureOutput: true),
+            let output = nm.output
+        else { return nil }
+        let data = SystemCalls.live.drain(output, keep: .first(4 << 20))
+        close(output)
+        guard nm.wait() == .exited(0) else { return nil }
         // Global symbols only (nm's type letter in capitals, or `u`): a local one in the
         // dynamic table (Swift leaves protocol conformance descriptors there) is not exported.
         return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line -> String? in

@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// How one conformance check ended (SPEC I-8).

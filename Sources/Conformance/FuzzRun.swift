@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// `check --fuzz N [--seed S]` and `check --reproduce SEED` (issue: the author's kit): N
@@ -28,13 +29,13 @@ extension Catalogue {
             name: "fuzz", summary: "copes with generated reports: long, empty, invalid UTF-8, many labels and attributes, large attachments",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            let progress = ProcessInfo.processInfo.environment[fuzzProgressVariable].flatMap { FileHandle(forWritingAtPath: $0) }
-            defer { try? progress?.close() }
+            let progress = ProcessInfo.processInfo.environment[fuzzProgressVariable].map { open($0, O_WRONLY | O_APPEND | O_CLOEXEC) }
+            defer { if let progress, progress >= 0 { close(progress) } }
             let (host, events, plugin) = try context.host()
             defer { host.stop() }
             for seed in seeds {
                 // Before the case runs, where a crash cannot take it back.
-                try? progress?.write(contentsOf: Data("case \(seed)\n".utf8))
+                if let progress, progress >= 0 { _ = SystemCalls.live.writeAll(progress, "case \(seed)\n") }
                 let input = FuzzCase(seed: seed)
                 let before = events.count
                 var request = input.request

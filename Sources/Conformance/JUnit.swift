@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `check --junit FILE` (SPEC I-8): the results as JUnit XML, the format CI systems read
 /// (Jenkins, GitLab, GitHub test reporters, `junitparser`): one `testsuite` named after the
@@ -9,7 +10,7 @@ package enum JUnit {
         let failures = results.filter { $0.status == .failed }.count
         let errors = results.filter { $0.status == .crashed || $0.status == .timedOut }.count
         let skipped = results.filter { $0.status == .skipped }.count
-        let seconds = { (ms: Int) in String(format: "%.3f", Double(ms) / 1000) }
+        let seconds = { (ms: Int) in "\(ms / 1000).\(String(ms % 1000, zeroPaddedTo: 3))" }
         let total = results.reduce(0) { $0 + $1.durationMs }
         let suiteName = URL(fileURLWithPath: plugin).lastPathComponent
         var lines = [

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// The scrubbing checks (`check --scrub`, SPEC I-8): one per field a plugin can change. Each

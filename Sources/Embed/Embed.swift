@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Host
 
 // The C entry points of libreporthost.so (`reporthost/embed.h`). Each checks its arguments,
@@ -49,7 +49,7 @@ public func embedStart(
 ) -> OpaquePointer? {
     copy("", into: error, capacity: errorCapacity)
     func fail(_ message: String) -> OpaquePointer? {
-        copy(message.replacingOccurrences(of: "\n", with: " "), into: error, capacity: errorCapacity)
+        copy(String(message.map { $0.isNewline ? " " : $0 }), into: error, capacity: errorCapacity)
         return nil
     }
     if configPath != nil && text(configPath) == nil { return fail("rh_embed_start: config_path is not valid UTF-8") }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// The host inside a program that links `libreporthost.so` (embed.h): a `Runtime` with a main

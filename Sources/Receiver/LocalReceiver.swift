@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// A local submission endpoint speaking the Backtrace submission API (`reporthost receive`):
@@ -88,7 +89,7 @@ package final class LocalReceiver: Sendable {
     /// Parses `--respond` text: `503,429,reset,stall,200`.
     package static func parseScript(_ text: String) throws(ScriptError) -> [Response] {
         try text.split(separator: ",").map { (item) throws(ScriptError) -> Response in
-            let word = item.trimmingCharacters(in: .whitespaces).lowercased()
+            let word = item.trimmed.lowercased()
             if word == "reset" { return .reset }
             if word == "stall" { return .stall }
             guard let code = Int(word), (100...599).contains(code) else {
@@ -132,7 +133,10 @@ package final class LocalReceiver: Sendable {
         self.limits = limits
         self.onReceive = onReceive
         self.keepInMemory = keepInMemory
-        Thread.detachNewThread { [self] in acceptLoop() }
+        guard startThread({ [self] in acceptLoop() }) else {
+            close(fd)
+            throw .runtime("receive: the system refused a thread to accept connections")
+        }
     }
 
     package var url: String { "http://127.0.0.1:\(port)/post?format=json&token=local-token" }
@@ -166,10 +170,15 @@ package final class LocalReceiver: Sendable {
                 close(client)
                 continue
             }
-            Thread.detachNewThread { [self] in
+            let started = startThread { [self] in
                 serve(client)
                 // Forgotten before it is closed: `admit` never shuts down a reused descriptor.
                 state.withLock { $0.connections[client] = nil }
+                close(client)
+            }
+            if !started {
+                state.withLock { $0.connections[client] = nil }
+                SocketReader(fd: client, limits: limits).answer(503, "no thread to serve the connection", extra: "Retry-After: 1\r\n")
                 close(client)
             }
         }
@@ -195,10 +204,15 @@ package final class LocalReceiver: Sendable {
         }
     }
 
-    /// Notes whether `client` waits for a request head (it may then be shed).
+    /// Notes whether `client` waits for a request head (it may then be shed). A new connection
+    /// waits from the moment it was accepted, not from when its thread first runs: threads
+    /// start in any order, and the one idle longest must be the one shed.
     private func setWaitingForHead(_ client: Int32, _ waiting: Bool) {
         let now = SystemClock().now()
-        state.withLock { $0.connections[client]?.waitingForHead = waiting ? now : nil }
+        state.withLock { state in
+            guard let connection = state.connections[client] else { return }
+            state.connections[client]?.waitingForHead = waiting ? (connection.waitingForHead ?? now) : nil
+        }
     }
 
     /// Connections accepted so far, and the most served at once (a client's reuse of its
@@ -246,7 +260,7 @@ package final class LocalReceiver: Sendable {
                     reader.answer(400, "malformed header line")
                     return
                 }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmed
             }
             if headers["expect"]?.lowercased() == "100-continue" { reader.write("HTTP/1.1 100 Continue\r\n\r\n") }
             let body: Result<Data, SocketReader.Failure>
@@ -432,7 +446,7 @@ private struct SocketReader {
     private mutating func take(upTo separator: Data, limit: Int, tooLarge: Failure) -> Result<Data, Failure> {
         while true {
             let from = buffer.startIndex + max(0, scanned - (separator.count - 1))
-            if let range = buffer.range(of: separator, in: from..<buffer.endIndex) {
+            if let range = buffer[from...].firstRange(of: separator) {
                 let taken = Data(buffer[buffer.startIndex..<range.lowerBound])
                 buffer.removeSubrange(buffer.startIndex..<range.upperBound)
                 scanned = 0
@@ -465,7 +479,7 @@ private struct SocketReader {
             case .failure(let failure): return .failure(failure)
             }
             // Hex digits only: no sign, no overflow past the body limit.
-            let digits = line.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            let digits = line.split(separator: ";").first.map { $0.trimmed } ?? ""
             guard !digits.isEmpty, digits.count <= 16, digits.allSatisfy(\.isHexDigit), let size = UInt(digits, radix: 16) else {
                 return .failure(.malformed("bad chunk size '\(line.prefix(32))'"))
             }
@@ -486,7 +500,7 @@ private struct SocketReader {
 
     /// A complete JSON answer.
     func answer(_ status: Int, _ message: String, rxid: String = "", extra: String = "") {
-        let escaped = message.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        let escaped = message.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
         let text = "{\"response\":\"\(escaped)\",\"_rxid\":\"\(rxid)\"}"
         write("HTTP/1.1 \(status) \(status < 300 ? "OK" : "Error")\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(text.utf8.count)\r\n\r\n\(text)")
     }

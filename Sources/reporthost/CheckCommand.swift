@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Conformance
 import Host
 
@@ -114,11 +115,9 @@ enum CheckCommand {
     static func isolated(
         _ name: String, plugin: String, slot: PluginSlot, seed: UInt64, timeoutMs: Int, copies: URL, passing: [String] = []
     ) -> CheckResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-        process.arguments = [
-            "check", plugin, "--slot", slot.rawValue, "--seed", String(seed), "--in-process", "--json", "--include",
-            "^\(NSRegularExpression.escapedPattern(for: name))$",
+        let arguments = [
+            ownExecutable, "check", plugin, "--slot", slot.rawValue, "--seed", String(seed), "--in-process", "--json", "--include",
+            "^\(escapedPattern(name))$",
         ] + passing
         var environment = ProcessInfo.processInfo.environment
         environment[CheckContext.copiesFolderVariable] = copies.path
@@ -131,44 +130,54 @@ enum CheckCommand {
         let crashes = copies.appendingPathComponent("crashes-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
         environment[crashesFolderVariable] = crashes.path
-        process.environment = environment
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let ended = WaitableState(false)
-        process.terminationHandler = { _ in ended.update { $0 = true } }
         let clock = SystemClock()
         let start = clock.now()
-        do {
-            try process.run()
-        } catch {
+        let child: Subprocess
+        switch Subprocess.spawn(arguments, environment: environment, captureOutput: true, captureErrors: true) {
+        case .success(let started): child = started
+        case .failure(let error):
             return CheckResult(check: name, status: .failed, details: "cannot start the check process: \(error)", durationMs: 0)
+        }
+        let ended = WaitableState<Subprocess.Ending?>(nil)
+        let waited = startThread {
+            let ending = child.wait()
+            ended.update { $0 = ending }
         }
         // Drain both pipes while waiting, so a chatty plugin cannot block the child.
         let drained = WaitableState<(out: Data?, err: Data?)>((nil, nil))
         // Bounded: a plugin printing in a loop must not fill the parent's memory. The result
         // document is small (first 1 MB kept); of stderr only the tail is shown.
-        Thread.detachNewThread {
-            let data = SystemCalls.live.drain(out.fileHandleForReading.fileDescriptor, keep: .first(1 << 20))
-            drained.update { $0.out = data }
+        let readers: [(Int32?, DrainKeep, @Sendable (Data) -> Void)] = [
+            (child.output, .first(1 << 20), { data in drained.update { $0.out = data } }),
+            (child.errors, .last(64 * 1024), { data in drained.update { $0.err = data } }),
+        ]
+        for (fd, keep, store) in readers {
+            guard let fd else { continue }
+            let started = startThread {
+                store(SystemCalls.live.drain(fd, keep: keep))
+                close(fd)
+            }
+            if !started {
+                close(fd)
+                store(Data())
+            }
         }
-        Thread.detachNewThread {
-            let data = SystemCalls.live.drain(err.fileHandleForReading.fileDescriptor, keep: .last(64 * 1024))
-            drained.update { $0.err = data }
-        }
-        let finished = ended.wait(until: start.advanced(byMilliseconds: timeoutMs), clock: clock, for: { $0 }, then: { value, _ in value })
+        // Without a thread to wait on it, the child is given its whole limit.
+        let deadline = start.advanced(byMilliseconds: timeoutMs)
+        var ending = ended.wait(until: deadline, clock: clock, for: { $0 != nil }, then: { value, _ in value })
         let elapsed = clock.now().milliseconds(since: start)
-        if !finished {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        if ending == nil {
+            kill(child.pid, SIGKILL)
+            if waited {
+                ending = ended.wait(until: nil, clock: clock, for: { $0 != nil }, then: { value, _ in value })
+            } else {
+                ending = child.wait()
+            }
             return CheckResult(
                 check: name, status: .timedOut, details: "no result within \(timeoutMs) ms (killed)\(fuzzCase(in: progress))",
                 durationMs: elapsed)
         }
-        process.waitUntilExit()
-        if process.terminationReason == .uncaughtSignal {
-            let signal = process.terminationStatus
+        if case .signalled(let signal) = ending {
             let signalName = CrashFile.signalNames[signal].map { "SIG\($0)" } ?? "signal \(signal)"
             return CheckResult(
                 check: name, status: .crashed,
@@ -184,7 +193,8 @@ enum CheckCommand {
             return result
         }
         let stderrTail = String(decoding: errors.suffix(400), as: UTF8.self)
-        return CheckResult(check: name, status: .failed, details: "no result (exit \(process.terminationStatus)): \(stderrTail)", durationMs: elapsed)
+        let status = if case .exited(let status) = ending { status } else { Int32(-1) }
+        return CheckResult(check: name, status: .failed, details: "no result (exit \(status)): \(stderrTail)", durationMs: elapsed)
     }
 
     /// " on case S; reproduce with --reproduce S": the case a fuzz child was running when it
@@ -220,7 +230,7 @@ enum CheckCommand {
             guard !group.isEmpty else { continue }
             lines.append("\(status.rawValue.uppercased()) (\(group.count))")
             for result in group {
-                lines.append("  \(result.check.padding(toLength: 32, withPad: " ", startingAt: 0)) \(String(result.durationMs).padding(toLength: 6, withPad: " ", startingAt: 0))ms  \(result.details)")
+                lines.append("  \(result.check.padded(toLength: 32)) \(String(result.durationMs).padded(toLength: 6))ms  \(result.details)")
             }
         }
         let failed = results.filter { $0.status.fails }.count
@@ -228,17 +238,25 @@ enum CheckCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func regex(_ pattern: String?, _ flag: String) throws -> NSRegularExpression? {
+    static func regex(_ pattern: String?, _ flag: String) throws -> Regex<AnyRegexOutput>? {
         guard let pattern else { return nil }
         do {
-            return try NSRegularExpression(pattern: pattern)
+            return try Regex(pattern)
         } catch {
             throw UsageError("\(flag) '\(pattern)' is not a valid regular expression")
         }
     }
 
-    static func matches(_ regex: NSRegularExpression, _ text: String) -> Bool {
-        regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+    static func matches(_ regex: Regex<AnyRegexOutput>, _ text: String) -> Bool { text.contains(regex) }
+
+    /// `text` as a pattern that matches it literally (what `--include` a check child gets).
+    static func escapedPattern(_ text: String) -> String {
+        String(text.flatMap { "\\^$.|?*+()[]{}".contains($0) ? ["\\", $0] : [$0] })
+    }
+
+    /// This executable's path (a check's child process runs it again).
+    static var ownExecutable: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 }
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 import SignalForwarding
 
@@ -85,11 +86,13 @@ struct ChildProgram {
     func teeStandardError(keeping limit: Int) -> OutputTail {
         let tail = OutputTail(limit: limit)
         if let fd = standardError {
-            let thread = Thread {
+            let started = startThread {
                 nameCurrentThread("rh-run-stderr")
                 tail.copy(from: fd)
             }
-            thread.start()
+            // Without a thread (the system refused one) its standard error is not copied: the
+            // pipe stays open, so the program blocks only after writing a pipe's worth (64 KB).
+            if !started { tail.finished() }
         } else {
             tail.finished()
         }
@@ -189,15 +192,5 @@ enum InheritedDescriptors {
     }
 
     /// The descriptors open in this process now (from /proc/self/fd).
-    static func openNow() -> Set<Int32> {
-        guard let folder = opendir("/proc/self/fd") else { return [] }
-        defer { closedir(folder) }
-        let own = dirfd(folder)
-        var found: Set<Int32> = []
-        while let entry = readdir(folder) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if let fd = Int32(name), fd != own { found.insert(fd) }
-        }
-        return found
-    }
+    static func openNow() -> Set<Int32> { Subprocess.openDescriptors() }
 }

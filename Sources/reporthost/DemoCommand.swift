@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 import Receiver
 
@@ -73,18 +74,15 @@ enum DemoCommand {
 
     /// Runs `reporthost crash` in a child process; returns how it ended.
     static func crashChild(repository: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-        process.arguments = ["crash", "--signal", "SEGV", "--repository", repository, "--log-level", "error"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw HostError.runtime("demo: cannot start the crashing child (\(error))")
+        let arguments = [CheckCommand.ownExecutable, "crash", "--signal", "SEGV", "--repository", repository, "--log-level", "error"]
+        switch Subprocess.spawn(arguments) {
+        case .failure(let error): throw HostError.runtime("demo: cannot start the crashing child (\(error))")
+        case .success(let child):
+            switch child.wait() {
+            case .signalled(let signal): return "signal \(signal)"
+            case .exited(let status): return "exit \(status)"
+            }
         }
-        process.waitUntilExit()
-        return process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "exit \(process.terminationStatus)"
     }
 
     static func demoReports() -> [(String, String, ReportRequest)] {

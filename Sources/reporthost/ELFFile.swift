@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What the command line needs of an ELF file's header: its type and whether it names a
 /// dynamic loader (PT_INTERP). `run` warns for a program with none (statically linked);
@@ -15,9 +16,15 @@ struct ELFFile {
 
     /// nil when `path` cannot be read or is not ELF.
     init?(path: String) {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        guard let header = try? handle.read(upToCount: 64), header.count == 64, header.starts(with: [0x7f, 0x45, 0x4c, 0x46])
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        func read(_ count: Int, at offset: UInt64) -> Data? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            let got = pread(fd, &bytes, count, off_t(clamping: offset))
+            return got == count ? Data(bytes) : nil
+        }
+        guard let header = read(64, at: 0), header.starts(with: [0x7f, 0x45, 0x4c, 0x46])
         else { return nil }
         let littleEndian = header[header.startIndex + 5] == 1
         func integer(_ offset: Int, _ size: Int, in data: Data) -> UInt64 {
@@ -30,8 +37,7 @@ struct ELFFile {
         let entrySize = Int(integer(54, 2, in: header))
         let count = Int(integer(56, 2, in: header))
         guard header[header.startIndex + 4] == 2, littleEndian, entrySize >= 4, count > 0, count <= 256,
-            (try? handle.seek(toOffset: tableOffset)) != nil,
-            let table = try? handle.read(upToCount: entrySize * count), table.count == entrySize * count
+            let table = read(entrySize * count, at: tableOffset)
         else {
             hasInterpreter = nil
             return

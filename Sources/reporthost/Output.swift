@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// Standard output, reserved for documents (SPEC I-4).

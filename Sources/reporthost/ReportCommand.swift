@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// `reporthost report bug|error|exception`: raises a running-app report, runs it through

@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// `reporthost launch [--watch]`: recover what earlier runs left, deliver what is admissible
@@ -57,7 +58,7 @@ enum CrashCommand {
     static let signals = Dictionary(uniqueKeysWithValues: CrashFile.signalNames.map { ($0.value, $0.key) })
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
-        let name = (arguments.value("signal") ?? "SEGV").uppercased().replacingOccurrences(of: "SIG", with: "")
+        let name = (arguments.value("signal") ?? "SEGV").uppercased().replacing("SIG", with: "")
         guard let signal = signals[name] else {
             throw UsageError("--signal '\(arguments.value("signal") ?? "")' is not one of SEGV, BUS, ILL, FPE, ABRT, TRAP")
         }
@@ -213,7 +214,7 @@ struct StatusReport {
         }
         for record in shown {
             lines.append(
-                "  \(record.reportID)  \(record.trigger.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(record.state.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
+                "  \(record.reportID)  \(record.trigger.name.padded(toLength: 13)) \(record.state.rawValue.padded(toLength: 22)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
         }
         lines += unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" }
         lines += QuarantineCommand.lines(quarantine)

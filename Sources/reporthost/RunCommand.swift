@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// `reporthost run [options] -- PROGRAM ARGS…`: runs an unmodified program as a child with the

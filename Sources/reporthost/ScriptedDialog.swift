@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// `--dialog-script FILE` (SPEC I-5): `{"summary", "description", "labels", "severity",

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// `reporthost show ID|latest [--json]`: one stored report as a person reads it (SPEC I);

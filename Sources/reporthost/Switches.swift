@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// What the CLI's environment hands the engine: the faults a test arms and a shorter lock

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
 
 /// The dialog of `reporthost report bug --dialog` (SPEC H-5 step 3): shows the seeded
@@ -31,7 +32,7 @@ struct TerminalDialog: DialogPresenter {
         if labels == "-" {
             edited.labels = []
         } else if !labels.isEmpty {
-            edited.labels = labels.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            edited.labels = labels.split(separator: ",").map { $0.trimmed }.filter { !$0.isEmpty }
         }
         while true {
             guard let answer = ask("Severity 1-5", fields.severity == 0 ? "none" : String(fields.severity)) else { return .cancel }
@@ -54,6 +55,6 @@ struct TerminalDialog: DialogPresenter {
 
     private func ask(_ prompt: String, _ current: String) -> String? {
         write("\(prompt) [\(current)]: ")
-        return read()?.trimmingCharacters(in: .whitespaces)
+        return read()?.trimmed
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Whether `reporthost run` can preload its crash writer into a program: not into a
 /// statically linked one (no dynamic loader reads LD_PRELOAD) nor a setuid or setgid one (the

@@ -1,6 +1,8 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Host
+import MainQueue
 
 // What `run` may pass on to its program: recorded before anything opens a descriptor.
 InheritedDescriptors.record()
@@ -120,10 +122,10 @@ if let command = commands[words[0]], words.dropFirst().prefix(while: { $0 != "--
 }
 
 // The command runs off the main thread: the main thread serves the main queue, where
-// running-app callbacks run (SPEC H-8). The main thread runs Foundation's run loop, which
-// drains DispatchQueue.main on this very thread; `dispatchMain()` would not do: on Linux it
-// exits the main thread and lets a pool thread serve the queue.
-Thread.detachNewThread {
+// running-app callbacks run (SPEC H-8), on this very thread (`rh_serve_main_queue`);
+// `dispatchMain()` would not do: on Linux it exits the main thread and lets a pool thread
+// serve the queue.
+let started = startThread {
     let status: Int32
     do {
         let arguments = try Arguments.parse(words) { commands[$0]?.options }
@@ -145,6 +147,8 @@ Thread.detachNewThread {
     }
     exit(status)
 }
-let keepAlive = Timer(timeInterval: 1e9, repeats: true) { _ in }
-RunLoop.main.add(keepAlive, forMode: .default)
-while true { _ = RunLoop.main.run(mode: .default, before: .distantFuture) }
+if !started {
+    printError("the system refused a thread for the command")
+    exit(1)
+}
+rh_serve_main_queue()

@@ -1,5 +1,5 @@
 import CrashCapture
-import Foundation
+import FoundationEssentials
 
 /// The signal-safe crash writer (SPEC D-1), as the parts of the engine that need it see it:
 /// host-wide attributes and attachment paths for crash files, an alternate stack for each

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Time limits (SPEC H-8 … H-11, A-2). Defaults equal the SPEC's numbers.
 public struct Limits: Sendable, Equatable {

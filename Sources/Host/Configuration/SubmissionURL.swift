@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A checked submission URL (SPEC D-9): Backtrace's
 /// `https://submit.backtrace.io/<universe>/<token>/json` or

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Our report document in Backtrace's submission format (the JSON its SDKs send):
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Gets stored reports to the server under the rules of SPEC D-5 … D-11: an initial attempt
 /// for every new record (even with retry behaviour `none`), native reports oldest first ahead

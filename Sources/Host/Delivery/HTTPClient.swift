@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HTTPPost
 
 /// What one submission attempt came to, from the network's side.
@@ -109,16 +110,41 @@ package struct CurlTransport: SubmissionTransport {
     /// Seconds from a Retry-After value: delta-seconds or an HTTP date, clamped to 0 ...
     /// `maxRetryAfterSeconds`; nil when absent or unreadable (`inf`, `nan`, garbage).
     static func retryAfter(_ value: String?) -> TimeInterval? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value.count <= 64 else { return nil }
+        guard let value = value?.trimmed, !value.isEmpty, value.count <= 64 else { return nil }
         if let seconds = Double(value) {
             guard seconds.isFinite else { return nil }
             return min(max(0, seconds), maxRetryAfterSeconds)
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { min(max(0, $0.timeIntervalSinceNow), maxRetryAfterSeconds) }
+        return httpDate(value).map { min(max(0, $0.timeIntervalSinceNow), maxRetryAfterSeconds) }
+    }
+
+    private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// An HTTP date (RFC 9110 5.6.7) in GMT: `Sun, 06 Nov 1994 08:49:37 GMT`, or the obsolete
+    /// forms a recipient must still read, `Sunday, 06-Nov-94 08:49:37 GMT` and
+    /// `Sun Nov  6 08:49:37 1994`. Read in fixed English names, whatever the process's locale.
+    static func httpDate(_ text: String) -> Date? {
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
+        let day, month, year, time: String
+        switch words.count {
+        case 6 where words[5] == "GMT": (day, month, year, time) = (words[1], words[2], words[3], words[4])
+        case 4 where words[3] == "GMT":
+            let parts = words[1].split(separator: "-").map(String.init)
+            guard parts.count == 3, let short = Int(parts[2]), parts[2].count == 2 else { return nil }
+            (day, month, time) = (parts[0], parts[1], words[2])
+            year = String(short < 70 ? 2000 + short : 1900 + short)
+        case 5: (day, month, year, time) = (words[2], words[1], words[4], words[3])
+        default: return nil
+        }
+        let clock = time.split(separator: ":").compactMap { Int32($0) }
+        guard let day = Int32(day), (1...31).contains(day), let month = monthNames.firstIndex(of: month),
+            let year = Int32(year), (1970...9999).contains(year), clock.count == 3, (0...23).contains(clock[0]),
+            (0...59).contains(clock[1]), (0...60).contains(clock[2])
+        else { return nil }
+        var parts = tm()
+        (parts.tm_year, parts.tm_mon, parts.tm_mday) = (year - 1900, Int32(month), day)
+        (parts.tm_hour, parts.tm_min, parts.tm_sec) = (clock[0], clock[1], clock[2])
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&parts)))
     }
 }
 
@@ -128,20 +154,19 @@ package struct CurlTransport: SubmissionTransport {
 /// # Thread safety
 /// A lock: one batch at a time.
 private final class CurlClient: @unchecked Sendable {
-    private let lock = NSLock()
-    private var handle: OpaquePointer?
+    private let handle = Locked<OpaquePointer?>(nil)
 
     /// Runs `body` with the client; false when libcurl cannot be used (`rh_http_load_failure`).
     func withClient(_ body: (OpaquePointer) -> Void) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        if handle == nil { handle = rh_http_client_new() }
-        guard let handle else { return false }
-        body(handle)
-        return true
+        handle.withLock { handle in
+            if handle == nil { handle = rh_http_client_new() }
+            guard let handle else { return false }
+            body(handle)
+            return true
+        }
     }
 
-    deinit { rh_http_client_free(handle) }
+    deinit { handle.withLock { rh_http_client_free($0) } }
 }
 
 /// A flag that ends requests in flight (`CurlTransport`): set once, never cleared.

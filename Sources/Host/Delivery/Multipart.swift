@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 // The multipart/form-data of a Backtrace submission, both ways, in one place: the deliverer
 // writes it (`MultipartBody`), the local receiver reads it (`Multipart.parts`).
@@ -62,16 +63,16 @@ package enum Multipart {
         let delimiter = Data("--\(boundary)".utf8)
         var parts: [Part] = []
         var searchStart = body.startIndex
-        guard var current = body.range(of: delimiter, in: searchStart..<body.endIndex) else { return [] }
+        guard var current = body[searchStart...].firstRange(of: delimiter) else { return [] }
         while true {
             searchStart = current.upperBound
-            guard let next = body.range(of: delimiter, in: searchStart..<body.endIndex) else { break }
+            guard let next = body[searchStart...].firstRange(of: delimiter) else { break }
             var section = body[current.upperBound..<next.lowerBound]
             if section.starts(with: Data("\r\n".utf8)) { section = section.dropFirst(2) }
             if section.count >= 2, section.suffix(2) == Data("\r\n".utf8) { section = section.dropLast(2) }
-            if let split = section.range(of: Data("\r\n\r\n".utf8)) {
+            if let split = section.firstRange(of: Data("\r\n\r\n".utf8)) {
                 let head = String(decoding: section[section.startIndex..<split.lowerBound], as: UTF8.self)
-                if let nameRange = head.range(of: "name=\"") {
+                if let nameRange = head.firstRange(of: "name=\"") {
                     let rest = head[nameRange.upperBound...]
                     let name = String(rest[..<(rest.firstIndex(of: "\"") ?? rest.endIndex)])
                     parts.append(Part(name: name, data: Data(section[split.upperBound...])))

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// How much a log line matters. Raw values are the ABI's `RH_LOG_*` constants.
 public enum LogLevel: Int32, Comparable, Sendable, CaseIterable {

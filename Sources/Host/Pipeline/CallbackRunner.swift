@@ -1,4 +1,3 @@
-import Foundation
 import PluginAPI
 
 /// How a chain runs its callbacks.

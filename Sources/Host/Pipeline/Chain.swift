@@ -1,4 +1,3 @@
-import Foundation
 
 /// What a caller asks for when raising a report; becomes the report's content before the
 /// first callback.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PluginAPI
 
 /// Runs the delegate's steps (SPEC H-5, H-6, A-1 … A-4). Every delegate call of a report

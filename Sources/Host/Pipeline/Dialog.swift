@@ -1,4 +1,3 @@
-import Foundation
 
 /// The fields a user sees and may edit in the dialog (SPEC H-5 step 3).
 public struct DialogFields: Sendable, Equatable {

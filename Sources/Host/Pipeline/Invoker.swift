@@ -1,5 +1,4 @@
 import CrashCapture
-import Foundation
 
 /// What the pipeline is waiting for, for tests and tools that must act at the right moment
 /// (a test advancing a manual clock, the conformance validator).
@@ -158,7 +157,8 @@ struct Invoker {
         switch thread {
         case .main: mainExecutor.execute(job)
         case .own:
-            Thread.detachNewThread {
+            // A thread the system refuses leaves the call queued: the start deadline ends it.
+            startThread {
                 // Plugin code runs here: a stack overflow must still reach the crash writer.
                 capture.prepareThread()
                 job()

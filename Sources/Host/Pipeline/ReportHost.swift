@@ -1,4 +1,3 @@
-import Foundation
 import PluginAPI
 
 /// The ReportHost engine: holds the handler and delegate slots, hands plugins their host

@@ -1,5 +1,6 @@
 import CFFI
-import Foundation
+import FoundationEssentials
+import Glibc
 import PluginAPI
 
 /// Builds the `rh_host_api` table a host hands to its plugins (ABI: "Host functions").

@@ -1,5 +1,6 @@
 import CrashCapture
-import Foundation
+import FoundationEssentials
+import Glibc
 import PluginAPI
 
 /// Loads plugins with `dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)` and validates what
@@ -59,33 +60,40 @@ package enum PluginLoader {
 
     /// The ABI version a plugin's entry declares, read without validating anything else (the
     /// conformance check of version negotiation); nil when there is no entry or it refuses.
-    /// The entry runs on `mainExecutor`, for at most `timeoutMs` (an entry that never returns
-    /// is a load failure, as in `ReportHost.loadPlugin`).
+    /// The library is opened and its entry run on `mainExecutor`, as `load` is (a plugin's
+    /// constructors may start Foundation, which takes the thread it starts on for the main
+    /// thread), for at most `timeoutMs` (an entry that never returns is a load failure, as in
+    /// `ReportHost.loadPlugin`).
     package static func declaredVersion(
         path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor, timeoutMs: Int
     ) throws(HostError) -> (major: UInt32, minor: UInt32)? {
         let path = Paths.absolute(path)
-        guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
-            throw .plugin(PluginLoadError(path: path, reason: .notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "dlopen failed")))
-        }
-        guard let symbol = dlsym(image, "rh_plugin_entry") else { return nil }
-        let entry = SendableEntry(function: unsafeBitCast(symbol, to: rh_plugin_entry_fn.self))
         let table = SendableTable(pointer: table)
-        // The outer optional is the wait (nil: timed out), the inner one the entry's answer.
+        // nil: timed out.
         let declared = mainExecutor.sync(timeoutMilliseconds: timeoutMs) { () -> DeclaredVersion in
-            guard let descriptor = entry.function(table.pointer) else { return DeclaredVersion(value: nil) }
+            guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+                return .notLoadable(dlerror().map { String(cString: $0) } ?? "dlopen failed")
+            }
+            guard let symbol = dlsym(image, "rh_plugin_entry") else { return .noEntry }
+            let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
+            guard let descriptor = entry(table.pointer) else { return .noEntry }
             let header = UnsafeRawPointer(descriptor).bindMemory(to: UInt32.self, capacity: 2)
-            return DeclaredVersion(value: (header[0], header[1]))
+            return .declared(major: header[0], minor: header[1])
         }
-        guard let declared else {
-            throw .plugin(PluginLoadError(path: path, reason: .entryTimedOut(milliseconds: timeoutMs)))
+        switch declared {
+        case nil: throw .plugin(PluginLoadError(path: path, reason: .entryTimedOut(milliseconds: timeoutMs)))
+        case .notLoadable(let reason): throw .plugin(PluginLoadError(path: path, reason: .notLoadable(dlerror: reason)))
+        case .noEntry: return nil
+        case .declared(let major, let minor): return (major, minor)
         }
-        return declared.value
     }
 
-    /// What an entry declared (nil: no entry, or it refused).
-    private struct DeclaredVersion: Sendable {
-        let value: (major: UInt32, minor: UInt32)?
+    /// What opening a plugin and calling its entry came to.
+    private enum DeclaredVersion: Sendable {
+        case notLoadable(String)
+        /// No entry, or it refused.
+        case noEntry
+        case declared(major: UInt32, minor: UInt32)
     }
 
     /// Checks the version header of a plugin struct, then copies it once (ABI: "a reader
@@ -196,11 +204,6 @@ package final class LoadedPlugin: @unchecked Sendable {
     }
 
     package var isDestroyed: Bool { state.withLock { $0.destroyed } }
-}
-
-/// A plugin entry point, called on the main executor.
-private struct SendableEntry: @unchecked Sendable {
-    let function: rh_plugin_entry_fn
 }
 
 /// The host table: immutable and valid for the life of the process.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A plugin that crashed the host inside one of its calls: no file with the same content
 /// (keyed by sha256, wherever it is: a copy, a hard link, a reinstall) is loaded again until

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A crash file written by the signal-safe writer (`Sources/CrashCapture`), parsed.
 /// A torn file (the writer died too) yields what it holds; `complete` says whether the

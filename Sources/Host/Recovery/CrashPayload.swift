@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A function name and source line for one frame, looked up on this machine at recovery
 /// (never in the signal handler).

@@ -1,4 +1,3 @@
-import Foundation
 import Symbolize
 
 /// Symbols for one crash's frames from the modules' files on this machine (elfutils' libdw):
@@ -26,7 +25,7 @@ final class ElfSymbols: Symbolicating {
             if !rh_symbolizer_add_module(handle, module.path, module.start, module.buildID ?? "", &why, why.count) {
                 // A note sent with the report: the module by its file name.
                 let text = String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                refusals.append(text.replacingOccurrences(of: module.path, with: LocalPaths.fileName(module.path)))
+                refusals.append(text.replacing(module.path, with: LocalPaths.fileName(module.path)))
             }
         }
     }

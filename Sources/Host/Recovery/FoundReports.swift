@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The reports the host raises itself, outside any chain, from what a launch finds: a crash
 /// file, a crash file it cannot read, a session that never stopped, a watched program a
@@ -58,7 +59,7 @@ enum FoundReports {
             case .failure(.system(_, ENOENT)):
                 notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) is missing: omitted"))
             case .failure(let failure):
-                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) omitted: \(failure.description.replacingOccurrences(of: path, with: LocalPaths.fileName(path)))"))
+                notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) omitted: \(failure.description.replacing(path, with: LocalPaths.fileName(path)))"))
             }
         }
         if let program {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What a launch finds and finishes before its own work (SPEC D-1, D-2, D-16, H-13), in
 /// this order: interrupted purges, new crash files, abnormal exits, then every chain that

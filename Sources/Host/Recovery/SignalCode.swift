@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// What `siginfo_t.si_code` says of a signal (sigaction(2)): how a fault happened, or that
 /// the signal was sent and by what.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// How a program watched by `reporthost run` ended, and what it left: its crash files carry
 /// the run's session id; a death by a signal without one (SIGKILL, the OOM killer) becomes an

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Who changes a report through a handle: names the handler for the internal log and the
 /// attachment budget it draws on (SPEC R-7: one callback invocation is one source, all

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A report's final content after bundling: what `--print` shows and what is stored and
 /// sent (SPEC I, "Report document").
@@ -54,12 +55,13 @@ public struct ReportDocument: Sendable, Equatable {
 
     /// ISO 8601 in UTC with seconds, e.g. 2026-01-01T00:00:00Z.
     public static func timestamp(_ date: Date) -> String {
-        var time = time_t(date.timeIntervalSince1970.rounded(.down))
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
-        gmtime_r(&time, &parts)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-            parts.tm_hour, parts.tm_min, parts.tm_sec)
+        gmtime_r(&seconds, &parts)
+        let day = [parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday].enumerated()
+            .map { String($1, zeroPaddedTo: $0 == 0 ? 4 : 2) }.joined(separator: "-")
+        let time = [parts.tm_hour, parts.tm_min, parts.tm_sec].map { String($0, zeroPaddedTo: 2) }.joined(separator: ":")
+        return "\(day)T\(time)Z"
     }
 }
 

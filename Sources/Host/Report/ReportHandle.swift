@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One callback invocation's view of a live report: the Swift face of the ABI's
 /// `rh_report *`. The C host table and in-process Swift handlers both go through it.

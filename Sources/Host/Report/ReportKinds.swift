@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What kind of report this is. Raw values are the ABI's `RH_REPORT_*`.
 public enum ReportType: Int32, Sendable, CaseIterable {

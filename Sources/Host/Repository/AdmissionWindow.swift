@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The local admission window (SPEC D-7): at most `perMinute` submissions admitted in any
 /// 60 s, shared by every process on this repository.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The attachment copies: one folder per record under `attachments/`, each copy a file of its
 /// own (fsync'd before the row naming it commits); its size and sha256 are stored with the row.

@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 
 /// Why storage failed. Every message names the file.
 package struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -33,7 +33,7 @@ package func storing<T>(_ body: () throws(StorageError) -> T) throws(HostError) 
 final class Database: @unchecked Sendable {
     let path: String
     private let connection: OpaquePointer
-    private let lock = NSRecursiveLock()
+    private let lock = RecursiveLock()
     private let faults: Faults
     /// Prepared statements by their SQL, reset after each use. Guarded by `lock`.
     private var statements: [String: OpaquePointer] = [:]

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Writes that survive a power cut: data and then the folder entry fsync'd, through the
 /// system-call seam (a full disk is an error, never a trap).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Maintenance: the storage limits (SPEC D-12) and the leftovers of an interrupted run.
 extension Repository {

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// An `flock` on a file, held until `release()` or the end of this object: a process that
 /// dies never leaves a stale lock. The repository lock (SPEC I-2) and each session's
@@ -41,10 +41,13 @@ package final class FileLock: Sendable {
 
     /// The pid the holder of the lock on `path` wrote, while the lock is held.
     package static func holder(of path: String) -> Int32? {
-        guard isHeld(path), let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        let text = String(decoding: (try? handle.read(upToCount: 32)) ?? Data(), as: UTF8.self)
-        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        guard isHeld(path) else { return nil }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = read(fd, &bytes, bytes.count)
+        return Int32(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self).trimmed)
     }
 
     /// Whether some open file holds the lock on `path` now (false when the file is missing).

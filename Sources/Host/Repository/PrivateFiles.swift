@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What the repository holds is private to its owner (reports carry personal data): folders
 /// 0700, files 0600, whatever the umask. New files are created so; an older repository with
@@ -29,8 +30,9 @@ extension Repository {
         // folder open to others: the whole tree is walked only then (a start never walks a
         // backlog of crash files or attachment copies).
         if !changed.isEmpty {
-            let walk = FileManager.default.enumerator(atPath: folder.path)
-            while let name = walk?.nextObject() as? String { tighten(folder.appendingPathComponent(name).path) }
+            for name in (try? FileManager.default.subpathsOfDirectory(atPath: folder.path)) ?? [] {
+                tighten(folder.appendingPathComponent(name).path)
+            }
         }
         if !changed.isEmpty {
             logger.warn("\(changed.count) file(s) and folder(s) in \(folder.path) were readable by other users: made owner-only")

@@ -1,4 +1,3 @@
-import Foundation
 
 // The quarantine's rows (`QuarantineEntry`, in Plugins/, is the value each holds).
 extension Repository {

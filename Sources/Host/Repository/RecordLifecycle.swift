@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A stored report's life, one named step each (crashpad's report database is the model),
 /// each step one transaction. Nothing outside the repository sets a record's state: the host

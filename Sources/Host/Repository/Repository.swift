@@ -1,5 +1,6 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where a stored report is in its life (SPEC I, `status --json` states).
 package enum RecordState: String, Sendable, CaseIterable {
@@ -134,11 +135,11 @@ package final class Repository: Sendable {
     /// that does not exist is an error naming it (a misspelled path must not read as an empty
     /// repository); an existing folder that holds none is nil.
     package static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
-        var isFolder: ObjCBool = false
+        var isFolder = false
         guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) else {
             throw StorageError(path: folder.path, message: "no such repository folder")
         }
-        guard isFolder.boolValue else { throw StorageError(path: folder.path, message: "not a folder") }
+        guard isFolder else { throw StorageError(path: folder.path, message: "not a folder") }
         return try openForReading(folder: folder)
     }
 
@@ -251,7 +252,8 @@ package final class Repository: Sendable {
 
     /// The physical size of the database file (SPEC D-12 measures this file only).
     package var databaseBytes: Int {
-        ((try? FileManager.default.attributesOfItem(atPath: databasePath))?[.size] as? NSNumber)?.intValue ?? 0
+        var status = stat()
+        return stat(databasePath, &status) == 0 ? Int(status.st_size) : 0
     }
 
     static func size(of document: ReportDocument, serialized: String? = nil) -> Int {

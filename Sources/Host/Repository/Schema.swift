@@ -1,4 +1,3 @@
-import Foundation
 
 /// The repository's schema and its migrations: each version adds to the one before, in its
 /// own transaction, and a database newer than this host is refused (never downgraded).

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Session marks (SPEC D-16): a host that dies leaves its mark, the next launch reports an
 /// abnormal exit.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The one place that decides what to deliver and when (`launch --watch`, embedding
 /// programs, and the one-shot commands, which make one `pass`).
@@ -40,11 +40,15 @@ final class DeliveryWorker: Sendable {
     init(session: HostSession, onPass: @escaping @Sendable (Deliverer.Summary) -> Void = { _ in }) {
         self.session = session
         self.onPass = onPass
-        let thread = Thread { [self] in
+        let started = startThread { [self] in
             nameCurrentThread("rh-delivery")
             run()
         }
-        thread.start()
+        if !started {
+            // Nothing is lost: crash files and stored reports wait for the next start.
+            session.host.logger.error("no delivery thread (the system refused one): nothing is recovered or sent until the next start")
+            state.update { ($0.recovered, $0.finished) = (true, true) }
+        }
     }
 
     func wake() { state.update { $0.wakes += 1 } }

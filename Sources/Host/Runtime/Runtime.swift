@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 /// Everything an entry (a CLI command, `embed.h`, `run`, `demo`) hands the engine: the
 /// configuration (file and command line already merged) and how this entry runs. Filled by

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One launch of a host over its repository (SPEC I-2): takes the lock, recovers what
 /// earlier launches left (crash files, interrupted saves and chains, abnormal exits), marks

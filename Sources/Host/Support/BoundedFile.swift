@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Reads of files named from outside (crash files, the attachments they name, attachment
 /// copies, `--attach`, configuration files): regular files only, never blocking on a FIFO or

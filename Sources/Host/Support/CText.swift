@@ -1,8 +1,35 @@
-import Foundation
-
 extension String {
     /// A NUL-terminated C buffer of a fixed size (a tuple in Swift), up to its first NUL.
     init<T>(fixedCBuffer buffer: inout T) {
         self = withUnsafeBytes(of: &buffer) { bytes in String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+
+    /// `value` in decimal, with zeros in front up to `width` digits (what `%0*d` gives).
+    package init(_ value: some BinaryInteger, zeroPaddedTo width: Int) {
+        self = Self.zeroPadded(Self(describing: value), to: width)
+    }
+
+    /// `value` in lower-case hexadecimal, with zeros in front up to `width` digits (`%0*x`).
+    package init(hex value: some BinaryInteger, width: Int) {
+        self = Self.zeroPadded(Self(value, radix: 16), to: width)
+    }
+
+    private static func zeroPadded(_ digits: String, to width: Int) -> String {
+        String(repeating: "0", count: Swift.max(0, width - digits.count)) + digits
+    }
+}
+
+extension StringProtocol {
+    /// Cut or filled with spaces to `length` characters (a column of a table).
+    package func padded(toLength length: Int) -> String {
+        count >= length ? String(prefix(length)) : String(self) + String(repeating: " ", count: length - count)
+    }
+
+    /// Without the white space (spaces, tabs, line ends) at either end.
+    package var trimmed: String {
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else {
+            return ""
+        }
+        return String(self[first...last])
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import Synchronization
 
 /// A point on a host clock, in nanoseconds from an arbitrary origin.

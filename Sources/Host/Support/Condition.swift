@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// A mutex and condition variable whose timed waits run on CLOCK_MONOTONIC: a deadline is a
 /// point on the same clock as `SystemClock.now()`, never converted into a wall-clock date, so

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Which bytes of a drained stream are kept.
 package enum DrainKeep: Sendable {

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// Named points where an armed fault makes the process kill itself with SIGKILL (SPEC I-6).
 package enum FaultPoint: String, Sendable, CaseIterable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A JSON value that keeps object keys in order, so documents print in the order SPEC I
 /// shows them, and so parsing can tell `true` from `1` (Foundation's parser cannot, on Linux).
@@ -109,7 +109,7 @@ extension JSONValue {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             case _ where scalar.value < 0x20:
-                out += String(format: "\\u%04x", scalar.value)
+                out += "\\u" + String(hex: scalar.value, width: 4)
             default: out.unicodeScalars.append(scalar)
             }
         }

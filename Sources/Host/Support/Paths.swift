@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// File paths as the host resolves them.
 package enum Paths {
@@ -19,11 +20,11 @@ package enum Paths {
     /// Makes `path` and the folders above it that are missing, each private to the user
     /// (0700: report contents are personal data). An existing folder is left as it is.
     package static func makeFolder(_ path: String) -> Result<Void, FolderFailure> {
-        var isFolder: ObjCBool = false
+        var isFolder = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
-            return isFolder.boolValue ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))
+            return isFolder ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = LocalPaths.folder(of: path)
         if !parent.isEmpty, parent != path, case .failure(let failure) = makeFolder(parent) { return .failure(failure) }
         guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
             return .failure(FolderFailure(path: path, reason: String(cString: strerror(errno)).lowercased()))

@@ -1,5 +1,6 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// SHA-256 through Debian's libcrypto (the EVP interface): attachments in report documents
 /// and plugin files (the quarantine's key).
@@ -57,7 +58,7 @@ package enum SHA256 {
             EVP_DigestFinal_ex(context, &digest, &length)
             EVP_MD_CTX_free(context)
             discard self
-            return digest.prefix(Int(length)).map { String(format: "%02x", $0) }.joined()
+            return digest.prefix(Int(length)).map { String(hex: $0, width: 2) }.joined()
         }
 
         deinit { EVP_MD_CTX_free(context) }

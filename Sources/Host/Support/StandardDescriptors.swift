@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// Fds 0, 1 and 2 of a process that closed them. The next file, pipe or socket opened takes
 /// the lowest free number, so without a placeholder the host's lock file would become an

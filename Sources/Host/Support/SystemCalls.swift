@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// An errno from a failed system call, with the call's name.
 package struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -16,6 +17,8 @@ package struct SystemError: Error, Equatable, Sendable, CustomStringConvertible 
 /// The calls that go through the seam (and that a test can make fail).
 package enum SystemCall: String, Sendable, CaseIterable {
     case open, read, write, fsync, rename
+    /// Starting a helper program (`Subprocess`); never injected.
+    case spawn
 }
 
 /// The faults a test injects: the `n`th call (1-based, counted per call) of a kind fails

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// A serial executor on a thread of its own: the main thread of a host embedded in a program
 /// that has no run loop to lend (embed.h), and the tests' stand-in for the main thread. Unlike
@@ -15,15 +15,15 @@ public final class ThreadExecutor: MainExecutor {
     public init(name: String) {
         let jobs = self.jobs
         let threadID = self.threadID
-        let thread = Thread {
+        let started = startThread {
             nameCurrentThread(name)
             threadID.update { $0 = pthread_self() }
             while let job = jobs.wait(until: nil, clock: SystemClock(), for: { !$0.isEmpty }, then: { queue, _ in queue.removeFirst() }) {
                 job()
             }
         }
-        thread.name = name
-        thread.start()
+        // Without its thread the executor cannot exist: every job would wait forever.
+        precondition(started, "ThreadExecutor \(name): the system refused a thread")
     }
 
     /// Whether the caller runs on this executor's thread.
@@ -41,7 +41,7 @@ public final class ThreadExecutor: MainExecutor {
 }
 
 /// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
-/// bytes Linux keeps. Foundation's `Thread.name` does not set it on Linux.
+/// bytes Linux keeps.
 package func nameCurrentThread(_ name: String) {
     let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
     guard fd >= 0 else { return }

@@ -1,0 +1,53 @@
+import Glibc
+
+/// Runs `body` on a new detached thread (the default stack of the process: 8 MB on Debian),
+/// what Foundation's `Thread.detachNewThread` did, without Foundation. False when the system
+/// refused the thread (`pthread_create` failed: too many threads, no memory); then `body`
+/// never runs.
+@discardableResult
+package func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+    var thread = pthread_t()
+    let started = pthread_create(&thread, &attributes, { context in
+        Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+        return nil
+    }, context)
+    guard started == 0 else {
+        Unmanaged<ThreadBody>.fromOpaque(context).release()
+        return false
+    }
+    return true
+}
+
+private final class ThreadBody {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+/// A recursive lock: the thread that holds it may take it again (a transaction's statements).
+///
+/// # Thread safety
+/// `@unchecked Sendable`: the pthread mutex is the synchronization.
+package final class RecursiveLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    package init() {
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
+}
