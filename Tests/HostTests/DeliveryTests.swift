@@ -165,6 +165,24 @@ import Testing
         }
     }
 
+    @Test("D-9: Retry-After is read as seconds or as an HTTP date in any of its three forms (English names, never the locale); anything else is ignored")
+    func retryAfterValues() {
+        let date = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
+        for form in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            #expect(CurlTransport.httpDate(form) == date, "\(form)")
+        }
+        #expect(CurlTransport.httpDate("Thu, 01 Jan 2037 00:00:00 GMT") == Date(timeIntervalSince1970: 2_114_380_800))
+        for unreadable in ["Sun, 06 Nov 1994 08:49:37 CET", "Sun, 06 Noo 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
+                           "Sun, 06 Nov 1994 24:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT", "06 Nov 1994", "", "So, 06 Nov 1994 08:49:37"] {
+            #expect(CurlTransport.httpDate(unreadable) == nil, "\(unreadable)")
+        }
+        #expect(CurlTransport.retryAfter(" 120 ") == 120)
+        #expect(CurlTransport.retryAfter("Sun, 06 Nov 1994 08:49:37 GMT") == 0)  // past: now
+        let soon = CurlTransport.retryAfter("Thu, 01 Jan 2037 00:00:00 GMT")
+        #expect(soon == CurlTransport.maxRetryAfterSeconds)  // clamped to 30 days
+        #expect(CurlTransport.retryAfter("soon") == nil && CurlTransport.retryAfter(nil) == nil)
+    }
+
     @Test("D-9: other non-2xx (400, 401, 403, 404, 413) are terminal, excluded from replay and cleaned up")
     func terminalStatuses() throws {
         for code in [400, 401, 403, 404, 413] {

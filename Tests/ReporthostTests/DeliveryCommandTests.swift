@@ -42,6 +42,33 @@ import Testing
         }
     }
 
+    @Test("Start-up cost: a report with no server loads neither Foundation's full library, ICU nor libcurl; libcurl is opened at the first delivery, which then succeeds")
+    func librariesLoaded() async throws {
+        try await offPool { [self] in
+            // The dynamic loader names every library it opens, linked or dlopen'ed.
+            func loaded(_ arguments: [String], _ repository: String) throws -> (ChildProcess.Result, [String]) {
+                let result = try ChildProcess.reporthost(arguments + ["--repository", repository], environment: ["LD_DEBUG": "files"])
+                let names = result.stderr.split(separator: "\n").compactMap { line -> String? in
+                    guard let file = line.range(of: "file=") else { return nil }
+                    let rest = line[file.upperBound...]
+                    return String(rest.prefix { $0 != " " && $0 != "\t" && $0 != ";" })
+                }
+                return (result, names)
+            }
+            let (stored, quiet) = try loaded(["report", "error"], folder.appendingPathComponent("quiet").path)
+            #expect(stored.status == 0, "\(stored.stderr.suffix(2_000))")
+            #expect(quiet.contains { $0.hasPrefix("libsqlite3") }, "the loader's list was read")
+            let heavy = quiet.filter { $0.hasPrefix("libFoundation.so") || $0.contains("ICU") || $0.hasPrefix("libcurl") }
+            #expect(heavy.isEmpty, "\(heavy)")
+
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-loads"))
+            defer { receiver.stop() }
+            let (sent, delivering) = try loaded(["report", "error", "--config", try config(receiver)], folder.appendingPathComponent("sent").path)
+            #expect(sent.status == 0 && receiver.received.count == 1, "\(sent.stderr.suffix(2_000))")
+            #expect(delivering.contains { $0.hasPrefix("libcurl.so") })
+        }
+    }
+
     @Test("I-6, D-4, D-9, D-10: a kill during submission or after acceptance loses nothing; only after-accept may send the same id twice")
     func submissionFaultPoints() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.
