@@ -45,10 +45,9 @@ let package = Package(
             name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]),
         .target(name: "CrashCapture"),
-        // Symbolication at recovery: elfutils' libdw (DWARF lines, inlined frames) and libelf.
-        .target(
-            name: "Symbolize",
-            linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf"), .linkedLibrary("stdc++"), .linkedLibrary("dl")]),
+        // Symbolication at recovery: elfutils' libdw (DWARF lines, inlined frames) and libelf,
+        // loaded with dlopen at the first symbolizer, not linked (only recovery needs them).
+        .target(name: "Symbolize", linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("dl")]),
         // libcurl (libcurl4-openssl-dev), not FoundationNetworking: its `try!` on some curl
         // errors could end the host when a server misbehaves. Loaded with dlopen at the first
         // delivery, not linked (its 32 libraries cost every start).

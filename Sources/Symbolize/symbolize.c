@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,78 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <libelf.h>
+
+/* libdw and libelf are loaded at the first symbolizer (dlopen), not linked: linked, they and
+ * the compression libraries they need would be loaded at the start of every program that links
+ * the host, while only recovery symbolicates. dlsym on libdw's handle also finds libelf's
+ * functions (a dependency of libdw). */
+#define ELFUTILS_FUNCTIONS(X) \
+    X(dwarf_attr) \
+    X(dwarf_attr_integrate) \
+    X(dwarf_diecu) \
+    X(dwarf_filesrc) \
+    X(dwarf_formstring) \
+    X(dwarf_formudata) \
+    X(dwarf_getscopes) \
+    X(dwarf_getscopes_die) \
+    X(dwarf_getsrcfiles) \
+    X(dwarf_tag) \
+    X(dwelf_elf_gnu_build_id) \
+    X(dwfl_begin) \
+    X(dwfl_build_id_find_debuginfo) \
+    X(dwfl_end) \
+    X(dwfl_errmsg) \
+    X(dwfl_line_comp_dir) \
+    X(dwfl_lineinfo) \
+    X(dwfl_module_addrdie) \
+    X(dwfl_module_addrinfo) \
+    X(dwfl_module_getsrc) \
+    X(dwfl_offline_section_address) \
+    X(dwfl_report_begin) \
+    X(dwfl_report_elf) \
+    X(dwfl_report_end) \
+    X(elf_begin) \
+    X(elf_end) \
+    X(elf_errmsg) \
+    X(elf_getphdrnum) \
+    X(elf_kind) \
+    X(elf_version) \
+    X(gelf_getehdr) \
+    X(gelf_getphdr)
+
+/* The functions used, typed by elfutils' own prototypes. */
+static struct {
+#define FIELD(symbol) __typeof__(symbol) *symbol;
+    ELFUTILS_FUNCTIONS(FIELD)
+#undef FIELD
+} elfutils;
+
+static pthread_once_t elfutils_once = PTHREAD_ONCE_INIT;
+/* Why libdw cannot be used; "" once it is loaded. */
+static char elfutils_failure[256] = "libdw was not loaded";
+
+static void load_elfutils(void) {
+    /* Never closed: the symbol cache keeps its modules open for a whole recovery. */
+    void *library = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (library == NULL) {
+        const char *error = dlerror();
+        snprintf(elfutils_failure, sizeof elfutils_failure, "libdw could not be loaded: %s", error ? error : "libdw.so.1");
+        return;
+    }
+#define LOAD(symbol)                                                                                           \
+    if ((*(void **)&elfutils.symbol = dlsym(library, #symbol)) == NULL) {                                      \
+        snprintf(elfutils_failure, sizeof elfutils_failure, "libdw.so.1 has no %s: it is too old", #symbol);   \
+        return;                                                                                                \
+    }
+    ELFUTILS_FUNCTIONS(LOAD)
+#undef LOAD
+    elfutils_failure[0] = 0;
+}
+
+const char *rh_symbolize_load_failure(void) {
+    pthread_once(&elfutils_once, load_elfutils);
+    return elfutils_failure[0] ? elfutils_failure : NULL;
+}
 
 /* libstdc++'s demangler (link with -lstdc++). */
 extern char *__cxa_demangle(const char *mangled, char *output, size_t *length, int *status);
@@ -170,12 +243,12 @@ static void printable_id(const char *wanted, char *out, size_t cap) {
 /* The address span of the PT_LOAD segments. False when there are none (or they are nonsense). */
 static bool load_span(Elf *elf, elf_facts *facts) {
     size_t phnum = 0;
-    if (elf_getphdrnum(elf, &phnum) != 0) return false;
+    if (elfutils.elf_getphdrnum(elf, &phnum) != 0) return false;
     bool seen = false;
     uint64_t last_end = 0;
     for (size_t i = 0; i < phnum; i++) {
         GElf_Phdr ph;
-        if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD) continue;
+        if (elfutils.gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD) continue;
         if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr) return false; /* wraps around */
         if (!seen) facts->first = ph.p_vaddr & PAGE_MASK_4K;
         seen = true;
@@ -189,13 +262,13 @@ static bool load_span(Elf *elf, elf_facts *facts) {
 /* Is this ELF file a loadable module whose build id is `wanted` ("" = anything)? */
 static bool verify_elf(Elf *elf, const char *path, const char *wanted, elf_facts *facts, char *why,
                        size_t cap) {
-    if (elf_kind(elf) != ELF_K_ELF) {
+    if (elfutils.elf_kind(elf) != ELF_K_ELF) {
         set_why(why, cap, "%s: not an ELF file", path);
         return false;
     }
     GElf_Ehdr ehdr;
-    if (gelf_getehdr(elf, &ehdr) == NULL) {
-        set_why(why, cap, "%s: unreadable ELF header (%s)", path, elf_errmsg(-1));
+    if (elfutils.gelf_getehdr(elf, &ehdr) == NULL) {
+        set_why(why, cap, "%s: unreadable ELF header (%s)", path, elfutils.elf_errmsg(-1));
         return false;
     }
     facts->type = ehdr.e_type;
@@ -213,7 +286,7 @@ static bool verify_elf(Elf *elf, const char *path, const char *wanted, elf_facts
     char shown[SHOWN_BUILD_ID_MAX + 1];
     printable_id(wanted, shown, sizeof shown);
     const void *id = NULL;
-    ssize_t len = dwelf_elf_gnu_build_id(elf, &id);
+    ssize_t len = elfutils.dwelf_elf_gnu_build_id(elf, &id);
     if (len <= 0 || id == NULL) {
         set_why(why, cap, "%s: no GNU build id on disk; the crash's is %s", path, shown);
         return false;
@@ -242,12 +315,12 @@ static bool vet_file(const char *path, const char *wanted, elf_facts *facts, cha
         return false;
     }
     bool ok = false;
-    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    Elf *elf = elfutils.elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (elf == NULL)
-        set_why(why, cap, "%s: not readable as ELF (%s)", path, elf_errmsg(-1));
+        set_why(why, cap, "%s: not readable as ELF (%s)", path, elfutils.elf_errmsg(-1));
     else
         ok = verify_elf(elf, path, wanted, facts, why, cap);
-    elf_end(elf);
+    elfutils.elf_end(elf);
     close(fd);
     return ok;
 }
@@ -268,7 +341,7 @@ rh_symbol_cache *rh_symbol_cache_new(void) { return calloc(1, sizeof(rh_symbol_c
 void rh_symbol_cache_free(rh_symbol_cache *cache) {
     if (cache == NULL) return;
     for (size_t i = 0; i < cache->count; i++) {
-        dwfl_end(cache->images[i]->dwfl); /* closes the module's files and frees its DWARF */
+        elfutils.dwfl_end(cache->images[i]->dwfl); /* closes the module's files and frees its DWARF */
         free(cache->images[i]->path);
         free(cache->images[i]->build_id);
         free(cache->images[i]);
@@ -278,10 +351,10 @@ void rh_symbol_cache_free(rh_symbol_cache *cache) {
 }
 
 rh_symbolizer *rh_symbolizer_new_cached(rh_symbol_cache *cache) {
-    if (cache == NULL) return NULL;
+    if (cache == NULL || rh_symbolize_load_failure() != NULL) return NULL;
     rh_symbolizer *h = calloc(1, sizeof *h);
     if (h == NULL) return NULL;
-    elf_version(EV_CURRENT); /* libelf refuses elf_begin until told which version we speak */
+    elfutils.elf_version(EV_CURRENT); /* libelf refuses elf_begin until told which version we speak */
     h->cache = cache;
     /* dlsym returns an object pointer; copy its bits, as POSIX allows, to get the function. */
     void *found = dlsym(RTLD_DEFAULT, "swift_demangle");
@@ -339,23 +412,23 @@ static image *cached_image(rh_symbol_cache *cache, const char *path, const char 
        dwfl_standard_find_debuginfo would also send each missing build id to the servers in
        DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by
        the host, never by an environment variable, and recovery never waits on a network. */
-    made->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
-    made->callbacks.section_address = dwfl_offline_section_address;
+    made->callbacks.find_debuginfo = elfutils.dwfl_build_id_find_debuginfo;
+    made->callbacks.section_address = elfutils.dwfl_offline_section_address;
     made->callbacks.debuginfo_path = &made->debuginfo_path;
-    made->dwfl = dwfl_begin(&made->callbacks);
+    made->dwfl = elfutils.dwfl_begin(&made->callbacks);
     if (made->dwfl != NULL) {
         /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was
            mapped, and libdwfl sets the load bias to base - that p_vaddr: reported at `first`,
            the bias is 0 and addresses are the file's own. (A non-PIE executable is at its
            link-time addresses whatever base says.) */
-        dwfl_report_begin(made->dwfl);
-        made->mod = dwfl_report_elf(made->dwfl, path, path, -1, (GElf_Addr)facts->first, false);
-        dwfl_report_end(made->dwfl, NULL, NULL);
+        elfutils.dwfl_report_begin(made->dwfl);
+        made->mod = elfutils.dwfl_report_elf(made->dwfl, path, path, -1, (GElf_Addr)facts->first, false);
+        elfutils.dwfl_report_end(made->dwfl, NULL, NULL);
     }
     if (made->mod == NULL) {
-        const char *err = dwfl_errmsg(-1);
+        const char *err = elfutils.dwfl_errmsg(-1);
         set_why(why, why_cap, "%s: cannot load (%s)", path, err != NULL ? err : "unknown error");
-        if (made->dwfl != NULL) dwfl_end(made->dwfl);
+        if (made->dwfl != NULL) elfutils.dwfl_end(made->dwfl);
         free(made->path);
         free(made->build_id);
         free(made);
@@ -446,7 +519,7 @@ static bool is_mangled(const char *s) {
 /* DW_AT_* string of the DIE, following DW_AT_abstract_origin / DW_AT_specification. */
 static const char *die_string(Dwarf_Die *die, int name) {
     Dwarf_Attribute attr;
-    const char *s = dwarf_formstring(dwarf_attr_integrate(die, name, &attr));
+    const char *s = elfutils.dwarf_formstring(elfutils.dwarf_attr_integrate(die, name, &attr));
     return s != NULL && s[0] != '\0' ? s : NULL;
 }
 
@@ -463,7 +536,7 @@ static const char *die_function_name(Dwarf_Die *die) {
 static const char *elf_symbol_name(Dwfl_Module *mod, Dwarf_Addr addr) {
     GElf_Off offset = 0;
     GElf_Sym sym;
-    const char *name = dwfl_module_addrinfo(mod, addr, &offset, &sym, NULL, NULL, NULL);
+    const char *name = elfutils.dwfl_module_addrinfo(mod, addr, &offset, &sym, NULL, NULL, NULL);
     return name != NULL && name[0] != '\0' ? name : NULL;
 }
 
@@ -482,17 +555,17 @@ static int clamp_line(uint64_t v) {
 static void line_table_location(Dwfl_Module *mod, Dwarf_Addr addr, location *loc) {
     loc->file[0] = '\0';
     loc->line = 0;
-    Dwfl_Line *row = dwfl_module_getsrc(mod, addr);
+    Dwfl_Line *row = elfutils.dwfl_module_getsrc(mod, addr);
     if (row == NULL) return;
     int line = 0;
-    const char *file = dwfl_lineinfo(row, NULL, &line, NULL, NULL, NULL);
-    join_path(loc->file, sizeof loc->file, dwfl_line_comp_dir(row), file);
+    const char *file = elfutils.dwfl_lineinfo(row, NULL, &line, NULL, NULL, NULL);
+    join_path(loc->file, sizeof loc->file, elfutils.dwfl_line_comp_dir(row), file);
     loc->line = line > 0 ? line : 0;
 }
 
 static const char *cu_comp_dir(Dwarf_Die *cu) {
     Dwarf_Attribute attr;
-    return dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &attr));
+    return elfutils.dwarf_formstring(elfutils.dwarf_attr(cu, DW_AT_comp_dir, &attr));
 }
 
 /* Where an inlined call was made: DW_AT_call_file / DW_AT_call_line of the inlined DIE. The
@@ -502,16 +575,16 @@ static void call_site_location(Dwarf_Die *inlined, Dwarf_Die *fallback_cu, locat
     loc->line = 0;
     Dwarf_Attribute attr;
     Dwarf_Word value = 0;
-    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr), &value) == 0)
+    if (elfutils.dwarf_formudata(elfutils.dwarf_attr(inlined, DW_AT_call_line, &attr), &value) == 0)
         loc->line = clamp_line(value);
 
-    Dwarf_Die cu_mem, *cu = dwarf_diecu(inlined, &cu_mem, NULL, NULL);
+    Dwarf_Die cu_mem, *cu = elfutils.dwarf_diecu(inlined, &cu_mem, NULL, NULL);
     if (cu == NULL) cu = fallback_cu;
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
-    if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &value) != 0) return;
-    if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || value >= nfiles) return;
-    join_path(loc->file, sizeof loc->file, cu_comp_dir(cu), dwarf_filesrc(files, value, NULL, NULL));
+    if (elfutils.dwarf_formudata(elfutils.dwarf_attr(inlined, DW_AT_call_file, &attr), &value) != 0) return;
+    if (elfutils.dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || value >= nfiles) return;
+    join_path(loc->file, sizeof loc->file, cu_comp_dir(cu), elfutils.dwarf_filesrc(files, value, NULL, NULL));
 }
 
 /* ---------------------------------------------------------------- lookup */
@@ -532,14 +605,14 @@ static bool is_function_tag(int tag) {
    alone would detour through an inlined function's abstract definition). */
 static int concrete_scopes(Dwarf_Die *cudie, Dwarf_Addr pc, Dwarf_Die **scopes) {
     Dwarf_Die *found = NULL;
-    int n = dwarf_getscopes(cudie, pc, &found);
+    int n = elfutils.dwarf_getscopes(cudie, pc, &found);
     if (n <= 0) {
         free(found);
         return 0;
     }
     Dwarf_Die innermost = found[0];
     free(found);
-    n = dwarf_getscopes_die(&innermost, scopes);
+    n = elfutils.dwarf_getscopes_die(&innermost, scopes);
     return n > 0 ? n : 0;
 }
 
@@ -547,7 +620,7 @@ static int concrete_scopes(Dwarf_Die *cudie, Dwarf_Addr pc, Dwarf_Die **scopes) 
 static int dwarf_frames(const rh_symbolizer *h, Dwfl_Module *mod, Dwarf_Addr addr, rh_symbol *out,
                         int cap) {
     Dwarf_Addr bias = 0;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *cudie = elfutils.dwfl_module_addrdie(mod, addr, &bias);
     if (cudie == NULL) return 0;
     Dwarf_Die *scopes = NULL;
     int nscopes = concrete_scopes(cudie, addr - bias, &scopes);
@@ -556,7 +629,7 @@ static int dwarf_frames(const rh_symbolizer *h, Dwfl_Module *mod, Dwarf_Addr add
     line_table_location(mod, addr, &loc); /* the innermost frame's place */
     int written = 0;
     for (int i = 0; i < nscopes && written < cap; i++) {
-        int tag = dwarf_tag(&scopes[i]);
+        int tag = elfutils.dwarf_tag(&scopes[i]);
         if (!is_function_tag(tag)) continue; /* lexical blocks etc. */
         bool inlined = tag == DW_TAG_inlined_subroutine;
         const char *name = die_function_name(&scopes[i]);

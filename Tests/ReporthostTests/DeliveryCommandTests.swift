@@ -42,7 +42,7 @@ import Testing
         }
     }
 
-    @Test("Start-up cost: a report with no server loads neither Foundation's full library, ICU nor libcurl; libcurl is opened at the first delivery, which then succeeds")
+    @Test("Start-up cost: a report with no server and no crash to recover loads neither Foundation's full library, ICU, libcurl nor libdw; libcurl is opened at the first delivery, which then succeeds")
     func librariesLoaded() async throws {
         try await offPool { [self] in
             // The dynamic loader names every library it opens, linked or dlopen'ed.
@@ -58,7 +58,9 @@ import Testing
             let (stored, quiet) = try loaded(["report", "error"], folder.appendingPathComponent("quiet").path)
             #expect(stored.status == 0, "\(stored.stderr.suffix(2_000))")
             #expect(quiet.contains { $0.hasPrefix("libsqlite3") }, "the loader's list was read")
-            let heavy = quiet.filter { $0.hasPrefix("libFoundation.so") || $0.contains("ICU") || $0.hasPrefix("libcurl") }
+            let heavy = quiet.filter {
+                $0.hasPrefix("libFoundation.so") || $0.contains("ICU") || $0.hasPrefix("libcurl") || $0.hasPrefix("libdw")
+            }
             #expect(heavy.isEmpty, "\(heavy)")
 
             let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-loads"))

@@ -82,8 +82,8 @@ enum HostAPITable {
         let limit = ReportContent.textMaxBytes + 4
         let length = strnlen(pointer, limit)
         // Validated in place: no copy before the String's own (none for a short one).
+        guard length >= limit else { return String(validatingCString: pointer) }
         let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
-        guard length >= limit else { return String(validating: bytes, as: UTF8.self) }
         return String(validating: ReportContent.completeCharacters(Array(bytes)), as: UTF8.self)
     }
 

@@ -12,6 +12,9 @@ final class ElfSymbols: Symbolicating {
     /// One line per module whose frames are not symbolicated, and why.
     private(set) var refusals: [String] = []
 
+    /// Why there is no symbolizer (libdw could not be loaded), for the report's note.
+    static var unavailable: String { rh_symbolize_load_failure().map { String(cString: $0) } ?? "out of memory" }
+
     /// Opens the modules that hold any of `crash`'s frames, through `cache` when given (the
     /// files a recovery has opened already are not read again).
     init?(for crash: CrashFile, cache: SymbolCache? = nil) {

@@ -97,7 +97,7 @@ struct Recovery {
             }
             return Repository.CrashSave(
                 document: FoundReports.crash(
-                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [], registered: attachments),
+                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments),
                 crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
         }
     }

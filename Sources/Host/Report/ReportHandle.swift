@@ -115,7 +115,9 @@ package struct ReportHandle: Hashable, Sendable {
                 state.record(.countRefused("set_attribute", "attributes", limit: limit), by: contributor.handler)
                 return .failure(.invalid)
             }
-            Self.noteCuts([key] + (value.map { [$0] } ?? []), "set_attribute", in: &state, by: contributor.handler)
+            if key.wasCut || value?.wasCut == true {
+                Self.noteCuts([key] + (value.map { [$0] } ?? []), "set_attribute", in: &state, by: contributor.handler)
+            }
             state.content.attributes[key.text] = value?.text
             return .success(())
         }.get()

@@ -33,8 +33,14 @@ typedef struct rh_symbol_cache rh_symbol_cache;
 rh_symbol_cache *rh_symbol_cache_new(void);
 void rh_symbol_cache_free(rh_symbol_cache *);
 
+/* Why symbolication cannot be done (libdw.so.1 could not be loaded), or NULL when it can.
+   libdw is loaded at the first call of this or of a symbolizer constructor, not linked. Any
+   thread. */
+const char *rh_symbolize_load_failure(void);
+
 /* One crashed process's modules. rh_symbolizer_new has a cache of its own; one made with
-   rh_symbolizer_new_cached uses `cache`, which must outlive it. NULL only when out of memory. */
+   rh_symbolizer_new_cached uses `cache`, which must outlive it. NULL when out of memory or
+   when libdw cannot be loaded (rh_symbolize_load_failure says why). */
 rh_symbolizer *rh_symbolizer_new(void);
 rh_symbolizer *rh_symbolizer_new_cached(rh_symbol_cache *cache);
 /* Accepts NULL. */
