@@ -47,7 +47,8 @@ extension Repository {
     /// A new copy gets a new file name (fsync'd). When a copy fails, the ones written here are
     /// removed before the error is thrown.
     func writeAttachments(_ attachments: [Attachment], record: Int64, isNew: Bool = false) throws(StorageError) -> AttachmentCopies {
-        let folder = attachmentsFolder.appendingPathComponent(String(record))
+        // Made only when a copy is written (a URL costs more than the query for a report with none).
+        var folder: URL { attachmentsFolder.appendingPathComponent(String(record)) }
         // A record just inserted has no rows to read or replace.
         let existing = isNew ? [] : try database.query(
             "SELECT position, name, filename, source, file, size, sha256 FROM attachments WHERE record = ?", [.integer(record)]
@@ -64,6 +65,7 @@ extension Repository {
                     file = reused.file
                     kept.insert(file)
                 } else {
+                    let folder = folder
                     if case .failure(let failure) = Paths.makeFolder(folder.path) {
                         throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
                     }

@@ -45,17 +45,19 @@ extension Repository {
         let maxRecords = limits.maxRecordCount
         let maxBytes = limits.maxDatabaseSizeMB * 1024 * 1024
         guard maxRecords > 0 || maxBytes > 0 else { return eviction }
-        let candidates = try database.query(
-            """
-            SELECT rowid, report_id, state, bytes FROM reports WHERE state IN ('terminal', 'retry')
-            ORDER BY CASE state WHEN 'terminal' THEN 0 ELSE 1 END, created_at, rowid
-            """)
         var total = try database.query("SELECT COUNT(*) FROM reports").first?.first?.int ?? 0
         func overTarget() throws(StorageError) -> Bool {
             if maxRecords > 0 && total > maxRecords { return true }
             if maxBytes > 0 { return try usedBytes() > maxBytes }
             return false
         }
+        // Within the limits (every store but the one that crosses them), no record is read.
+        guard try overTarget() else { return eviction }
+        let candidates = try database.query(
+            """
+            SELECT rowid, report_id, state, bytes FROM reports WHERE state IN ('terminal', 'retry')
+            ORDER BY CASE state WHEN 'terminal' THEN 0 ELSE 1 END, created_at, rowid
+            """)
         for candidate in candidates {
             guard try overTarget() else { break }
             try discard(candidate[0].int ?? 0)
@@ -94,7 +96,6 @@ extension Repository {
         let size = try database.query("PRAGMA page_size").first?.first?.int ?? 4096
         return Int((pages - free) * size)
     }
-
 
     /// Removes what a host killed between a commit and its file deletions leaves behind: request
     /// bodies (`outgoing-*.multipart`), attachment folders of records that have none, and copies
