@@ -105,8 +105,11 @@ import Testing
         try repository.retryLater(retried.rowID, reason: "HTTP 503", at: Date(timeIntervalSinceNow: 60))
         try repository.database.query("INSERT INTO reports(report_id, trigger, state, created_at, document, updated_at) VALUES('x', 'log_error', 'retry', 0, '{not json', 0)")
         let plan = try repository.database.query(
-            "EXPLAIN QUERY PLAN SELECT rowid FROM reports WHERE state IN ('retry', 'awaiting_first_attempt') ORDER BY created_at")
+            "EXPLAIN QUERY PLAN SELECT rowid FROM reports WHERE state IN ('retry', 'awaiting_first_attempt') AND \(Repository.readable) ORDER BY created_at")
         #expect(plan.contains { row in row.contains { $0.string?.contains("INDEX reports_by_state") == true } }, "\(plan)")
+        // The index holds readable rows only: the damaged one is not in it.
+        let indexed = try repository.database.query("SELECT COUNT(*) FROM reports INDEXED BY reports_by_state WHERE \(Repository.readable)")
+        #expect(indexed.first?.first?.int == 2)
         let summaries = try repository.summaries()
         let records = try repository.records()
         #expect(summaries.count == 2 && records.count == 2, "the damaged row is in neither")
@@ -118,6 +121,11 @@ import Testing
         }
         #expect(try repository.summaries(in: [.retry]).map(\.rowID) == [retried.rowID])
         #expect(try repository.unreadableRecords().map(\.reason) == ["record 3 holds an unreadable document"])
+        // A document damaged in place leaves the index too, and is found.
+        try repository.database.query("UPDATE reports SET document = '[]' WHERE rowid = ?", [.integer(retried.rowID)])
+        #expect(try repository.summaries().count == 1)
+        let unreadable = try repository.unreadableRecords()
+        #expect(unreadable.map(\.rowID) == [retried.rowID, 3], "\(unreadable)")
     }
 
     @Test("I: the wire format has Backtrace's fields and types; attributes are scalars; crash reports carry threads")

@@ -83,7 +83,7 @@ package final class Repository: Sendable {
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 8
+    static let schemaVersion = 9
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -174,21 +174,25 @@ package final class Repository: Sendable {
     }
 
     /// What a row must hold to be read as a record, checked by SQLite: a known trigger, and a
-    /// document that is JSON with the id, trigger and time every document has.
-    private static let readable = """
-        trigger IN (\(Trigger.allCases.map { "'\($0.name)'" }.joined(separator: ", "))) AND json_valid(document)
-        AND json_type(document, '$.report_id') = 'text' AND json_type(document, '$.trigger') = 'text'
-        AND json_type(document, '$.created_at') = 'text'
+    /// document that is JSON with the id, trigger and time every document has (looked into only
+    /// once it is known to be JSON: json_type fails on anything else). The index
+    /// `reports_by_state` holds only the rows that meet it (checked as a row is written).
+    static let readable = """
+        trigger IN (\(Trigger.allCases.map { "'\($0.name)'" }.joined(separator: ", "))) AND CASE WHEN json_valid(document)
+        THEN json_type(document, '$.report_id') IS 'text' AND json_type(document, '$.trigger') IS 'text'
+        AND json_type(document, '$.created_at') IS 'text' ELSE 0 END
         """
 
     /// Summaries of the records in `states` (all when empty), oldest first, through the index
-    /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out.
+    /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out: the
+    /// index holds none, so no document is read here.
     package func summaries(in states: [RecordState] = [], limit: Int? = nil) throws(StorageError) -> [Summary] {
         let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND"
         let rows = try database.query(
             """
             SELECT rowid, report_id, trigger, state, attempts, next_attempt_at, created_at, bytes, outcome, held, session, updated_at
-            FROM reports WHERE \(filter) \(Self.readable) ORDER BY created_at, rowid \(limit.map { "LIMIT \($0)" } ?? "")
+            FROM reports INDEXED BY reports_by_state WHERE \(filter) \(Self.readable)
+            ORDER BY created_at, rowid \(limit.map { "LIMIT \($0)" } ?? "")
             """,
             states.map { .text($0.rawValue) })
         return rows.compactMap { row in
@@ -217,8 +221,12 @@ package final class Repository: Sendable {
 
     /// The rows `records` skips, with why (`status` reports them; nothing is deleted, D-13).
     package func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
-        // SQLite finds the damaged rows: a readable repository parses no document here.
-        let damaged = try database.query("SELECT \(Self.columns) FROM reports WHERE NOT (\(Self.readable)) ORDER BY rowid")
+        // A repository whose rows are all in the index (all readable) reads no document here.
+        let counts = try database.query(
+            "SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM reports INDEXED BY reports_by_state WHERE \(Self.readable))")
+        if let counts = counts.first, counts[0].int == counts[1].int { return [] }
+        // NULL (a NULL trigger or document) counts as unreadable.
+        let damaged = try database.query("SELECT \(Self.columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0) ORDER BY rowid")
         return damaged.compactMap { row -> (rowID: Int64, reason: String)? in
             do throws(StorageError) {
                 _ = try record(from: row)

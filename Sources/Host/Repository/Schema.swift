@@ -1,4 +1,3 @@
-
 /// The repository's schema and its migrations: each version adds to the one before, in its
 /// own transaction, and a database newer than this host is refused (never downgraded).
 extension Repository {
@@ -113,6 +112,17 @@ extension Repository {
             // rows they need without reading the others.
             try database.transaction { () throws(StorageError) in
                 try database.execute("CREATE INDEX reports_by_state ON reports(state, created_at); PRAGMA user_version = 8;")
+            }
+        }
+        if version < 9 {
+            // The index holds readable rows only: SQLite checks a document once, when it is
+            // written, and listing or planning a pass reads no document.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    DROP INDEX reports_by_state;
+                    CREATE INDEX reports_by_state ON reports(state, created_at) WHERE \(Self.readable);
+                    PRAGMA user_version = 9;
+                    """)
             }
         }
     }
