@@ -142,7 +142,7 @@ struct StatusReport {
 
     /// Counts by a record's key, in the order of `keys`, the ones that occur.
     func counts(_ keys: [String], of key: (Repository.Summary) -> String) -> [(String, Int)] {
-        let counted = Dictionary(grouping: records, by: key).mapValues(\.count)
+        let counted = records.reduce(into: [String: Int]()) { $0[key($1), default: 0] += 1 }
         return keys.compactMap { name in counted[name].map { (name, $0) } }
     }
 
@@ -212,13 +212,17 @@ struct StatusReport {
         if shown.count < records.count {
             lines.append("newest \(shown.count) of \(records.count) (status --all lists every record, --limit N the newest N):")
         }
+        var text = lines.joined(separator: "\n") + "\n"
+        // One string grown in place: `status --all` may list many thousands.
         for record in shown {
-            lines.append(
-                "  \(record.reportID)  \(record.trigger.name.padded(toLength: 13)) \(record.state.rawValue.padded(toLength: 22)) attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.createdAt))\(record.nextAttemptAt.map { "  next \(ReportDocument.timestamp($0))" } ?? "")\(record.outcome.map { "  \($0)" } ?? "")")
+            text += "  \(record.reportID)  \(record.trigger.name.padded(toLength: 13)) \(record.state.rawValue.padded(toLength: 22))"
+            text += " attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.createdAt))"
+            if let next = record.nextAttemptAt { text += "  next \(ReportDocument.timestamp(next))" }
+            if let outcome = record.outcome { text += "  \(outcome)" }
+            text += "\n"
         }
-        lines += unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" }
-        lines += QuarantineCommand.lines(quarantine)
-        return lines.joined(separator: "\n") + "\n"
+        let tail = unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" } + QuarantineCommand.lines(quarantine)
+        return tail.isEmpty ? text : text + tail.joined(separator: "\n") + "\n"
     }
 }
 

@@ -58,10 +58,24 @@ public struct ReportDocument: Sendable, Equatable {
         var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        let day = [parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday].enumerated()
-            .map { String($1, zeroPaddedTo: $0 == 0 ? 4 : 2) }.joined(separator: "-")
-        let time = [parts.tm_hour, parts.tm_min, parts.tm_sec].map { String($0, zeroPaddedTo: 2) }.joined(separator: ":")
-        return "\(day)T\(time)Z"
+        // Written digit by digit (`status` prints two per record).
+        let fields: [(value: Int32, digits: Int, then: UInt8)] = [
+            (parts.tm_year + 1900, 4, UInt8(ascii: "-")), (parts.tm_mon + 1, 2, UInt8(ascii: "-")), (parts.tm_mday, 2, UInt8(ascii: "T")),
+            (parts.tm_hour, 2, UInt8(ascii: ":")), (parts.tm_min, 2, UInt8(ascii: ":")), (parts.tm_sec, 2, UInt8(ascii: "Z")),
+        ]
+        return String(unsafeUninitializedCapacity: 20) { buffer in
+            var at = 0
+            for field in fields {
+                var value = max(0, field.value)
+                for position in stride(from: at + field.digits - 1, through: at, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                buffer[at + field.digits] = field.then
+                at += field.digits + 1
+            }
+            return at
+        }
     }
 }
 

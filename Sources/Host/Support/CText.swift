@@ -22,7 +22,8 @@ extension String {
 extension StringProtocol {
     /// Cut or filled with spaces to `length` characters (a column of a table).
     package func padded(toLength length: Int) -> String {
-        count >= length ? String(prefix(length)) : String(self) + String(repeating: " ", count: length - count)
+        let count = count
+        return count >= length ? String(prefix(length)) : String(self) + String(repeating: " ", count: length - count)
     }
 
     /// Without the white space (spaces, tabs, line ends) at either end.
