@@ -364,6 +364,31 @@ import Testing
         }
     }
 
+    @Test("D-6: a backlog larger than a page is sent whole, in order, natives first, each report once; retries due at the pass's start only")
+    func pagedBacklog() throws {
+        let base = Date(timeIntervalSince1970: 1_700_000_000)
+        let count = Deliverer.pageSize * 2 + 5
+        // Several records share a creation time: the page boundary must not skip or repeat one.
+        let others = try (0..<count).map { try store(.logError, created: base.addingTimeInterval(Double($0 / 3))) }
+        let natives = try (0..<(Deliverer.pageSize + 3)).map { try store(.crash, created: base.addingTimeInterval(Double(1_000 + $0 / 2))) }
+        let failing = try store(.logError, created: base.addingTimeInterval(-1), state: .retry)
+        try repository.retryLater(failing.rowID, reason: "x", at: base)
+        // Every request answered 503 with no Retry-After and an interval of 0: a report that fails is due again at once.
+        final class Busy: SubmissionTransport {
+            let order = StartOrder()
+            func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
+                _ = order.post(url, contentType: contentType, bodyFile: bodyFile, timeoutMs: timeoutMs)
+                return .response(status: 503, retryAfter: nil)
+            }
+        }
+        let busy = Busy()
+        _ = try deliverer("http://127.0.0.1:9/post?format=json&token=t", transport: busy) { $0.retry.intervalSeconds = 0 }
+            .deliver(retries: true)
+        let rows = busy.order.rows.withLock { $0 }
+        let expected = natives.map(\.rowID) + others.map(\.rowID) + [failing.rowID]
+        #expect(rows == expected, "\(rows.count) requests for \(expected.count) reports")
+    }
+
     @Test("D-7: reportsPerMin is a shared window kept in the repository; a local rejection builds no request and costs no attempt")
     func localRateLimit() throws {
         let server = try receiver([.status(503)])

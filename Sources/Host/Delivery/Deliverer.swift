@@ -65,42 +65,68 @@ package struct Deliverer: Sendable {
         } catch {
             // A configuration failure is never final (D-9): the reports are held with the
             // reason, and a fixed configuration releases them.
-            for record in try dueGroups(retries: retries).joined() {
-                try storing { () throws(StorageError) in try repository.hold(record.rowID, .configuration(error.description)) }
-                summary.held += 1
+            for group in dueGroups(retries: retries) {
+                let records = try storing { () throws(StorageError) in try repository.page(of: group, after: nil, limit: Int.max) }
+                for record in records {
+                    try storing { () throws(StorageError) in try repository.hold(record.rowID, .configuration(error.description)) }
+                    summary.held += 1
+                }
             }
             if summary.held > 0 { logger.error("\(error): \(summary.held) report(s) held until the configuration is fixed") }
             return summary
         }
         let released = try storing { () throws(StorageError) in try repository.releaseConfigurationHolds(now: now()) }
         if released > 0 { logger.info("submission configuration valid again: \(released) held report(s) released") }
-        for group in try dueGroups(retries: retries) {
-            for start in stride(from: 0, to: group.count, by: Self.requestsInFlight) {
-                let window = Array(group[start..<min(group.count, start + Self.requestsInFlight)])
-                guard try send(window, url: url, into: &summary) else { return summary }
+        let groups = dueGroups(retries: retries)
+        // The retries due at the pass's start, read before anything is sent: a report that
+        // fails during the pass is not due again in it.
+        var dueRetries: [Repository.Summary] = []
+        for group in groups where group.state == .retry {
+            dueRetries += try storing { () throws(StorageError) in try repository.page(of: group, after: nil, limit: Int.max) }
+        }
+        for group in groups where group.state == .awaitingFirstAttempt {
+            var last: Repository.Summary?
+            while true {
+                let page = try storing { () throws(StorageError) in try repository.page(of: group, after: last, limit: Self.pageSize) }
+                guard try sendAll(page, url: url, into: &summary) else { return summary }
+                guard page.count == Self.pageSize else { break }
+                last = page.last
             }
         }
+        _ = try sendAll(dueRetries, url: url, into: &summary)
         return summary
     }
+
+    /// How many records awaiting their first attempt a pass reads at a time.
+    static let pageSize = 64
+
+    /// `records` in windows of `requestsInFlight`; false when the pass must stop.
+    private func sendAll(_ records: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
+        for start in stride(from: 0, to: records.count, by: Self.requestsInFlight) {
+            let window = Array(records[start..<min(records.count, start + Self.requestsInFlight)])
+            guard try send(window, url: url, into: &summary) else { return false }
+        }
+        return true
+    }
+
 
     /// How many requests a pass has on the wire at once, over kept-alive connections.
     package static let requestsInFlight = 4
 
     /// What a pass sends, in order, each group finished before the next starts: initial
     /// attempts of native reports oldest first, then of the others (D-6); with `retries` under
-    /// behaviour `interval`, the due retries in `retry.order`. Read from the columns through
-    /// the index on state: no document is parsed before the first request.
-    private func dueGroups(retries: Bool) throws(HostError) -> [[Repository.Summary]] {
-        let records = try storing { () throws(StorageError) in try repository.summaries(in: [.awaitingFirstAttempt, .retry]) }
-        let initial = records.filter { $0.state == .awaitingFirstAttempt && (ownSession == nil || $0.session == ownSession) }
-        var groups = [initial.filter { $0.trigger.isRecovered }, initial.filter { !$0.trigger.isRecovered }]
+    /// behaviour `interval`, the retries due in `retry.order`. Read from the columns through the
+    /// index on state; initial attempts a page at a time: the first request waits for one
+    /// page, whatever the backlog.
+    private func dueGroups(retries: Bool) -> [Repository.DueGroup] {
+        var groups = [true, false].map { Repository.DueGroup(state: .awaitingFirstAttempt, natives: $0, session: ownSession) }
         if retries && ownSession == nil && configuration.retry.behaviour == .interval {
-            let nowDate = now()
-            var due = records.filter { $0.state == .retry && retryDue($0) <= nowDate }
-            if configuration.retry.order == .stack { due.reverse() }
+            var due = Repository.DueGroup(state: .retry)
+            due.dueBy = (now(), configuration.retry.intervalSeconds)
+            due.newestFirst = configuration.retry.order == .stack
             groups.append(due)
         }
-        return groups.filter { !$0.isEmpty }
+        return groups
     }
 
     /// When a retry record is due under behaviour `interval`: its stored time, or, for one kept

@@ -187,14 +187,17 @@ package final class Repository: Sendable {
     /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out: the
     /// index holds none, so no document is read here.
     package func summaries(in states: [RecordState] = [], limit: Int? = nil) throws(StorageError) -> [Summary] {
-        let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND"
+        let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND "
+        return try summaries(where: filter + Self.readable, states.map { .text($0.rawValue) }, order: "created_at, rowid", limit: limit)
+    }
+
+    private func summaries(where condition: String, _ values: [SQLValue], order: String, limit: Int?) throws(StorageError) -> [Summary] {
         let rows = try database.query(
             """
             SELECT rowid, report_id, trigger, state, attempts, next_attempt_at, created_at, bytes, outcome, held, session, updated_at
-            FROM reports INDEXED BY reports_by_state WHERE \(filter) \(Self.readable)
-            ORDER BY created_at, rowid \(limit.map { "LIMIT \($0)" } ?? "")
+            FROM reports INDEXED BY reports_by_state WHERE \(condition) ORDER BY \(order) \(limit.map { "LIMIT \($0)" } ?? "")
             """,
-            states.map { .text($0.rawValue) })
+            values)
         return rows.compactMap { row in
             guard let trigger = row[2].string.flatMap(Trigger.init(name:)) else { return nil }
             return Summary(
@@ -204,6 +207,53 @@ package final class Repository: Sendable {
                 createdAt: Self.date(row[6].int ?? 0), bytes: Int(row[7].int ?? 0), outcome: row[8].string, held: row[9].string,
                 session: row[10].string, updatedAt: Self.date(row[11].int ?? 0))
         }
+    }
+
+    /// Which records a delivery pass sends as one group (D-6), read a page at a time.
+    package struct DueGroup: Sendable {
+        package var state: RecordState
+        /// true: crash reports only (natives); false: the others; nil: any.
+        package var natives: Bool?
+        /// Only this session's records (a secondary sends only its own).
+        package var session: String?
+        /// Retries due by this time: their stored time, or (kept under `retry: none`, no time
+        /// stored) their last change plus the interval.
+        package var dueBy: (now: Date, intervalSeconds: Int)?
+        package var newestFirst = false
+
+        package init(state: RecordState, natives: Bool? = nil, session: String? = nil) {
+            self.state = state
+            self.natives = natives
+            self.session = session
+        }
+    }
+
+    /// The next `limit` records of `group` after `cursor` (the last of the previous page; nil
+    /// for the first), through the index on state: a pass's first request never waits for the
+    /// rest of the backlog to be read.
+    package func page(of group: DueGroup, after cursor: Summary?, limit: Int) throws(StorageError) -> [Summary] {
+        var conditions = ["state = ?", Self.readable]
+        var values: [SQLValue] = [.text(group.state.rawValue)]
+        if let natives = group.natives {
+            let crashes = Trigger.allCases.filter(\.isRecovered).map { "'\($0.name)'" }.joined(separator: ", ")
+            conditions.append("trigger \(natives ? "IN" : "NOT IN") (\(crashes))")
+        }
+        if let session = group.session {
+            conditions.append("session = ?")
+            values.append(.text(session))
+        }
+        if let dueBy = group.dueBy {
+            // Never early: now rounded down, as due times are stored.
+            conditions.append("coalesce(next_attempt_at, updated_at + ?) <= ?")
+            values += [.integer(Int64(dueBy.intervalSeconds) * 1000), .integer(Self.milliseconds(dueBy.now, rounding: .down))]
+        }
+        let order = group.newestFirst ? "DESC" : "ASC"
+        if let cursor {
+            conditions.append("(created_at, rowid) \(group.newestFirst ? "<" : ">") (?, ?)")
+            values += [.integer(Self.milliseconds(cursor.createdAt)), .integer(cursor.rowID)]
+        }
+        return try summaries(
+            where: conditions.joined(separator: " AND "), values, order: "created_at \(order), rowid \(order)", limit: limit)
     }
 
     /// One record, read whole; nil when it is gone or cannot be read.
