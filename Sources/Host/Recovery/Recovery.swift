@@ -201,8 +201,10 @@ struct Recovery {
 
     /// D-16: a session mark without a crash file of that session is an abnormal exit.
     private func recordAbnormalExits(currentSession: String) throws(StorageError) {
-        let sessionsWithCrashes = try repository.sessionsWithCrashReports()
-        for (session, startedAt, phase) in try repository.sessions(except: currentSession) {
+        let ended = try repository.sessions(except: currentSession)
+        // Read only when there is a session to look at: it reads every record.
+        let sessionsWithCrashes = ended.isEmpty ? [] : try repository.sessionsWithCrashReports()
+        for (session, startedAt, phase) in ended {
             // Another process on this repository (an embedding program's second copy) still runs it.
             if repository.isAlive(session) { continue }
             if !sessionsWithCrashes.contains(session) {

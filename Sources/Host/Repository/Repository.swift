@@ -176,7 +176,7 @@ package final class Repository: Sendable {
     /// What a row must hold to be read as a record, checked by SQLite: a known trigger, and a
     /// document that is JSON with the id, trigger and time every document has (looked into only
     /// once it is known to be JSON: json_type fails on anything else). The index
-    /// `reports_by_state` holds only the rows that meet it (checked as a row is written).
+    /// `readable_by_state` holds only the rows that meet it (checked as a row is written).
     static let readable = """
         trigger IN (\(Trigger.allCases.map { "'\($0.name)'" }.joined(separator: ", "))) AND CASE WHEN json_valid(document)
         THEN json_type(document, '$.report_id') IS 'text' AND json_type(document, '$.trigger') IS 'text'
@@ -195,7 +195,7 @@ package final class Repository: Sendable {
         let rows = try database.query(
             """
             SELECT rowid, report_id, trigger, state, attempts, next_attempt_at, created_at, bytes, outcome, held, session, updated_at
-            FROM reports INDEXED BY reports_by_state WHERE \(condition) ORDER BY \(order) \(limit.map { "LIMIT \($0)" } ?? "")
+            FROM reports INDEXED BY readable_by_state WHERE \(condition) ORDER BY \(order) \(limit.map { "LIMIT \($0)" } ?? "")
             """,
             values)
         return rows.compactMap { row in
@@ -273,7 +273,7 @@ package final class Repository: Sendable {
     package func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
         // A repository whose rows are all in the index (all readable) reads no document here.
         let counts = try database.query(
-            "SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM reports INDEXED BY reports_by_state WHERE \(Self.readable))")
+            "SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM reports INDEXED BY readable_by_state WHERE \(Self.readable))")
         if let counts = counts.first, counts[0].int == counts[1].int { return [] }
         // NULL (a NULL trigger or document) counts as unreadable.
         let damaged = try database.query("SELECT \(Self.columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0) ORDER BY rowid")

@@ -115,12 +115,12 @@ extension Repository {
             }
         }
         if version < 9 {
-            // The index holds readable rows only: SQLite checks a document once, when it is
-            // written, and listing or planning a pass reads no document.
+            // The readable rows by state: SQLite checks a document once, when it is written, and
+            // listing or planning a pass reads no document. (`reports_by_state` stays for the
+            // lookups by state that read whole records.)
             try database.transaction { () throws(StorageError) in
                 try database.execute("""
-                    DROP INDEX reports_by_state;
-                    CREATE INDEX reports_by_state ON reports(state, created_at) WHERE \(Self.readable);
+                    CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(Self.readable);
                     PRAGMA user_version = 9;
                     """)
             }
