@@ -131,6 +131,17 @@ import Testing
         #expect(throws: JSONParseError.self) { try JSONValue.parse(#"{"a": 01x}"#) }
     }
 
+    @Test("JSON: strings are escaped byte-exactly: quotes, backslashes and controls, also inside \"\\r\\n\" or before a combining mark")
+    func jsonEscapes() throws {
+        let cases = ["plain", "", "a\"b", "\\", "line\r\nnext", "\"\u{301}", "tab\there\u{1}\u{1f}", "é 🚀 \u{7f}", "\r\n\"\r\n"]
+        for text in cases {
+            let written = JSONValue.string(text).serialized()
+            #expect(try JSONValue.parse(written) == .string(text), "\(written)")
+            #expect(!written.dropFirst().dropLast().unicodeScalars.contains { $0.value < 0x20 }, "a raw control in \(written)")
+        }
+        #expect(JSONValue.string("a\"\r\n\u{1}").serialized() == #""a\"\r\n\u0001""#)
+    }
+
     @Test("SHA-256 matches the FIPS 180-4 test vectors")
     func sha256() {
         #expect(SHA256.hex(Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")

@@ -110,16 +110,27 @@ package struct CrashFile: Sendable {
     /// Parses crash-file text; nil when it does not start with the crash-file header. Any
     /// other line may be missing, repeated, garbled or out of range: what cannot be read is
     /// left at its default.
+    /// The non-empty lines of `data`, each without its "\n" or "\r\n".
+    private static func lines(of data: Data) -> [String] {
+        data.withUnsafeBytes { bytes in
+            var lines: [String] = []
+            var start = 0
+            for end in 0...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: "\n") {
+                let stop = end > start && bytes[end - 1] == UInt8(ascii: "\r") ? end - 1 : end
+                if stop > start { lines.append(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<stop]), as: UTF8.self)) }
+                start = end + 1
+            }
+            return lines
+        }
+    }
+
     package init?(path: String, data: Data, modifiedAt fileTime: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
         let fallbackTime = Self.plausible(fileTime) ?? Date()
         // Lines end at "\n" or "\r\n" and nowhere else, a lone CR included: the writer encodes
         // every control byte of a value (%XX), so a value can neither end a line nor start a
         // field. Split as bytes: a backlog holds thousands of files of a hundred lines.
-        let lines = data.split(separator: UInt8(ascii: "\n")).compactMap { bytes -> String? in
-            let line = bytes.last == UInt8(ascii: "\r") ? bytes.dropLast() : bytes
-            return line.isEmpty ? nil : String(decoding: line, as: UTF8.self)
-        }
+        let lines = Self.lines(of: data)
         guard lines.first == "reporthost-crash 1" else { return nil }
         self.path = path
         signal = 0
@@ -129,9 +140,12 @@ package struct CrashFile: Sendable {
         time = fallbackTime
         var pluginFields: [String: String] = [:]
         for line in lines.dropFirst() {
-            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
-            guard let key = parts.first else { continue }
-            let raw = parts.count > 1 ? parts[1] : ""
+            // Cut at the first space as bytes: a String subscript would round a cut before a
+            // combining mark to a Character boundary.
+            let utf8 = line.utf8
+            let space = utf8.firstIndex(of: UInt8(ascii: " "))
+            let key = space.map { String(decoding: utf8[..<$0], as: UTF8.self) } ?? line
+            let raw = space.map { String(decoding: utf8[utf8.index(after: $0)...], as: UTF8.self) } ?? ""
             let value = Self.encodedFields.contains(key) ? Self.decoded(raw) : raw
             switch key {
             case "session": session = value

@@ -101,18 +101,33 @@ extension JSONValue {
 
     private static func writeString(_ s: String, to out: inout String) {
         out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u" + String(hex: scalar.value, width: 4)
-            default: out.unicodeScalars.append(scalar)
-            }
+        // Runs of bytes that need no escape are appended whole; only `"`, `\` and controls
+        // (all ASCII, so never inside a multi-byte character) are written one at a time.
+        // (Runs are cut at bytes, not Characters: a String subscript would round a cut inside
+        // "\r\n" or before a combining mark to a Character boundary.)
+        let utf8 = s.utf8
+        func needsEscape(_ byte: UInt8) -> Bool { byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") }
+        guard utf8.contains(where: needsEscape) else {
+            out += s
+            out += "\""
+            return
         }
+        var run = utf8.startIndex
+        for index in utf8.indices {
+            let byte = utf8[index]
+            guard needsEscape(byte) else { continue }
+            out += String(decoding: utf8[run..<index], as: UTF8.self)
+            switch byte {
+            case UInt8(ascii: "\""): out += "\\\""
+            case UInt8(ascii: "\\"): out += "\\\\"
+            case UInt8(ascii: "\n"): out += "\\n"
+            case UInt8(ascii: "\r"): out += "\\r"
+            case UInt8(ascii: "\t"): out += "\\t"
+            default: out += "\\u" + String(hex: byte, width: 4)
+            }
+            run = utf8.index(after: index)
+        }
+        out += String(decoding: utf8[run...], as: UTF8.self)
         out += "\""
     }
 }
