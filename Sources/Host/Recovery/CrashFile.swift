@@ -274,7 +274,7 @@ package struct CrashFile: Sendable {
 
     /// `text` with its %XX escapes decoded (an escape that is not two hex digits stays as is).
     static func decoded(_ text: String) -> String {
-        guard text.contains("%") else { return text }
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
         var bytes: [UInt8] = []
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {

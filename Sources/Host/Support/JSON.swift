@@ -259,7 +259,7 @@ extension JSONValue {
                 guard digits() > 0 else { throw invalid() }
             }
             // Infinities are refused on purpose (Python's reader turns 1e400 into inf).
-            guard let text = String(bytes: bytes[start..<index], encoding: .ascii), let d = Double(text), d.isFinite else {
+            guard let d = Double(String(decoding: bytes[start..<index], as: UTF8.self)), d.isFinite else {
                 throw invalid()
             }
             return .number(d)
@@ -267,13 +267,21 @@ extension JSONValue {
 
         mutating func string() throws(JSONParseError) -> String {
             index += 1  // opening quote
+            // Most strings hold no escape: taken whole, validated once.
+            var end = index
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+                guard let s = String(validating: bytes[index..<end], as: UTF8.self) else { throw fail("string is not UTF-8") }
+                index = end + 1
+                return s
+            }
             var out = [UInt8]()
             while index < bytes.count {
                 let byte = bytes[index]
                 index += 1
                 switch byte {
                 case UInt8(ascii: "\""):
-                    guard let s = String(bytes: out, encoding: .utf8) else { throw fail("string is not UTF-8") }
+                    guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not UTF-8") }
                     return s
                 case UInt8(ascii: "\\"):
                     guard index < bytes.count else { throw fail("unterminated escape") }
