@@ -139,9 +139,15 @@ enum CheckCommand {
             return CheckResult(check: name, status: .failed, details: "cannot start the check process: \(error)", durationMs: 0)
         }
         let ended = WaitableState<Subprocess.Ending?>(nil)
-        let waited = startThread {
+        let watched = startThread {
             let ending = child.wait()
             ended.update { $0 = ending }
+        }
+        guard watched else {
+            kill(child.pid, SIGKILL)
+            _ = child.wait()
+            [child.output, child.errors].compactMap { $0 }.forEach { close($0) }
+            return CheckResult(check: name, status: .failed, details: "cannot watch the check process: the system refused a thread", durationMs: 0)
         }
         // Drain both pipes while waiting, so a chatty plugin cannot block the child.
         let drained = WaitableState<(out: Data?, err: Data?)>((nil, nil))
@@ -162,17 +168,13 @@ enum CheckCommand {
                 store(Data())
             }
         }
-        // Without a thread to wait on it, the child is given its whole limit.
-        let deadline = start.advanced(byMilliseconds: timeoutMs)
-        var ending = ended.wait(until: deadline, clock: clock, for: { $0 != nil }, then: { value, _ in value })
+        let ending = ended.wait(
+            until: start.advanced(byMilliseconds: timeoutMs), clock: clock, for: { $0 != nil }, then: { value, _ in value })
         let elapsed = clock.now().milliseconds(since: start)
         if ending == nil {
             kill(child.pid, SIGKILL)
-            if waited {
-                ending = ended.wait(until: nil, clock: clock, for: { $0 != nil }, then: { value, _ in value })
-            } else {
-                ending = child.wait()
-            }
+            // Reaped by the watching thread.
+            _ = ended.wait(until: nil, clock: clock, for: { $0 != nil }, then: { value, _ in value })
             return CheckResult(
                 check: name, status: .timedOut, details: "no result within \(timeoutMs) ms (killed)\(fuzzCase(in: progress))",
                 durationMs: elapsed)

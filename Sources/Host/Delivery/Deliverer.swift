@@ -109,7 +109,6 @@ package struct Deliverer: Sendable {
         return true
     }
 
-
     /// How many requests a pass has on the wire at once, over kept-alive connections.
     package static let requestsInFlight = 4
 
