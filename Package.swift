@@ -11,8 +11,8 @@ func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
 
 // Layers, lowest first (ARCHITECTURE.md): PluginAPI (the C ABI headers) and CrashCapture (the
 // signal-safe writer, C) → Host (the engine) → Conformance (the validator) and Receiver (the
-// local submission endpoint) → reporthost (the CLI). CFFI, CSQLite and CCrypto are thin shims
-// over Debian's libffi, libsqlite3 and libcrypto; HTTPPost is one POST through libcurl (C).
+// local submission endpoint) → reporthost (the CLI). CFFI and CSQLite are thin shims over
+// Debian's libffi and libsqlite3; HTTPPost is POSTs through libcurl (C); Digest is SHA-256 (C).
 let package = Package(
     name: "ReportHost",
     products: [
@@ -41,9 +41,8 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(
-            name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]),
+        // SHA-256, built in: libcrypto cost every program that links the host 1.4 MB for it.
+        .target(name: "Digest"),
         .target(name: "CrashCapture"),
         // Symbolication at recovery: elfutils' libdw (DWARF lines, inlined frames) and libelf,
         // loaded with dlopen at the first symbolizer, not linked (only recovery needs them).
@@ -52,7 +51,7 @@ let package = Package(
         // errors could end the host when a server misbehaves. Loaded with dlopen at the first
         // delivery, not linked (its 32 libraries cost every start).
         .target(name: "HTTPPost"),
-        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "CCrypto", "CrashCapture", "HTTPPost", "Symbolize"]),
+        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "Digest", "CrashCapture", "HTTPPost", "Symbolize"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(
             name: "Embed", dependencies: ["Host"],

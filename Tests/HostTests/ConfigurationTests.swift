@@ -148,5 +148,31 @@ import Testing
         #expect(SHA256.hex(Data("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(SHA256.hex(Data("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
             == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        // FIPS 180-4's long vector: a million "a", fed in pieces that straddle blocks.
+        #expect(SHA256.hex(Data(repeating: UInt8(ascii: "a"), count: 1_000_000))
+            == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test("SHA-256 agrees with coreutils' sha256sum at every length around the block and padding boundaries, from memory and from a file")
+    func sha256AgainstCoreutils() throws {
+        let folder = makeTemporaryDirectory("sha256")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var generator = SplitMix64(seed: 21)
+        let lengths = Array(0...130) + [191, 192, 193, 4_095, 4_096, 65_536 + 7, 300_001]
+        var files: [URL] = []
+        var ours: [String] = []
+        for length in lengths {
+            let data = Data((0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+            let file = folder.appendingPathComponent("\(length).bin")
+            try data.write(to: file)
+            files.append(file)
+            let fromMemory = SHA256.hex(data)
+            #expect(SHA256.hex(ofFileAt: file.path) == fromMemory, "length \(length)")
+            ours.append(fromMemory)
+        }
+        let result = try ChildProcess.run("/usr/bin/env", ["sha256sum"] + files.map(\.path))
+        let theirs = result.stdout.split(separator: "\n").map { String($0.prefix(64)) }
+        #expect(theirs.count == lengths.count)
+        for (length, (mine, reference)) in zip(lengths, zip(ours, theirs)) { #expect(mine == reference, "length \(length)") }
     }
 }

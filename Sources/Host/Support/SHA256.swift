@@ -1,9 +1,9 @@
-import CCrypto
+import Digest
 import FoundationEssentials
 import Glibc
 
-/// SHA-256 through Debian's libcrypto (the EVP interface): attachments in report documents
-/// and plugin files (the quarantine's key).
+/// SHA-256 (the `Digest` target: built in, with the x86 SHA extensions where the processor has
+/// them): attachments in report documents and plugin files (the quarantine's key).
 package enum SHA256 {
     /// The lowercase hex digest of `data`.
     package static func hex(_ data: Data) -> String {
@@ -35,32 +35,24 @@ package enum SHA256 {
         return hasher.finish()
     }
 
-    /// One digest in progress. Owns its `EVP_MD_CTX`, freed by `finish`.
-    struct Hasher: ~Copyable {
-        private let context: OpaquePointer?
+    /// One digest in progress.
+    struct Hasher {
+        private var context = rh_sha256()
 
-        init() {
-            context = EVP_MD_CTX_new()
-            EVP_DigestInit_ex(context, EVP_sha256(), nil)
-        }
+        init() { rh_sha256_init(&context) }
 
         mutating func update(_ data: Data) {
             data.withUnsafeBytes { update($0) }
         }
 
         mutating func update(_ bytes: UnsafeRawBufferPointer) {
-            if bytes.count > 0 { EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) }
+            if bytes.count > 0 { rh_sha256_update(&context, bytes.baseAddress, bytes.count) }
         }
 
         consuming func finish() -> String {
             var digest = [UInt8](repeating: 0, count: 32)
-            var length: UInt32 = 0
-            EVP_DigestFinal_ex(context, &digest, &length)
-            EVP_MD_CTX_free(context)
-            discard self
-            return digest.prefix(Int(length)).map { String(hex: $0, width: 2) }.joined()
+            rh_sha256_final(&context, &digest)
+            return digest.map { String(hex: $0, width: 2) }.joined()
         }
-
-        deinit { EVP_MD_CTX_free(context) }
     }
 }
