@@ -142,7 +142,7 @@ package struct Deliverer: Sendable {
     /// is full, or the host is stopping).
     private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
         let built = try bodies(for: window, into: &summary)
-        defer { for item in built { try? FileManager.default.removeItem(at: item.body.file) } }
+        defer { for item in built { unlink(item.body.file.path) } }
         guard !built.isEmpty else { return true }
         let admissions = try storing { () throws(StorageError) in
             try repository.admit(built.map(\.record.rowID), perMinute: configuration.reportsPerMin, now: now())

@@ -255,9 +255,10 @@ extension Repository {
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
                  .integer(Self.milliseconds(Date())), .integer(rowID)])
-            try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
+            if copies > 0 { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)]) }
         }
-        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
+        // A record without copies has no folder (a leftover one goes with `sweepLeftovers`).
+        if copies > 0 { try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID))) }
     }
 
     // MARK: Tests and tools
