@@ -39,28 +39,14 @@ struct ChildProgram {
         for fd in STDIN_FILENO...STDERR_FILENO where !InheritedDescriptors.atStart.contains(fd) {
             posix_spawn_file_actions_addclose(&actions, fd)
         }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
-        let argv = words.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid = pid_t()
-        let status = posix_spawnp(&pid, words[0], &actions, &attributes, argv, envp)
+        let spawned = Subprocess.spawnp(words, environment: environment, actions: &actions)
         if captureStandardError { close(pipeEnds[1]) }
-        guard status == 0 else {
+        switch spawned {
+        case .success(let pid): return ChildProgram(pid: pid, standardError: captureStandardError ? pipeEnds[0] : nil)
+        case .failure(let error):
             if captureStandardError { close(pipeEnds[0]) }
-            throw HostError.runtime("run: cannot start '\(words[0])' (\(String(cString: strerror(status))))")
+            throw HostError.runtime("run: cannot start '\(words[0])' (\(String(cString: strerror(error.errno))))")
         }
-        return ChildProgram(pid: pid, standardError: captureStandardError ? pipeEnds[0] : nil)
     }
 
     /// Waits for the child to end, without reaping it: its pid stays its own until `wait`.

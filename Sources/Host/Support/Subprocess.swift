@@ -42,6 +42,19 @@ package struct Subprocess: Sendable {
         }
         // Descriptors the host's libraries opened without close-on-exec stay in the host.
         for fd in Self.openDescriptors() where fd > STDERR_FILENO { posix_spawn_file_actions_addclose(&actions, fd) }
+        let spawned = spawnp(arguments, environment: environment, actions: &actions)
+        // The child has its own copies of the write ends (or none).
+        for end in [output[1], errors[1]] where end >= 0 { close(end) }
+        (output[1], errors[1]) = (-1, -1)
+        if case .failure = spawned { closeAll() }
+        return spawned.map { Subprocess(pid: $0, output: captureOutput ? output[0] : nil, errors: captureErrors ? errors[0] : nil) }
+    }
+
+    /// `posix_spawnp` of `arguments` with `actions`, every signal at its default and none
+    /// blocked; `environment` nil: the host's own. The child's pid, or why it did not start.
+    package static func spawnp(
+        _ arguments: [String], environment: [String: String]?, actions: inout posix_spawn_file_actions_t
+    ) -> Result<pid_t, SystemError> {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -54,18 +67,12 @@ package struct Subprocess: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         let argv = arguments.map { strdup($0) } + [nil]
-        let variables = environment.map { $0.map { "\($0.key)=\($0.value)" } }
-        let envp = variables.map { $0.map { strdup($0) } + [nil] }
+        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { (argv + (envp ?? [])).forEach { free($0) } }
         var pid = pid_t()
         let status = envp.map { posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, $0) }
             ?? posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, environ)
-        for end in [output[1], errors[1]] where end >= 0 { close(end) }
-        guard status == 0 else {
-            closeAll()
-            return .failure(SystemError(.spawn, status))
-        }
-        return .success(Subprocess(pid: pid, output: captureOutput ? output[0] : nil, errors: captureErrors ? errors[0] : nil))
+        return status == 0 ? .success(pid) : .failure(SystemError(.spawn, status))
     }
 
     /// The descriptors open in this process now (from /proc/self/fd).
