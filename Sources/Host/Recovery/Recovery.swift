@@ -190,7 +190,7 @@ struct Recovery {
                 failure = StorageError(path: path, message: "cannot purge the crash file (\(String(cString: strerror(errno))))")
                 continue
             }
-            if let path { folders.insert(URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+            if let path { folders.insert(Paths.folder(of: path)) }
             purged.append(rowID)
         }
         for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder)) }

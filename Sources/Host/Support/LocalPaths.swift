@@ -7,14 +7,6 @@ package enum LocalPaths {
     /// The last component: what a note or attribute sent with a report names a file by.
     package static func fileName(_ path: String) -> String { URL(fileURLWithPath: path).lastPathComponent }
 
-    /// The folder `path` is in: `/a/b` → `/a`, `/a` → `/`, `a` → "" (what NSString's
-    /// `deletingLastPathComponent` gives).
-    package static func folder(of path: String) -> String {
-        let path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
-        guard let slash = path.lastIndex(of: "/") else { return "" }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
     /// `path` with the user's home folder written `~` (`/home/ana/app/libx.so` →
     /// `~/app/libx.so`); other paths as they are.
     package static func forServer(_ path: String, home: String? = homeFolder) -> String {

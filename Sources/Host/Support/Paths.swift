@@ -9,6 +9,14 @@ package enum Paths {
         return url.standardizedFileURL.path
     }
 
+    /// The folder `path` is in: `/a/b` → `/a`, `/a` → `/`, `a` → "" (no URL made: recovery
+    /// asks this of every crash file it purges).
+    package static func folder(of path: String) -> String {
+        let path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        guard let slash = path.lastIndex(of: "/") else { return "" }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
     /// Why a folder could not be made, in plain words ("permission denied", "not a
     /// directory"), naming the folder that failed.
     package struct FolderFailure: Error, Sendable, CustomStringConvertible {
@@ -24,7 +32,7 @@ package enum Paths {
         if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
             return isFolder ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))
         }
-        let parent = LocalPaths.folder(of: path)
+        let parent = folder(of: path)
         if !parent.isEmpty, parent != path, case .failure(let failure) = makeFolder(parent) { return .failure(failure) }
         guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
             return .failure(FolderFailure(path: path, reason: String(cString: strerror(errno)).lowercased()))
