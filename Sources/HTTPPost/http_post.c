@@ -235,10 +235,10 @@ static const char *describe(CURLcode code, long os_error) {
     }
 }
 
-/* Sets `t` up to POST body_path to url; -1 with result->failure set when it cannot. */
-static int start_transfer(transfer *t, const char *url, const char *content_type, const char *body_path,
-                          long idle_timeout_ms, long total_timeout_ms, int direct, const int *cancel,
-                          rh_http_result *result) {
+/* Sets `t` up to POST `body` to url; -1 with result->failure set when it cannot. */
+static int start_transfer(transfer *t, const char *url, const rh_http_body *body, long idle_timeout_ms,
+                          long total_timeout_ms, int direct, const int *cancel, rh_http_result *result) {
+    const char *content_type = body->content_type;
     memset(t, 0, sizeof *t);
     t->cancel = cancel;
     t->head.length = -1;
@@ -246,9 +246,10 @@ static int start_transfer(transfer *t, const char *url, const char *content_type
         set_failure(result, "an invalid Content-Type");
         return -1;
     }
-    t->body = fopen(body_path, "rbe");
-    struct stat info;
-    if (t->body == NULL || fstat(fileno(t->body), &info) != 0) {
+    /* A body in memory is read through the same stream as a file (fmemopen reads in place). */
+    struct stat info = {.st_size = (off_t)body->length};
+    t->body = body->body_path ? fopen(body->body_path, "rbe") : fmemopen((void *)body->bytes, body->length, "rb");
+    if (t->body == NULL || (body->body_path && fstat(fileno(t->body), &info) != 0)) {
         if (t->body != NULL) fclose(t->body);
         t->body = NULL;
         set_failure(result, "cannot read the request body");
@@ -373,8 +374,8 @@ void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_
         /* Start requests, in order, while fewer than in_flight run. */
         while (next < count && running < in_flight) {
             size_t i = next++;
-            if (start_transfer(&transfers[i], url, bodies[i].content_type, bodies[i].body_path, idle_timeout_ms,
-                               total_timeout_ms, direct, cancel, &results[i]) != 0) continue;
+            if (start_transfer(&transfers[i], url, &bodies[i], idle_timeout_ms, total_timeout_ms, direct, cancel,
+                               &results[i]) != 0) continue;
             if (libcurl.multi_add_handle(client->multi, transfers[i].curl) != CURLM_OK) {
                 returns[i] = finish_transfer(&transfers[i], CURLE_FAILED_INIT, &results[i]);
                 continue;
@@ -410,7 +411,7 @@ int rh_http_post(const char *url, const char *content_type, const char *body_pat
         set_failure(result, rh_http_load_failure() ? rh_http_load_failure() : "out of memory");
         return -1;
     }
-    rh_http_body body = {content_type, body_path};
+    rh_http_body body = {content_type, body_path, NULL, 0};
     int status = -1;
     rh_http_client_post(client, url, &body, 1, 1, idle_timeout_ms, total_timeout_ms, direct, cancel, result, &status);
     rh_http_client_free(client);

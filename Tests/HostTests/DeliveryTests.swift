@@ -18,14 +18,19 @@ import Testing
         try LocalReceiver(folder: folder.appendingPathComponent("received-\(UUID().uuidString)"), script: script)
     }
 
-    /// Answers 200 to every request and notes the order the requests were started in, by row.
+    /// Answers 200 to every request and notes the order the requests were started in, by
+    /// report id (the JSON's `uuid`).
     final class StartOrder: SubmissionTransport {
-        let rows = Locked<[Int64]>([])
+        let ids = Locked<[String]>([])
 
-        func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
-            // The deliverer names each body `outgoing-<row>.multipart`.
-            let row = Int64(bodyFile.deletingPathExtension().lastPathComponent.dropFirst("outgoing-".count)) ?? -1
-            rows.withLock { $0.append(row) }
+        func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult {
+            let bytes: Data
+            switch body.content {
+            case .bytes(let inMemory): bytes = Data(inMemory)
+            case .file(let file): bytes = (try? Data(contentsOf: file)) ?? Data()
+            }
+            let id = String(decoding: bytes, as: UTF8.self).firstMatch(of: /"uuid":"([0-9a-f-]+)"/).map { String($0.1) } ?? "none"
+            ids.withLock { $0.append(id) }
             return .response(status: 200, retryAfter: nil)
         }
     }
@@ -345,7 +350,7 @@ import Testing
         let crashOld = try store(.crash, created: base.addingTimeInterval(10))
         let initial = StartOrder()
         _ = try deliverer("http://127.0.0.1:9/post?format=json&token=t", transport: initial).deliver(retries: false)
-        #expect(initial.rows.withLock { $0 } == [crashOld.rowID, crashNew.rowID, liveOld.rowID])
+        #expect(initial.ids.withLock { $0 } == [crashOld.reportID, crashNew.reportID, liveOld.reportID])
         // Over the network, up to 4 at once: the natives are all answered before another starts.
         let server = try receiver([.status(200)])
         let natives = try (0..<2).map { try store(.crash, created: base.addingTimeInterval(Double(30 + $0))) }
@@ -362,8 +367,8 @@ import Testing
             try repository.retryLater(second.rowID, reason: "x", at: base)
             _ = try deliverer("http://127.0.0.1:9/post?format=json&token=t", transport: retries) { $0.retry.order = order }
                 .deliver(retries: true)
-            let expected = expectNewestFirst ? [second.rowID, first.rowID] : [first.rowID, second.rowID]
-            #expect(retries.rows.withLock { $0 } == expected, "\(order)")
+            let expected = expectNewestFirst ? [second.reportID, first.reportID] : [first.reportID, second.reportID]
+            #expect(retries.ids.withLock { $0 } == expected, "\(order)")
         }
     }
 
@@ -379,16 +384,16 @@ import Testing
         // Every request answered 503 with no Retry-After and an interval of 0: a report that fails is due again at once.
         final class Busy: SubmissionTransport {
             let order = StartOrder()
-            func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
-                _ = order.post(url, contentType: contentType, bodyFile: bodyFile, timeoutMs: timeoutMs)
+            func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult {
+                _ = order.post(url, body: body, timeoutMs: timeoutMs)
                 return .response(status: 503, retryAfter: nil)
             }
         }
         let busy = Busy()
         _ = try deliverer("http://127.0.0.1:9/post?format=json&token=t", transport: busy) { $0.retry.intervalSeconds = 0 }
             .deliver(retries: true)
-        let rows = busy.order.rows.withLock { $0 }
-        let expected = natives.map(\.rowID) + others.map(\.rowID) + [failing.rowID]
+        let rows = busy.order.ids.withLock { $0 }
+        let expected = natives.map(\.reportID) + others.map(\.reportID) + [failing.reportID]
         #expect(rows == expected, "\(rows.count) requests for \(expected.count) reports")
     }
 
@@ -454,8 +459,8 @@ import Testing
     func cancelledSubmission() throws {
         let stalled = try receiver([.stall])
         defer { stalled.stop() }
-        // The first window's requests are in flight together; the records after it wait.
-        let window = try (0..<Deliverer.requestsInFlight).map { _ in try store() }
+        // The first window is admitted together (its requests go out four at a time); the records after it wait.
+        let window = try (0..<Deliverer.windowSize).map { _ in try store() }
         let second = try store()
         let cancellation = Cancellation()
         cancellation.cancel()

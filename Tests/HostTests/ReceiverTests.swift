@@ -14,7 +14,7 @@ import Testing
         let file = folder.appendingPathComponent("body-\(UUID().uuidString)")
         try body.write(to: file)
         guard case .response(let status, _) = CurlTransport().post(
-            URL(string: receiver.url)!, contentType: contentType, bodyFile: file, timeoutMs: 5_000)
+            URL(string: receiver.url)!, body: RequestBody(contentType: contentType, file: file), timeoutMs: 5_000)
         else { return nil }
         return status
     }
@@ -87,7 +87,7 @@ import Testing
         let file = folder.appendingPathComponent("body-\(other)")
         try Data(#"{"uuid": "\#(other)"}"#.utf8).write(to: file)
         let pathForm = URL(string: "http://127.0.0.1:\(receiver.port)/universe/\(String(repeating: "ab", count: 32))/json")!
-        guard case .response(let status, _) = CurlTransport().post(pathForm, contentType: "application/json", bodyFile: file, timeoutMs: 5_000)
+        guard case .response(let status, _) = CurlTransport().post(pathForm, body: RequestBody(contentType: "application/json", file: file), timeoutMs: 5_000)
         else { Issue.record("no answer"); return }
         #expect(status == 200 && receiver.received.contains { $0.uuid == other })
     }

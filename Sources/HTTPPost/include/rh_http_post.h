@@ -51,10 +51,13 @@ typedef struct rh_http_client rh_http_client;
 rh_http_client *rh_http_client_new(void);
 void rh_http_client_free(rh_http_client *client);
 
-/* One request body of rh_http_client_post. */
+/* One request body of rh_http_client_post: the file at body_path, or, when body_path is NULL,
+ * the `length` bytes at `bytes` (read in place: they must live until the call returns). */
 typedef struct {
     const char *content_type;
     const char *body_path;
+    const void *bytes;
+    size_t length;
 } rh_http_body;
 
 /* POSTs each of `count` bodies to url, started in order, at most `in_flight` at once, over

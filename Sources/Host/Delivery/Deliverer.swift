@@ -100,10 +100,10 @@ package struct Deliverer: Sendable {
     /// How many records awaiting their first attempt a pass reads at a time.
     static let pageSize = 64
 
-    /// `records` in windows of `requestsInFlight`; false when the pass must stop.
+    /// `records` in windows of `windowSize`; false when the pass must stop.
     private func sendAll(_ records: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
-        for start in stride(from: 0, to: records.count, by: Self.requestsInFlight) {
-            let window = Array(records[start..<min(records.count, start + Self.requestsInFlight)])
+        for start in stride(from: 0, to: records.count, by: Self.windowSize) {
+            let window = Array(records[start..<min(records.count, start + Self.windowSize)])
             guard try send(window, url: url, into: &summary) else { return false }
         }
         return true
@@ -111,6 +111,12 @@ package struct Deliverer: Sendable {
 
     /// How many requests a pass has on the wire at once, over kept-alive connections.
     package static let requestsInFlight = 4
+
+    /// How many attempts are admitted together (one flush) and settled together (one commit);
+    /// their requests go out `requestsInFlight` at a time, a new one as soon as one ends. A
+    /// kill or a stop during a window counts each of its attempts as interrupted, at most this
+    /// many.
+    package static let windowSize = 16
 
     /// What a pass sends, in order, each group finished before the next starts: initial
     /// attempts of native reports oldest first, then of the others (D-6); with `retries` under
@@ -138,11 +144,12 @@ package struct Deliverer: Sendable {
     /// One window of attempts: each body is built, the window admitted in one flushed
     /// transaction (the only flush a delivered report costs: it also makes every earlier
     /// commit of the record durable before anything leaves the machine), the requests sent
-    /// together, and each outcome settled. False when the pass must stop (the local window
-    /// is full, or the host is stopping).
+    /// together, and the outcomes settled in one commit (a record with attachment copies in
+    /// one of its own, which flushes before the copies are deleted). False when the pass must
+    /// stop (the local window is full, or the host is stopping).
     private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
         let built = try bodies(for: window, into: &summary)
-        defer { for item in built { unlink(item.body.file.path) } }
+        defer { for item in built { if case .file(let file) = item.body.content { unlink(file.path) } } }
         guard !built.isEmpty else { return true }
         let admissions = try storing { () throws(StorageError) in
             try repository.admit(built.map(\.record.rowID), perMinute: configuration.reportsPerMin, now: now())
@@ -157,8 +164,14 @@ package struct Deliverer: Sendable {
         for item in admitted { logger.debug("submitting \(item.record.reportID) to \(url.redacted)") }
         let results = transport.post(
             admitted.map(\.body), to: url.url, inFlight: Self.requestsInFlight, timeoutMs: configuration.submission.timeoutMs)
-        for (item, result) in zip(admitted, results) {
-            try storing { () throws(StorageError) in
+        let outcomes = zip(admitted, results)
+        try storing { () throws(StorageError) in
+            try repository.settling { () throws(StorageError) in
+                for (item, result) in outcomes where !item.hasCopies {
+                    try settle(item.record, attempts: item.record.attempts + 1, result: result, into: &summary)
+                }
+            }
+            for (item, result) in outcomes where item.hasCopies {
                 try settle(item.record, attempts: item.record.attempts + 1, result: result, into: &summary)
             }
         }
@@ -166,18 +179,24 @@ package struct Deliverer: Sendable {
         return !summary.rateLimited && !results.contains(.cancelled)
     }
 
-    /// Each record of `window` read whole, with its request body written. The bodies are built
+    /// A record of a window with its request body.
+    private struct Attempt {
+        let record: ReportRecord
+        let body: RequestBody
+        /// Whether the record has attachment copies (its outcome is settled on its own).
+        let hasCopies: Bool
+    }
+
+    /// Each record of `window` read whole, with its request body built. The bodies are built
     /// before admission: a local file problem costs no attempt. A row another process changed
     /// or damaged is skipped.
-    private func bodies(for window: [Repository.Summary], into summary: inout Summary) throws(HostError)
-        -> [(record: ReportRecord, body: RequestBody)]
-    {
-        var built: [(record: ReportRecord, body: RequestBody)] = []
+    private func bodies(for window: [Repository.Summary], into summary: inout Summary) throws(HostError) -> [Attempt] {
+        var built: [Attempt] = []
         for item in window {
             guard let record = try storing({ () throws(StorageError) in try repository.record(item.rowID) }) else { continue }
             let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
             do {
-                built.append((record, RequestBody(contentType: try writeBody(record, to: file), file: file)))
+                built.append(try body(record, file: file))
             } catch {
                 try? FileManager.default.removeItem(at: file)
                 logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
@@ -187,9 +206,10 @@ package struct Deliverer: Sendable {
         return built
     }
 
-    /// Writes the multipart body; a copy that went missing is left out with a diagnostic in
+    /// The multipart body: in memory without attachment copies, else written to `file` with
+    /// each copy streamed into it. A copy that went missing is left out with a diagnostic in
     /// the report (D-3: it does not block the payload).
-    private func writeBody(_ record: ReportRecord, to body: URL) throws(StorageError) -> String {
+    private func body(_ record: ReportRecord, file: URL) throws(StorageError) -> Attempt {
         var document = record.document
         // What the document says of each copy was stored with it: no copy is read or hashed
         // here, and each streams from its file through one bounded buffer.
@@ -207,10 +227,15 @@ package struct Deliverer: Sendable {
         }
         document.content.attachments = present.map(\.attachment)
         let multipart = MultipartBody()
+        let json = BacktraceReport.json(document, crash: record.crash)
+        guard !present.isEmpty else {
+            return Attempt(
+                record: record, body: RequestBody(contentType: multipart.contentType, bytes: multipart.bytes(json: json)),
+                hasCopies: !files.isEmpty)
+        }
         try multipart.write(
-            json: BacktraceReport.json(document, crash: record.crash),
-            attachments: present.map { ($0.attachment.name, $0.attachment.filename, $0.file) }, to: body, system: system)
-        return multipart.contentType
+            json: json, attachments: present.map { ($0.attachment.name, $0.attachment.filename, $0.file) }, to: file, system: system)
+        return Attempt(record: record, body: RequestBody(contentType: multipart.contentType, file: file), hasCopies: true)
     }
 
     /// The outcome rules of D-9 and the retry policy of D-5 and D-11.

@@ -16,26 +16,36 @@ package enum TransportResult: Sendable, Equatable {
 /// Sends requests. A protocol so delivery can be driven without a network in unit tests;
 /// the real one is `CurlTransport`.
 package protocol SubmissionTransport: Sendable {
-    func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult
+    func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult
     /// POSTs each body to `url`, started in order, at most `inFlight` at once; the results
     /// in the same order. By default one after the other through `post`.
     func post(_ bodies: [RequestBody], to url: URL, inFlight: Int, timeoutMs: Int) -> [TransportResult]
 }
 
-/// One request body: its type and the file that holds it.
+/// One request body: its type and its bytes, in memory or in a file.
 package struct RequestBody: Sendable {
+    package enum Content: Sendable, Equatable {
+        case bytes([UInt8])
+        case file(URL)
+    }
+
     package var contentType: String
-    package var file: URL
+    package var content: Content
 
     package init(contentType: String, file: URL) {
         self.contentType = contentType
-        self.file = file
+        self.content = .file(file)
+    }
+
+    package init(contentType: String, bytes: [UInt8]) {
+        self.contentType = contentType
+        self.content = .bytes(bytes)
     }
 }
 
 extension SubmissionTransport {
     package func post(_ bodies: [RequestBody], to url: URL, inFlight: Int, timeoutMs: Int) -> [TransportResult] {
-        bodies.map { post(url, contentType: $0.contentType, bodyFile: $0.file, timeoutMs: timeoutMs) }
+        bodies.map { post(url, body: $0, timeoutMs: timeoutMs) }
     }
 }
 
@@ -67,8 +77,8 @@ package struct CurlTransport: SubmissionTransport {
 
     /// - Parameter timeoutMs: the idle limit (`submission.timeoutMs`): for connecting, and for
     ///   any stretch with no byte moving (libcurl counts that in whole seconds: rounded up).
-    package func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
-        post([RequestBody(contentType: contentType, file: bodyFile)], to: url, inFlight: 1, timeoutMs: timeoutMs)[0]
+    package func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult {
+        post([body], to: url, inFlight: 1, timeoutMs: timeoutMs)[0]
     }
 
     package func post(_ bodies: [RequestBody], to url: URL, inFlight: Int, timeoutMs: Int) -> [TransportResult] {
@@ -78,14 +88,35 @@ package struct CurlTransport: SubmissionTransport {
         var results = [rh_http_result](repeating: rh_http_result(), count: bodies.count)
         var returns = [Int32](repeating: -1, count: bodies.count)
         let posted = client.withClient { handle in
-            // The C strings live until the call returns.
-            let types = bodies.map { strdup($0.contentType) }
-            let paths = bodies.map { strdup($0.file.path) }
-            defer { (types + paths).forEach { free($0) } }
-            let requests = zip(types, paths).map { rh_http_body(content_type: $0, body_path: $1) }
-            rh_http_client_post(
-                handle, url.absoluteString, requests, requests.count, max(1, inFlight), min(timeoutMs, Limits.maxMilliseconds),
-                Self.wholeRequestMilliseconds(timeoutMs), direct, cancellation?.flag, &results, &returns)
+            // Every string and in-memory body, one after the other in one buffer that lives
+            // until the call returns; the C structures point into it.
+            var buffer: [UInt8] = []
+            func append(_ bytes: some Sequence<UInt8>) -> Int {
+                defer { buffer.append(contentsOf: bytes) }
+                return buffer.count
+            }
+            let spans = bodies.map { body -> (type: Int, path: Int?, bytes: Range<Int>?) in
+                let type = append(body.contentType.utf8 + [0])
+                switch body.content {
+                case .file(let file): return (type, append(file.path.utf8 + [0]), nil)
+                case .bytes(let bytes):
+                    let start = append(bytes)
+                    return (type, nil, start..<buffer.count)
+                }
+            }
+            buffer.withUnsafeBytes { raw in
+                // Never empty: every body has its type and a NUL.
+                let base = raw.baseAddress!
+                func text(_ offset: Int) -> UnsafePointer<CChar> { (base + offset).assumingMemoryBound(to: CChar.self) }
+                let requests = spans.map { span in
+                    rh_http_body(
+                        content_type: text(span.type), body_path: span.path.map(text), bytes: span.bytes.map { base + $0.lowerBound },
+                        length: span.bytes?.count ?? 0)
+                }
+                rh_http_client_post(
+                    handle, url.absoluteString, requests, requests.count, max(1, inFlight), min(timeoutMs, Limits.maxMilliseconds),
+                    Self.wholeRequestMilliseconds(timeoutMs), direct, cancellation?.flag, &results, &returns)
+            }
         }
         guard posted else {
             let failure = rh_http_load_failure().map { String(cString: $0) } ?? "libcurl could not start"
@@ -186,7 +217,7 @@ package final class Cancellation: @unchecked Sendable {
 
 /// For passes that only settle records and never send.
 struct NoTransport: SubmissionTransport {
-    func post(_ url: URL, contentType: String, bodyFile: URL, timeoutMs: Int) -> TransportResult {
+    func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult {
         .transportFailure("no transport")
     }
 }

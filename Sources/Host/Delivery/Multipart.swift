@@ -29,12 +29,7 @@ package struct MultipartBody: Sendable {
                 throw StorageError(path: url.path, message: "cannot write the request body (\(error))")
             }
         }
-        func part(_ name: String, filename: String, type: String) -> String {
-            "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n"
-        }
-        try put(part("upload_file", filename: "upload_file.json", type: "application/json"))
-        try put(json.serialized())
-        try put("\r\n")
+        try put(reportPart(json))
         for attachment in attachments {
             try put(part("attachment_\(Self.sanitize(attachment.name))", filename: Self.sanitize(attachment.filename), type: "application/octet-stream"))
             if case .failure(let failure) = system.stream(attachment.file.path, to: fd, limit: ReportContent.attachmentMaxBytes) {
@@ -43,6 +38,21 @@ package struct MultipartBody: Sendable {
             try put("\r\n")
         }
         try put("--\(boundary)--\r\n")
+    }
+
+    /// The body of a report without attachments, in memory: the same bytes `write` writes
+    /// with no attachment.
+    package func bytes(json: JSONValue) -> [UInt8] {
+        Array((reportPart(json) + "--\(boundary)--\r\n").utf8)
+    }
+
+    /// The `upload_file` part: the JSON report, with the line break that ends it.
+    private func reportPart(_ json: JSONValue) -> String {
+        part("upload_file", filename: "upload_file.json", type: "application/json") + json.serialized() + "\r\n"
+    }
+
+    private func part(_ name: String, filename: String, type: String) -> String {
+        "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n"
     }
 
     /// Quotes and line breaks cannot appear inside a header value.

@@ -38,6 +38,8 @@ final class Database: @unchecked Sendable {
     /// Prepared statements by their SQL, reset after each use. Guarded by `lock`.
     private var statements: [String: OpaquePointer] = [:]
     static let maxCachedStatements = 128
+    /// The durability of the transaction in progress, nil between transactions. Guarded by `lock`.
+    private var open: Durability?
 
     /// Whether a transaction's commit waits for the disk (SPEC D-1 … D-4, H-13).
     enum Durability {
@@ -153,8 +155,16 @@ final class Database: @unchecked Sendable {
     }
 
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
+    /// Inside another transaction (same thread: the lock is held) it is part of that one,
+    /// which must wait for the disk at least as `durability` asks.
     func transaction<T>(_ durability: Durability = .flushed, _ body: () throws(StorageError) -> T) throws(StorageError) -> T {
         try serialized { () throws(StorageError) -> T in
+            if let outer = open {
+                assert(durability == .committed || outer == .flushed, "a flushed step inside a transaction that does not flush")
+                return try body()
+            }
+            open = durability
+            defer { open = nil }
             // Set between transactions (SQLite ignores it inside one), back to FULL after.
             if durability == .committed { try execute("PRAGMA synchronous=NORMAL") }
             defer { if durability == .committed { try? execute("PRAGMA synchronous=FULL") } }

@@ -169,6 +169,14 @@ extension Repository {
         }
     }
 
+    /// Runs the outcomes of several attempts (`retryLater`, and `finish` of records without
+    /// attachment copies) in one commit that does not wait for the disk, as each alone would
+    /// not: a kill loses no committed outcome; a power loss before the next flush takes them
+    /// back to `submitting`, which the next launch counts as interrupted attempts (D-4, D-9).
+    package func settling(_ body: () throws(StorageError) -> Void) throws(StorageError) {
+        try database.transaction(.committed, body)
+    }
+
     /// Holds a record (SPEC D-9, status states): it keeps its content and attempts and is not
     /// sent until its reason's kind is released.
     package func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
