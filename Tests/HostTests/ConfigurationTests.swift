@@ -142,6 +142,21 @@ import Testing
         #expect(JSONValue.string("a\"\r\n\u{1}").serialized() == #""a\"\r\n\u0001""#)
     }
 
+    @Test("R-2: report ids (and session ids, multipart boundaries) are random version-4 UUIDs in lower case, each different")
+    func randomIDs() throws {
+        let ids = (0..<2_000).map { _ in randomUUID() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(id.wholeMatch(of: /[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/) != nil, "\(id)")
+            #expect(UUID(uuidString: id) != nil)
+        }
+        // Every random digit takes every value somewhere: no digit is stuck.
+        for position in Array(0..<36).filter({ ![8, 13, 14, 18, 19, 23].contains($0) }) {
+            let digits = Set(ids.map { $0[$0.index($0.startIndex, offsetBy: position)] })
+            #expect(digits.count == 16, "digit \(position): \(digits.sorted())")
+        }
+    }
+
     @Test("SHA-256 matches the FIPS 180-4 test vectors")
     func sha256() {
         #expect(SHA256.hex(Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")

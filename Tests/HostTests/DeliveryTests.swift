@@ -134,6 +134,25 @@ import Testing
         #expect(try repository.summaries().count == 1)
         let unreadable = try repository.unreadableRecords()
         #expect(unreadable.map(\.rowID) == [retried.rowID, 3], "\(unreadable)")
+        // Checking a row against the index's predicate (twice per update) builds no temporary table.
+        let update = try repository.database.query("EXPLAIN UPDATE reports SET state = 'submitting' WHERE rowid = 1")
+        #expect(!update.contains { row in row.contains { $0.string == "OpenEphemeral" } }, "\(update)")
+    }
+
+    @Test("I-7: a schema 9 repository (its index under an IN list of triggers) opens at schema 10, its records listed through the index as before")
+    func schemaNineMigrates() throws {
+        let stored = try store(summary: "kept")
+        let triggers = Trigger.allCases.map { "'\($0.name)'" }.joined(separator: ", ")
+        let older = Repository.readable.replacingOccurrences(
+            of: Trigger.allCases.map { "trigger = '\($0.name)'" }.joined(separator: " OR "), with: "trigger IN (\(triggers))")
+        #expect(older != Repository.readable)
+        try repository.database.execute(
+            "DROP INDEX readable_by_state; CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(older); PRAGMA user_version = 9;")
+        let reopened = try Repository.open(folder: folder.appendingPathComponent("repo"))
+        #expect(try reopened.database.query("PRAGMA user_version").first?.first?.int == 10)
+        let definition = try reopened.database.query("SELECT sql FROM sqlite_master WHERE name = 'readable_by_state'").first?.first?.string
+        #expect(definition?.contains("trigger IN") == false && definition?.contains("trigger = 'crash'") == true, "\(definition ?? "none")")
+        #expect(try reopened.summaries().map(\.reportID) == [stored.reportID])
     }
 
     @Test("I: the wire format has Backtrace's fields and types; attributes are scalars; crash reports carry threads")

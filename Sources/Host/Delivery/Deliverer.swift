@@ -194,7 +194,7 @@ package struct Deliverer: Sendable {
         var built: [Attempt] = []
         for item in window {
             guard let record = try storing({ () throws(StorageError) in try repository.record(item.rowID) }) else { continue }
-            let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart")
+            let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart", isDirectory: false)
             do {
                 built.append(try body(record, file: file))
             } catch {

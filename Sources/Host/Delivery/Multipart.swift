@@ -7,7 +7,7 @@ import Glibc
 /// A multipart/form-data body written to a file, part by part, so attachments stream from
 /// their copies instead of being held in memory.
 package struct MultipartBody: Sendable {
-    package let boundary = "reporthost-" + UUID().uuidString
+    package let boundary = "reporthost-" + randomUUID()
     package var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 
     package init() {}

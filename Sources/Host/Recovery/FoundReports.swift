@@ -116,6 +116,6 @@ enum FoundReports {
     private static func make(
         _ trigger: Trigger, _ content: ReportContent, _ notes: [InternalLogEntry], createdAt: Date
     ) -> ReportDocument {
-        ReportDocument(id: UUID().uuidString.lowercased(), trigger: trigger, content: content, internalLog: notes, createdAt: createdAt)
+        ReportDocument(id: randomUUID(), trigger: trigger, content: content, internalLog: notes, createdAt: createdAt)
     }
 }

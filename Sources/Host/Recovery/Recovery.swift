@@ -108,7 +108,7 @@ struct Recovery {
         let folder = repository.crashesFolder
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         return names.filter { ($0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial")) && include($0) }
-            .map { folder.appendingPathComponent($0).path }
+            .map { folder.appendingPathComponent($0, isDirectory: false).path }
     }
 
     /// A watched program that went on after a fault and ended normally survived it
@@ -283,7 +283,7 @@ struct Recovery {
 
     /// The report's chain again under a new id (H-13); nil when the report is held.
     private func rerunChain(_ record: ReportRecord, session: String, releasingHold: Bool = false) throws(HostError) -> ReportDocument? {
-        let newID = UUID().uuidString.lowercased()
+        let newID = randomUUID()
         // A crash from here on names this record as the one whose chain crashed.
         let chain = try storing { () throws(StorageError) in
             try repository.reopenChain(record.rowID, newID: newID, session: session, releasingHold: releasingHold)

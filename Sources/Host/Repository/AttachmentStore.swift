@@ -37,8 +37,8 @@ extension Repository {
     /// deleted there).
     func attachmentFile(record: Int64, row: [SQLValue]) -> URL {
         let stored = row[4].string.flatMap { $0.isEmpty || $0 == "." || $0 == ".." || $0.contains("/") ? nil : $0 }
-        return attachmentsFolder.appendingPathComponent(String(record))
-            .appendingPathComponent(stored ?? String(row[0].int ?? 0))
+        return attachmentsFolder.appendingPathComponent(String(record), isDirectory: true)
+            .appendingPathComponent(stored ?? String(row[0].int ?? 0), isDirectory: false)
     }
 
     /// Writes the copies a document's attachments need and replaces the rows that name them.
@@ -48,7 +48,7 @@ extension Repository {
     /// removed before the error is thrown.
     func writeAttachments(_ attachments: [Attachment], record: Int64, isNew: Bool = false) throws(StorageError) -> AttachmentCopies {
         // Made only when a copy is written (a URL costs more than the query for a report with none).
-        var folder: URL { attachmentsFolder.appendingPathComponent(String(record)) }
+        var folder: URL { attachmentsFolder.appendingPathComponent(String(record), isDirectory: true) }
         // A record just inserted has no rows to read or replace.
         let existing = isNew ? [] : try database.query(
             "SELECT position, name, filename, source, file, size, sha256 FROM attachments WHERE record = ?", [.integer(record)]
@@ -69,7 +69,7 @@ extension Repository {
                     if case .failure(let failure) = Paths.makeFolder(folder.path) {
                         throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
                     }
-                    file = folder.appendingPathComponent(UUID().uuidString.lowercased())
+                    file = folder.appendingPathComponent(randomUUID(), isDirectory: false)
                     try DurableFile.write(attachment.data, to: file, system: system)
                     copies.written.append(file)
                 }

@@ -114,14 +114,17 @@ extension Repository {
                 try database.execute("CREATE INDEX reports_by_state ON reports(state, created_at); PRAGMA user_version = 8;")
             }
         }
-        if version < 9 {
+        if version < 10 {
             // The readable rows by state: SQLite checks a document once, when it is written, and
             // listing or planning a pass reads no document. (`reports_by_state` stays for the
-            // lookups by state that read whole records.)
+            // lookups by state that read whole records.) Schema 9 had it under an older
+            // predicate (an `IN` list of triggers): SQLite uses a partial index only for the
+            // predicate it was made with, so it is made again.
             try database.transaction { () throws(StorageError) in
                 try database.execute("""
+                    DROP INDEX IF EXISTS readable_by_state;
                     CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(Self.readable);
-                    PRAGMA user_version = 9;
+                    PRAGMA user_version = 10;
                     """)
             }
         }

@@ -65,7 +65,7 @@ extension Repository {
     private func alivePath(_ id: String) -> String {
         // Ids come from the database: only a plain file name is used as one.
         let safe = id.isEmpty || id.contains("/") || id.hasPrefix(".") ? "_" : id
-        return folder.appendingPathComponent("sessions").appendingPathComponent(safe + ".alive").path
+        return folder.appendingPathComponent("sessions", isDirectory: true).appendingPathComponent(safe + ".alive", isDirectory: false).path
     }
 
     /// Session marks left by hosts that did not stop cleanly.

@@ -81,7 +81,7 @@ package final class HostSession: Sendable {
             try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults, logger: host.logger)
         }
         host.logger.debug("repository \(folder.path) opened\(lock == nil ? " as a secondary session (another process holds the lock)" : "")")
-        let sessionID = UUID().uuidString.lowercased()
+        let sessionID = randomUUID()
         let alive = try storing { () throws(StorageError) in try repository.holdAlive(sessionID) }
         // I-2: mark the session and arm crash capture before recovering, so a plugin that
         // crashes or hangs on a recovered report is itself recorded.

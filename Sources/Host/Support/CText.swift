@@ -34,3 +34,18 @@ extension StringProtocol {
         return String(self[first...last])
     }
 }
+
+/// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`: one
+/// `getrandom` call (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time).
+package func randomUUID() -> String {
+    var generator = SystemRandomNumberGenerator()
+    let high = generator.next() & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
+    let low = generator.next() & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000  // variant 10
+    let digits = String(hex: high, width: 16) + String(hex: low, width: 16)
+    var text = ""
+    for (index, digit) in digits.enumerated() {
+        if [8, 12, 16, 20].contains(index) { text.append("-") }
+        text.append(digit)
+    }
+    return text
+}
