@@ -246,14 +246,17 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
         set_failure(result, "an invalid Content-Type");
         return -1;
     }
-    /* A body in memory is read through the same stream as a file (fmemopen reads in place). */
+    /* A file is streamed; a body in memory goes as it is (libcurl sends a small one in the
+     * same write as the head). */
     struct stat info = {.st_size = (off_t)body->length};
-    t->body = body->body_path ? fopen(body->body_path, "rbe") : fmemopen((void *)body->bytes, body->length, "rb");
-    if (t->body == NULL || (body->body_path && fstat(fileno(t->body), &info) != 0)) {
-        if (t->body != NULL) fclose(t->body);
-        t->body = NULL;
-        set_failure(result, "cannot read the request body");
-        return -1;
+    if (body->body_path != NULL) {
+        t->body = fopen(body->body_path, "rbe");
+        if (t->body == NULL || fstat(fileno(t->body), &info) != 0) {
+            if (t->body != NULL) fclose(t->body);
+            t->body = NULL;
+            set_failure(result, "cannot read the request body");
+            return -1;
+        }
     }
     t->curl = libcurl.easy_init();
     char content_header[256];
@@ -265,7 +268,7 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
         libcurl.slist_free_all(more ? more : headers);
         if (t->curl != NULL) libcurl.easy_cleanup(t->curl);
         t->curl = NULL;
-        fclose(t->body);
+        if (t->body != NULL) fclose(t->body);
         t->body = NULL;
         set_failure(result, "out of memory");
         return -1;
@@ -287,9 +290,13 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
     libcurl.easy_setopt(curl, CURLOPT_USERAGENT, "reporthost/1");
     libcurl.easy_setopt(curl, CURLOPT_HTTPHEADER, t->headers);
     libcurl.easy_setopt(curl, CURLOPT_POST, 1L);
-    libcurl.easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
-    libcurl.easy_setopt(curl, CURLOPT_READDATA, t->body);
     libcurl.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)info.st_size);
+    if (t->body != NULL) {
+        libcurl.easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
+        libcurl.easy_setopt(curl, CURLOPT_READDATA, t->body);
+    } else {
+        libcurl.easy_setopt(curl, CURLOPT_POSTFIELDS, body->bytes);
+    }
     libcurl.easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     libcurl.easy_setopt(curl, CURLOPT_HEADERDATA, &t->head);
     libcurl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -332,7 +339,7 @@ static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
     }
     libcurl.slist_free_all(t->headers);
     libcurl.easy_cleanup(t->curl);
-    fclose(t->body);
+    if (t->body != NULL) fclose(t->body);
     t->curl = NULL;
     if (!answered && code == CURLE_ABORTED_BY_CALLBACK) return RH_HTTP_CANCELLED;
     return answered ? 0 : -1;
