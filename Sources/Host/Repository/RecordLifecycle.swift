@@ -216,7 +216,7 @@ extension Repository {
     package func heldForRequired() throws(StorageError) -> [(record: ReportRecord, chainRuns: Int)] {
         let runs = Dictionary(
             try database.query(
-                "SELECT rowid, chain_runs FROM reports WHERE state = ? AND held LIKE ?",
+                "SELECT rowid, chain_runs FROM reports INDEXED BY readable_by_state WHERE state = ? AND \(Self.readable) AND held LIKE ?",
                 [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%")]
             ).map { ($0[0].int ?? 0, Int($0[1].int ?? 0)) },
             uniquingKeysWith: { first, _ in first })
@@ -230,12 +230,13 @@ extension Repository {
     @discardableResult
     package func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
         // One statement, no transaction of its own: every delivery pass runs it, and with
-        // nothing held it writes nothing.
+        // nothing held it writes nothing. (A held row that cannot be read stays held: no pass
+        // would send it.)
         try database.query(
             """
-            UPDATE reports SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
+            UPDATE reports INDEXED BY readable_by_state SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
                 next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
-            WHERE state = ? AND held LIKE 'configuration:%' RETURNING rowid
+            WHERE state = ? AND \(Self.readable) AND held LIKE 'configuration:%' RETURNING rowid
             """,
             [.text(RecordState.awaitingFirstAttempt.rawValue), .text(RecordState.retry.rawValue),
              .integer(Self.milliseconds(now, rounding: .down)), .integer(Self.milliseconds(now)), .text(RecordState.held.rawValue)]
@@ -339,9 +340,14 @@ extension Repository {
         do throws(StorageError) {
             try database.transaction(flush ? .flushed : .committed) { () throws(StorageError) in
                 try database.query(
-                    "UPDATE reports SET report_id = ?, document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
-                    [.text(document.id), .text(text), .text(state.rawValue),
-                     .integer(Int64(Self.size(of: document, serialized: text))), .integer(Self.milliseconds(Date())), .integer(rowID)])
+                    "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
+                    [.text(text), .text(state.rawValue), .integer(Int64(Self.size(of: document, serialized: text))),
+                     .integer(Self.milliseconds(Date())), .integer(rowID)])
+                // The id changes rarely (a chain run again); setting it unchanged would still
+                // rewrite its index's page.
+                try database.query(
+                    "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
+                    [.text(document.id), .integer(rowID), .text(document.id)])
                 copies = try writeAttachments(document.content.attachments, record: rowID)
                 if let session { try setChainRecord(nil, session: session) }
             }

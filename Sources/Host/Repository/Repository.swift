@@ -289,8 +289,11 @@ package final class Repository: Sendable {
         }
     }
 
+    /// The rows in `states` (all when empty). By state through `readable_by_state`, the one
+    /// index on state: the rows it leaves out are those `record(from:)` cannot read.
     private func rows(in states: [RecordState]) throws(StorageError) -> [[SQLValue]] {
-        let filter = states.isEmpty ? "" : "WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", ")))"
+        let filter = states.isEmpty
+            ? "" : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable)"
         return try database.query(
             "SELECT \(Self.columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
     }

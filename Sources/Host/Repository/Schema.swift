@@ -107,21 +107,16 @@ extension Repository {
                     """)
             }
         }
-        if version < 8 {
-            // Records by state, oldest first: a delivery pass, recovery and `status` find the
-            // rows they need without reading the others.
-            try database.transaction { () throws(StorageError) in
-                try database.execute("CREATE INDEX reports_by_state ON reports(state, created_at); PRAGMA user_version = 8;")
-            }
-        }
         if version < 10 {
-            // The readable rows by state: SQLite checks a document once, when it is written, and
-            // listing or planning a pass reads no document. (`reports_by_state` stays for the
-            // lookups by state that read whole records.) Schema 9 had it under an older
-            // predicate (an `IN` list of triggers): SQLite uses a partial index only for the
-            // predicate it was made with, so it is made again.
+            // The readable rows by state, oldest first: SQLite checks a document once, when it
+            // is written; a delivery pass, recovery, a launch's lookups and `status` find the
+            // rows they need without reading the others. It replaces schema 8's index on
+            // state (every write paid for both) and schema 9's version of itself, made under
+            // an `IN` list of triggers (SQLite uses a partial index only for the predicate it
+            // was made with).
             try database.transaction { () throws(StorageError) in
                 try database.execute("""
+                    DROP INDEX IF EXISTS reports_by_state;
                     DROP INDEX IF EXISTS readable_by_state;
                     CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(Self.readable);
                     PRAGMA user_version = 10;
