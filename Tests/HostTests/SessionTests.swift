@@ -1,5 +1,5 @@
 import Foundation
-import Host
+@testable import Host
 import HostTestSupport
 import Testing
 
@@ -44,5 +44,35 @@ import Testing
         #expect(records.allSatisfy { $0.state == .awaitingFirstAttempt && $0.crashFile == nil })
         let left = try FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path).filter { $0.contains(".crash") }
         #expect(left.isEmpty, "no file waits for a later launch")
+    }
+
+    @Test("H-13: a report no callback sees is stored once, as the chain left it; with a handler it is journaled before the first callback")
+    func journalOnlyBeforeCallbacks() throws {
+        let host = try TestHost.make(log: log) { $0.repository = folder.path }
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        // Rows this connection inserted, updated or deleted so far.
+        func rowsWritten() throws -> Int64 { try session.repository.database.query("SELECT total_changes()").first?.first?.int ?? -1 }
+
+        let before = try rowsWritten()
+        let plain = try #require(try session.raise(ReportRequest(trigger: .logError)))
+        #expect(try rowsWritten() - before == 1, "one insert, no journal to update")
+        let stored = try #require(try session.repository.records().first { $0.reportID == plain.id })
+        #expect(stored.state == .awaitingFirstAttempt && stored.document.json.serialized() == plain.json.serialized())
+
+        let seen = Locked<[RecordState]>([])
+        host.setHandler(SwiftHandler(name: "looks", before: .completion { [session] report, _, done in
+            // The record is already stored, as raised, when the first callback runs.
+            let id = try? report.reportID()
+            let states = (try? session.repository.records().filter { $0.reportID == id }.map(\.state)) ?? []
+            seen.withLock { $0 += states }
+            done()
+        }), for: .handler)
+        let middle = try rowsWritten()
+        let handled = try #require(try session.raise(ReportRequest(trigger: .logError)))
+        #expect(seen.withLock { $0 } == [.pendingChain])
+        #expect(try rowsWritten() - middle == 2, "the journal, then the chain's result")
+        #expect(try session.repository.records().first { $0.reportID == handled.id }?.state == .awaitingFirstAttempt)
     }
 }

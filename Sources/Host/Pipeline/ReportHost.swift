@@ -28,16 +28,23 @@ package final class ReportHost: Sendable {
     let decisions: ClosurePool
     let active = ActiveCalls()
     private let table: SendablePointer<rh_host_api>
-    private let slots = Locked(Slots())
+    private let slots = Locked(ChainSlots())
     /// Set once a `destroy` could not start: later ones do not wait for the main thread again.
     private let mainThreadBlocked = Locked(false)
     /// Configured plugins left out because they crashed the host: every report notes them.
     private let quarantine = Locked<[QuarantineEntry]>([])
 
-    private struct Slots {
-        var handlers: [HandlerSlot: Handler] = [:]
-        var delegate: Delegate?
+    /// What a chain calls besides the host's own code.
+    package struct ChainSlots: Sendable {
+        fileprivate var handlers: [HandlerSlot: Handler] = [:]
+        fileprivate var delegate: Delegate?
+
+        /// Whether a chain run over these slots calls anything (a handler or a delegate).
+        package var hasCallbacks: Bool { !handlers.isEmpty || delegate != nil }
     }
+
+    /// The slots as they are now: a chain given them runs exactly these, whatever is set later.
+    package var currentSlots: ChainSlots { slots.withLock { $0 } }
 
     /// Creates a host; fails (exit 1) when libffi closures cannot be allocated.
     package init(
@@ -214,10 +221,11 @@ package final class ReportHost: Sendable {
     }
 
     /// `runChain`, telling also which slots did not run fully (for `plugins.required`).
-    package func chain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil) throws(HostError)
-        -> ChainRun?
+    /// - Parameter slots: what to run (nil: `currentSlots`).
+    package func chain(_ report: LiveReport, mode: ChainMode, dialog: (any DialogPresenter)? = nil, slots: ChainSlots? = nil)
+        throws(HostError) -> ChainRun?
     {
-        let slots = self.slots.withLock { $0 }
+        let slots = slots ?? currentSlots
         let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture)
         let chain = Chain(
             callbacks: CallbackRunner(invoker: invoker, limits: configuration.limits, closures: completions),

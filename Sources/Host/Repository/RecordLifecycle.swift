@@ -14,6 +14,7 @@ import FoundationEssentials
 ///     awaiting_first_attempt / retry ── admit → submitting ── retryLater → retry
 ///                                   │                      └─ finish → terminal
 ///                                   └─ hold → held ── releaseConfigurationHolds
+///     storeUnchained → awaiting_first_attempt  (a running-app report no callback sees)
 ///     pending_chain ── holdForRequired → held ── reopenChain(releasingHold:) (plugins.required)
 ///     terminal, retry ── discard (evicted, D-12)
 extension Repository {
@@ -24,6 +25,15 @@ extension Repository {
     @discardableResult
     package func journal(_ document: ReportDocument, session: String, dialogPending: Bool) throws(StorageError) -> Int64 {
         try store(document, state: .pendingChain, session: session, dialogPending: dialogPending)
+    }
+
+    /// A running-app report whose chain called nothing but the host (no handler, no
+    /// delegate, no dialog): stored once, as it left the chain, `awaiting_first_attempt`.
+    /// Nothing could end the host between a journal and the chain's end, so none is written
+    /// (H-13 journals a report before its first callback).
+    @discardableResult
+    package func storeUnchained(_ document: ReportDocument, session: String) throws(StorageError) -> Int64 {
+        try store(document, state: .awaitingFirstAttempt, session: session)
     }
 
     /// The user sent a dialog report: its journal keeps their edits, and from now on it is a

@@ -175,6 +175,11 @@ package final class HostSession: Sendable {
     /// cancelled the dialog (nothing is stored).
     package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         let report = host.makeReport(request)
+        let slots = host.currentSlots
+        let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
+        if request.dialog == nil && !slots.hasCallbacks {
+            return try raiseUnchained(report, mode: mode, slots: slots)
+        }
         let journal = report.snapshot
         let rowID = try storing { () throws(StorageError) in
             try repository.journal(journal, session: sessionID, dialogPending: request.dialog != nil)
@@ -184,8 +189,7 @@ package final class HostSession: Sendable {
             JournalingDialog(presenter: $0, repository: repository, rowID: rowID, journal: journal, log: host.logger)
         }
         host.faults.hit(.duringHandlers)
-        let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
-        guard let run = try host.chain(report, mode: mode, dialog: dialog) else {
+        guard let run = try host.chain(report, mode: mode, dialog: dialog, slots: slots) else {
             try storing { () throws(StorageError) in try repository.discard(rowID) }
             return nil
         }
@@ -193,16 +197,45 @@ package final class HostSession: Sendable {
         if let unmet = run.unmet(host.configuration.requiredSlots) {
             // The journal (with the user's dialog edits) stays what is stored: what the chain
             // did without its required slot is never sent.
-            try storing { () throws(StorageError) in
-                try repository.holdForRequired(
-                    rowID, reason: unmet, notes: Array(document.internalLog.dropFirst(journal.internalLog.count)), chainEnded: true)
-            }
-            host.logger.warn("report \(document.id) held, not sent: \(unmet)")
-            return document
+            return try hold(rowID, journal: journal, document: document, unmet: unmet)
         }
         // One flush per report: the journal's (see `chainFinished`).
         try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document, flush: false) }
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
+        return document
+    }
+
+    /// A report no callback sees (no handler, no delegate, no dialog): the chain is the host's
+    /// own code, so the report is stored once, after it, with one flush (H-13 journals a
+    /// report before its first callback; there is none). A required slot that is empty holds
+    /// it, as after a journal.
+    private func raiseUnchained(_ report: LiveReport, mode: ChainMode, slots: ReportHost.ChainSlots) throws(HostError)
+        -> ReportDocument?
+    {
+        let journal = report.snapshot
+        host.faults.hit(.duringHandlers)
+        guard let run = try host.chain(report, mode: mode, slots: slots) else { return nil }  // no dialog: never nil
+        let document = run.document
+        if let unmet = run.unmet(host.configuration.requiredSlots) {
+            let rowID = try storing { () throws(StorageError) in try repository.journal(journal, session: sessionID, dialogPending: false) }
+            return try hold(rowID, journal: journal, document: document, unmet: unmet)
+        }
+        try storing { () throws(StorageError) in try repository.storeUnchained(document, session: sessionID) }
+        host.faults.hit(.afterJournal)
+        host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
+        return document
+    }
+
+    /// Holds the journaled record `rowID` because a required slot did not run fully (`unmet`),
+    /// with what the chain noted; returns the chain's `document`.
+    private func hold(_ rowID: Int64, journal: ReportDocument, document: ReportDocument, unmet: String) throws(HostError)
+        -> ReportDocument
+    {
+        try storing { () throws(StorageError) in
+            try repository.holdForRequired(
+                rowID, reason: unmet, notes: Array(document.internalLog.dropFirst(journal.internalLog.count)), chainEnded: true)
+        }
+        host.logger.warn("report \(document.id) held, not sent: \(unmet)")
         return document
     }
 
