@@ -165,10 +165,10 @@ struct Invoker {
             }
         }
         // One wait: until the start deadline while queued, then until the call's own limit
-        // (or the budget) once it has started.
+        // (or the budget) once it has started. Most calls complete within microseconds.
         return state.wait(
             until: { $0.phase == .queued ? startDeadline : min($0.startedAt.advanced(byMilliseconds: limitMs), budgetDeadline) },
-            clock: clock, for: { tracker.isDone($0) || $0.stopped }
+            clock: clock, spinning: .microseconds(50), for: { tracker.isDone($0) || $0.stopped }
         ) { state, _ in
             if tracker.isDone(state) { return .finished }
             if state.phase == .queued {

@@ -115,8 +115,14 @@ package final class Repository: Sendable {
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
         let repository = Repository(folder: folder, database: database, limits: limits, system: system, logger: logger)
         try repository.migrate()
+        try repository.database.keepLog(bytes: Self.logBytes)
         return repository
     }
+
+    /// The size the write-ahead log is kept at: what it grows to between two automatic
+    /// checkpoints (1,000 pages and their frame headers), so a commit overwrites blocks the
+    /// log already has and its flush writes no file size or block allocation.
+    static let logBytes = 1_000 * (4_096 + 24) + 32
 
     /// Opens an existing repository for reading only (`status`); nil when there is none.
     /// Creates nothing.

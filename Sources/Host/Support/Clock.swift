@@ -93,21 +93,38 @@ package final class WaitableState<State>: @unchecked Sendable {
     /// Waits until `predicate` holds or `deadline` (nil: forever) passes on `clock`; then
     /// runs `body` on the state, still under the lock, and returns its result.
     package func wait<T>(
-        until deadline: HostInstant?, clock: any HostClock,
+        until deadline: HostInstant?, clock: any HostClock, spinning: Spin = .none,
         for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
     ) -> T {
-        wait(until: { _ in deadline }, clock: clock, for: predicate, then: body)
+        wait(until: { _ in deadline }, clock: clock, spinning: spinning, for: predicate, then: body)
+    }
+
+    /// How long a waiter looks at the state, yielding the processor in between, before it
+    /// sleeps: for hand-offs that usually come within microseconds (a callback on the host's
+    /// main thread and its completion), where waking a sleeping thread costs more than the
+    /// work. Measured on the real monotonic clock, whatever clock the deadline is on.
+    package enum Spin: Sendable {
+        case none
+        case microseconds(UInt64)
     }
 
     /// `wait` with a deadline that depends on the state, re-read after every wake-up.
     package func wait<T>(
-        until deadline: (State) -> HostInstant?, clock: any HostClock,
+        until deadline: (State) -> HostInstant?, clock: any HostClock, spinning: Spin = .none,
         for predicate: (State) -> Bool, then body: (inout State, _ satisfied: Bool) -> T
     ) -> T {
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
+        }
+        if case .microseconds(let limit) = spinning, !predicate(state) {
+            let start = SystemClock().now().nanoseconds
+            repeat {
+                condition.unlock()
+                sched_yield()
+                condition.lock()
+            } while !predicate(state) && SystemClock().now().nanoseconds &- start < limit * 1_000
         }
         while !predicate(state) {
             if let deadline = deadline(state) {
