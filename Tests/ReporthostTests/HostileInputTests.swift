@@ -84,6 +84,31 @@ import Testing
         }
     }
 
+    @Test("I-4, D-1: a disk that cannot hold the write-ahead log's preallocation (a file size limit) costs nothing: the log is cut back and reports are stored")
+    func logPreallocationRefused() async throws {
+        try await offPool { [self] in
+            // 2,000 blocks of 512 or 1,024 bytes: room for the database and a small log, not
+            // for the log's 4 MB. SIGXFSZ ignored, as a write past the limit then fails EFBIG.
+            let limited = "trap '' XFSZ; ulimit -f 2000; exec \"$0\" \"$@\""
+            for summary in ["first", "second"] {
+                let result = try ChildProcess.run(
+                    "/bin/sh", ["-c", limited, Products.reporthost.path, "report", "error", "--summary", summary, "--repository", repository],
+                    directory: folder)
+                #expect(result.status == 0, "\(result.stderr)")
+            }
+            let log = folder.appendingPathComponent("repo/reporthost.sqlite-wal").path
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: log)[.size] as? Int)
+            // Cut back to what the log held (the frames of a few commits), not left at the limit.
+            #expect(size < 512_000, "cut back: \(size) bytes")
+            let stored = try #require(try Repository.openForReading(folder: folder.appendingPathComponent("repo")))
+            let summaries = try stored.records().compactMap(\.document.content.summary)
+            #expect(summaries.sorted() == ["first", "second"], "\(summaries)")
+            // Without the limit the log is extended to its full size, and kept after the process ends.
+            #expect(try run(["report", "error"]).status == 0)
+            #expect(try FileManager.default.attributesOfItem(atPath: log)[.size] as? Int == Repository.logBytes)
+        }
+    }
+
     @Test("D-1, D-13: a crash file with a far-future time never bricks the repository; the report gets a plausible time")
     func farFutureTime() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

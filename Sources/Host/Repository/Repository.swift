@@ -122,7 +122,7 @@ package final class Repository: Sendable {
     /// The size the write-ahead log is kept at: what it grows to between two automatic
     /// checkpoints (1,000 pages and their frame headers), so a commit overwrites blocks the
     /// log already has and its flush writes no file size or block allocation.
-    static let logBytes = 1_000 * (4_096 + 24) + 32
+    package static let logBytes = 1_000 * (4_096 + 24) + 32
 
     /// Opens an existing repository for reading only (`status`); nil when there is none.
     /// Creates nothing.
