@@ -109,6 +109,28 @@ import Testing
         }
     }
 
+    @Test("I-7: a clean stop starts the write-ahead log over: the next process reads back a few frames, however many reports came before")
+    func logStartsOverAtStop() async throws {
+        try await offPool { [self] in
+            for index in 0..<8 { #expect(try run(["report", "error", "--summary", "r\(index)"]).status == 0) }
+            let log = try Data(contentsOf: folder.appendingPathComponent("repo/reporthost.sqlite-wal"))
+            #expect(log.count == Repository.logBytes, "kept at its preallocated size")
+            // Frames a process opening the repository reads back: from the header on, while
+            // a frame carries the header's salt (SQLite's recovery also checks checksums).
+            func word(_ offset: Int) -> UInt32 { log[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+            let pageSize = Int(word(8))
+            var frames = 0
+            while 32 + (frames + 1) * (24 + pageSize) <= log.count {
+                let frame = 32 + frames * (24 + pageSize)
+                guard word(frame + 8) == word(16) && word(frame + 12) == word(20) else { break }
+                frames += 1
+            }
+            #expect(pageSize == 4_096 && (1...6).contains(frames), "\(frames) frames to read back")
+            let stored = try #require(try Repository.openForReading(folder: folder.appendingPathComponent("repo")))
+            #expect(try stored.records().compactMap(\.document.content.summary).sorted() == (0..<8).map { "r\($0)" })
+        }
+    }
+
     @Test("D-1, D-13: a crash file with a far-future time never bricks the repository; the report gets a plausible time")
     func farFutureTime() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

@@ -162,9 +162,14 @@ final class Database: @unchecked Sendable {
     /// as frames (each frame carries the log's salt and a checksum). Done under the write
     /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
     /// cut back to its size and the log simply grows as it would have.
+    ///
+    /// Closing does not checkpoint: the next connection to open reads back every frame since
+    /// the log last started over (about 3.5 ms for 300), so a clean stop ends with
+    /// `startLogOver` instead.
     func keepLog(bytes: Int) throws(StorageError) {
         var persist: Int32 = 1
         sqlite3_file_control(connection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
+        rh_sqlite3_no_checkpoint_on_close(connection, 1)
         try transaction(.committed) { () throws(StorageError) in
             // The log exists from the transaction's start.
             let fd = Glibc.open(path + "-wal", O_WRONLY | O_CLOEXEC)
@@ -182,6 +187,15 @@ final class Database: @unchecked Sendable {
             }
             if offset < bytes || fdatasync(fd) != 0 { ftruncate(fd, info.st_size) }
         }
+    }
+
+    /// Checkpoints the log without waiting for anyone, then runs `body` in one flushed
+    /// transaction: when the checkpoint took every frame and no other process reads, that
+    /// write starts the log over, and the next process to open the repository reads back its
+    /// frames only. For a connection's last write.
+    func startLogOver(_ body: () throws(StorageError) -> Void) throws(StorageError) {
+        try execute("PRAGMA wal_checkpoint(PASSIVE)")
+        try transaction(.flushed, body)
     }
 
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.

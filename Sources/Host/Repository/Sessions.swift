@@ -19,10 +19,22 @@ extension Repository {
         try database.query("UPDATE sessions SET phase = ? WHERE id = ?", [.text(phase.rawValue), .text(id)])
     }
 
+    /// Removes the mark of session `id` (one that ended, found by recovery).
     package func clearSession(_ id: String) throws(StorageError) {
+        try database.transaction { () throws(StorageError) in try deleteMark(id) }
+        try? FileManager.default.removeItem(atPath: alivePath(id))
+    }
+
+    /// `clearSession` for this process's own session at a clean stop, its last write: the log
+    /// starts over with it, so the next process reads back a few frames, not the whole log.
+    package func endSession(_ id: String) throws(StorageError) {
+        try database.startLogOver { () throws(StorageError) in try deleteMark(id) }
+        try? FileManager.default.removeItem(atPath: alivePath(id))
+    }
+
+    private func deleteMark(_ id: String) throws(StorageError) {
         try database.query("DELETE FROM sessions WHERE id = ?", [.text(id)])
         try database.query("DELETE FROM crash_attachments WHERE session = ?", [.text(id)])
-        try? FileManager.default.removeItem(atPath: alivePath(id))
     }
 
     /// A file `session` names in its crash files (`crash --attach`), with the device and inode

@@ -250,7 +250,7 @@ package final class HostSession: Sendable {
     /// A clean stop: clears the session mark and releases the lock.
     package func end() {
         do {
-            try repository.clearSession(sessionID)
+            try repository.endSession(sessionID)
         } catch {
             host.logger.warn("could not clear session mark \(sessionID): \(error)")
         }
