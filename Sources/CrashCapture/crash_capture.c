@@ -578,15 +578,40 @@ static void on_signal(int signal_number, siginfo_t *info, void *context) {
    ever, and it prints a second crash log. The crash file already holds what it would say, so
    a crash handed to it ends the process with the default action instead. Decided at install
    (dladdr is not async-signal-safe), never in the handler. */
+struct module_lookup {
+    uintptr_t address;
+    const char *name; /* the module holding address ("" for the program), NULL if none */
+};
+
+static int find_module(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct module_lookup *lookup = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_LOAD) continue;
+        uintptr_t start = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+        if (lookup->address >= start && lookup->address < start + info->dlpi_phdr[i].p_memsz) {
+            lookup->name = info->dlpi_name;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static bool is_swift_runtime_handler(const struct sigaction *action) {
     void *function = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
     if (function == NULL || function == (void *)SIG_DFL || function == (void *)SIG_IGN) return false;
+    /* The module from the loaded segments: dladdr would also search its symbol table, half a
+       millisecond for the Swift runtime's, at every start. */
+    struct module_lookup lookup = {(uintptr_t)function, NULL};
+    dl_iterate_phdr(find_module, &lookup);
+    if (lookup.name == NULL) return false;
+    const char *name = strrchr(lookup.name, '/');
+    name = name != NULL ? name + 1 : lookup.name;
+    if (strncmp(name, "libswiftCore.so", strlen("libswiftCore.so")) == 0) return true;
+    if (lookup.name[0] != '\0') return false; /* another library's handler */
+    /* A program linked with the Swift runtime statically: the handler is in the program. */
     Dl_info info;
     if (dladdr(function, &info) == 0) return false;
-    const char *name = info.dli_fname != NULL ? strrchr(info.dli_fname, '/') : NULL;
-    name = name != NULL ? name + 1 : info.dli_fname;
-    if (name != NULL && strncmp(name, "libswiftCore.so", strlen("libswiftCore.so")) == 0) return true;
-    /* A program linked with the Swift runtime statically: the handler is in the program. */
     return info.dli_sname != NULL && strstr(info.dli_sname, "swift") != NULL && strstr(info.dli_sname, "acktrac") != NULL;
 }
 
