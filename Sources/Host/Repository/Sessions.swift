@@ -9,14 +9,24 @@ extension Repository {
     /// again (that chain is the likely cause).
     package enum SessionPhase: String, Sendable { case recovering, running }
 
+    /// Marks session `id` as running. Committed without waiting for the disk: a killed
+    /// process keeps it (the log holds every commit), and the session's first flush (a
+    /// report's journal, a crash batch) makes it durable. A power loss before any flush takes
+    /// the mark and everything else the session wrote: that session leaves no abnormal exit.
     package func markSession(_ id: String, phase: SessionPhase = .running) throws(StorageError) {
-        try database.query(
-            "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
-            [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date())), .text(phase.rawValue)])
+        try database.transaction(.committed) { () throws(StorageError) in
+            try database.query(
+                "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
+                [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date())), .text(phase.rawValue)])
+        }
     }
 
+    /// Committed without waiting, as `markSession`: a power loss that takes it back leaves the
+    /// session `recovering`, so an abnormal exit found for it skips the chain.
     package func setSessionPhase(_ id: String, _ phase: SessionPhase) throws(StorageError) {
-        try database.query("UPDATE sessions SET phase = ? WHERE id = ?", [.text(phase.rawValue), .text(id)])
+        try database.transaction(.committed) { () throws(StorageError) in
+            try database.query("UPDATE sessions SET phase = ? WHERE id = ?", [.text(phase.rawValue), .text(id)])
+        }
     }
 
     /// Removes the mark of session `id` (one that ended, found by recovery).
