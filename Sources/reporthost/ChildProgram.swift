@@ -169,7 +169,7 @@ enum SignalForwarding {
 /// opens one, and holds closed standard descriptors with /dev/null (close-on-exec), so no pipe
 /// or file the host opens later lands on fd 0, 1 or 2 and reaches a program as its input.
 enum InheritedDescriptors {
-    nonisolated(unsafe) private(set) static var atStart: Set<Int32> = []
+    nonisolated(unsafe) private(set) static var atStart: [Int32] = []
 
     /// Call first thing in `main`, on the main thread, before any other thread exists.
     static func record() {
@@ -178,5 +178,5 @@ enum InheritedDescriptors {
     }
 
     /// The descriptors open in this process now (from /proc/self/fd).
-    static func openNow() -> Set<Int32> { Subprocess.openDescriptors() }
+    static func openNow() -> [Int32] { Subprocess.openDescriptors() }
 }

@@ -75,15 +75,15 @@ package struct Subprocess: Sendable {
         return status == 0 ? .success(pid) : .failure(SystemError(.spawn, status))
     }
 
-    /// The descriptors open in this process now (from /proc/self/fd).
-    package static func openDescriptors() -> Set<Int32> {
+    /// The descriptors open in this process now (from /proc/self/fd), in the order listed.
+    package static func openDescriptors() -> [Int32] {
         guard let folder = opendir("/proc/self/fd") else { return [] }
         defer { closedir(folder) }
         let own = dirfd(folder)
-        var found: Set<Int32> = []
+        var found: [Int32] = []
         while let entry = readdir(folder) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if let fd = Int32(name), fd != own { found.insert(fd) }
+            if let fd = Int32(name), fd != own { found.append(fd) }
         }
         return found
     }
