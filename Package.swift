@@ -62,7 +62,9 @@ let package = Package(
         .target(name: "SignalForwarding"),
         // The CLI's main thread serving the main dispatch queue (Foundation's run loop did).
         .target(name: "MainQueue", linkerSettings: [.linkedLibrary("dispatch")]),
-        .executableTarget(name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue"]),
+        .target(name: "MallocArena"),
+        .executableTarget(
+            name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue", "MallocArena"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",

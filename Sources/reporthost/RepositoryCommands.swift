@@ -213,12 +213,37 @@ struct StatusReport {
             lines.append("newest \(shown.count) of \(records.count) (status --all lists every record, --limit N the newest N):")
         }
         var text = lines.joined(separator: "\n") + "\n"
-        // One string grown in place: `status --all` may list many thousands.
+        // One string, its room reserved, grown piece by piece: `status --all` may list many
+        // thousands. Trigger and state columns are padded once per value, not per line.
+        text.reserveCapacity(text.utf8.count + shown.count * 160)
+        var columns: [String: String] = [:]
+        func column(_ value: String, _ width: Int) -> String {
+            if let padded = columns[value] { return padded }
+            let padded = value.padded(toLength: width)
+            columns[value] = padded
+            return padded
+        }
         for record in shown {
-            text += "  \(record.reportID)  \(record.trigger.name.padded(toLength: 13)) \(record.state.rawValue.padded(toLength: 22))"
-            text += " attempts \(record.attempts)  \(record.bytes) bytes  \(ReportDocument.timestamp(record.createdAt))"
-            if let next = record.nextAttemptAt { text += "  next \(ReportDocument.timestamp(next))" }
-            if let outcome = record.outcome { text += "  \(outcome)" }
+            text += "  "
+            text += record.reportID
+            text += "  "
+            text += column(record.trigger.name, 13)
+            text += " "
+            text += column(record.state.rawValue, 22)
+            text += " attempts "
+            text += String(record.attempts)
+            text += "  "
+            text += String(record.bytes)
+            text += " bytes  "
+            text += ReportDocument.timestamp(record.createdAt)
+            if let next = record.nextAttemptAt {
+                text += "  next "
+                text += ReportDocument.timestamp(next)
+            }
+            if let outcome = record.outcome {
+                text += "  "
+                text += outcome
+            }
             text += "\n"
         }
         let tail = unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" } + QuarantineCommand.lines(quarantine)
