@@ -107,7 +107,45 @@ final class Database: @unchecked Sendable {
     /// Runs `sql` with `values` bound in order; returns every row.
     @discardableResult
     func query(_ sql: String, _ values: [SQLValue] = []) throws(StorageError) -> [[SQLValue]] {
-        try serialized { () throws(StorageError) -> [[SQLValue]] in
+        try query(sql, values) { row in (0..<row.count).map(row.value) }
+    }
+
+    /// One row of a result, read in place (valid only inside `query`'s `make`).
+    struct Row {
+        fileprivate let statement: OpaquePointer
+
+        var count: Int { Int(sqlite3_column_count(statement)) }
+
+        func value(_ column: Int) -> SQLValue {
+            let column = Int32(column)
+            switch sqlite3_column_type(statement, column) {
+            case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, column))
+            // NULL pointers: a zero-length BLOB, or out of memory.
+            case SQLITE_TEXT: return .text(sqlite3_column_text(statement, column).map { String(cString: $0) } ?? "")
+            case SQLITE_BLOB:
+                return .blob(sqlite3_column_blob(statement, column).map {
+                    Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, column)))
+                } ?? Data())
+            default: return .null
+            }
+        }
+
+        /// The column as an integer; nil unless it holds one.
+        func int(_ column: Int) -> Int64? {
+            sqlite3_column_type(statement, Int32(column)) == SQLITE_INTEGER ? sqlite3_column_int64(statement, Int32(column)) : nil
+        }
+
+        /// The column as text; nil unless it holds text.
+        func text(_ column: Int) -> String? {
+            guard sqlite3_column_type(statement, Int32(column)) == SQLITE_TEXT else { return nil }
+            return sqlite3_column_text(statement, Int32(column)).map { String(cString: $0) } ?? ""
+        }
+    }
+
+    /// Runs `sql` with `values` bound in order; one value per row from `make` (nil skips the
+    /// row), which reads the columns in place: no array of values is built for a row.
+    func query<T>(_ sql: String, _ values: [SQLValue] = [], each make: (Row) -> T?) throws(StorageError) -> [T] {
+        try serialized { () throws(StorageError) -> [T] in
             if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full")) }
             let statement = try prepared(sql)
             defer {
@@ -124,23 +162,12 @@ final class Database: @unchecked Sendable {
                     _ = v.withUnsafeBytes { sqlite3_bind_blob(statement, position, $0.baseAddress, Int32(v.count), Database.transient) }
                 }
             }
-            var rows: [[SQLValue]] = []
+            var rows: [T] = []
             while true {
                 let status = sqlite3_step(statement)
                 if status == SQLITE_DONE { break }
                 guard status == SQLITE_ROW else { throw failure(status) }
-                rows.append((0..<sqlite3_column_count(statement)).map { column in
-                    switch sqlite3_column_type(statement, column) {
-                    case SQLITE_INTEGER: .integer(sqlite3_column_int64(statement, column))
-                    // NULL pointers: a zero-length BLOB, or out of memory.
-                    case SQLITE_TEXT: .text(sqlite3_column_text(statement, column).map { String(cString: $0) } ?? "")
-                    case SQLITE_BLOB:
-                        .blob(sqlite3_column_blob(statement, column).map {
-                            Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, column)))
-                        } ?? Data())
-                    default: .null
-                    }
-                })
+                if let row = make(Row(statement: statement)) { rows.append(row) }
             }
             return rows
         }

@@ -200,20 +200,20 @@ package final class Repository: Sendable {
     }
 
     private func summaries(where condition: String, _ values: [SQLValue], order: String, limit: Int?) throws(StorageError) -> [Summary] {
-        let rows = try database.query(
+        try database.query(
             """
             SELECT rowid, report_id, trigger, state, attempts, next_attempt_at, created_at, bytes, outcome, held, session, updated_at
             FROM reports INDEXED BY readable_by_state WHERE \(condition) ORDER BY \(order) \(limit.map { "LIMIT \($0)" } ?? "")
             """,
-            values)
-        return rows.compactMap { row in
-            guard let trigger = row[2].string.flatMap(Trigger.init(name:)) else { return nil }
+            values
+        ) { row in
+            guard let trigger = row.text(2).flatMap(Trigger.init(name:)) else { return nil }
             return Summary(
-                rowID: row[0].int ?? 0, reportID: row[1].string ?? "", trigger: trigger,
-                state: row[3].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
-                attempts: Int(clamping: min(max(row[4].int ?? 0, 0), 1_000_000)), nextAttemptAt: row[5].int.map(Self.date),
-                createdAt: Self.date(row[6].int ?? 0), bytes: Int(row[7].int ?? 0), outcome: row[8].string, held: row[9].string,
-                session: row[10].string, updatedAt: Self.date(row[11].int ?? 0))
+                rowID: row.int(0) ?? 0, reportID: row.text(1) ?? "", trigger: trigger,
+                state: row.text(3).flatMap(RecordState.init(rawValue:)) ?? .terminal,
+                attempts: Int(clamping: min(max(row.int(4) ?? 0, 0), 1_000_000)), nextAttemptAt: row.int(5).map(Self.date),
+                createdAt: Self.date(row.int(6) ?? 0), bytes: Int(row.int(7) ?? 0), outcome: row.text(8), held: row.text(9),
+                session: row.text(10), updatedAt: Self.date(row.int(11) ?? 0))
         }
     }
 
