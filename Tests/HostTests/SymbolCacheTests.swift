@@ -17,12 +17,17 @@ import Testing
         return try #require(CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date()))
     }
 
+    /// Where `library` has its `rh_plugin_entry`.
+    func entryOffset(_ library: String) throws -> UInt64 {
+        let symbols = try ChildProcess.run("/usr/bin/nm", ["--defined-only", library])
+        let entry = try #require(symbols.stdout.split(separator: "\n").first { $0.hasSuffix(" T rh_plugin_entry") })
+        return try #require(UInt64(entry.prefix { $0 != " " }, radix: 16))
+    }
+
     @Test("D-1: crashes of processes that mapped one library at different addresses symbolicate alike through one cache")
     func oneLibraryManyProcesses() throws {
         let library = Products.directory.appendingPathComponent("libwrapper-sim.so").path
-        let symbols = try ChildProcess.run("/usr/bin/nm", ["--defined-only", library])
-        let entry = try #require(symbols.stdout.split(separator: "\n").first { $0.hasSuffix(" T rh_plugin_entry") })
-        let offset = try #require(UInt64(entry.prefix { $0 != " " }, radix: 16))
+        let offset = try entryOffset(library)
         let cache = try #require(SymbolCache())
         for start: UInt64 in [0x7f00_0000_0000, 0x5500_0000_0000, 0x7f00_0000_0000] {
             let crashed = try crash(library, at: start, offset: offset)
@@ -33,5 +38,25 @@ import Testing
             // An address outside the library's mapping names nothing.
             #expect(symbolizer.symbols(at: start - 0x1000, isReturnAddress: false).isEmpty)
         }
+    }
+
+    @Test("D-1: a frame is looked up once per library file and offset: another library's frame at the same offset is its own")
+    func framesKeyedByLibrary() throws {
+        let libraries = ["libwrapper-sim.so", "libscrub-pii.so"].map { Products.directory.appendingPathComponent($0).path }
+        let offset = try entryOffset(libraries[0])
+        let cache = try #require(SymbolCache())
+        var found: [[FrameSymbol]] = []
+        for library in libraries {
+            for start: UInt64 in [0x7f00_0000_0000, 0x5500_0000_0000] {
+                let crashed = try crash(library, at: start, offset: offset)
+                let cached = try #require(ElfSymbols(for: crashed, cache: cache)).symbols(at: start + offset, isReturnAddress: false)
+                let fresh = try #require(ElfSymbols(for: crashed)).symbols(at: start + offset, isReturnAddress: false)
+                #expect(cached == fresh, "\(library) at 0x\(String(start, radix: 16))")
+                found.append(cached)
+            }
+        }
+        #expect(found[0].last?.function == "rh_plugin_entry" && found[0] == found[1])
+        #expect(found[2] != found[0], "the other library's code at that offset is not rh_plugin_entry")
+        #expect(cache.frames.count == 2, "one lookup per library and offset")
     }
 }

@@ -9,6 +9,8 @@ final class ElfSymbols: Symbolicating {
     private let handle: OpaquePointer
     /// Outlives the symbolizer that uses it.
     private let cache: SymbolCache?
+    /// The crash whose frames these are: which module holds an address.
+    private let crash: CrashFile
     /// One line per module whose frames are not symbolicated, and why.
     private(set) var refusals: [String] = []
 
@@ -21,6 +23,7 @@ final class ElfSymbols: Symbolicating {
         guard let handle = cache.map({ rh_symbolizer_new_cached($0.handle) }) ?? rh_symbolizer_new() else { return nil }
         self.handle = handle
         self.cache = cache
+        self.crash = crash
         var seen: Set<String> = []
         for address in crash.crashedStack {
             guard let module = crash.object(containing: address), seen.insert(module.path).inserted else { continue }
@@ -36,6 +39,18 @@ final class ElfSymbols: Symbolicating {
     deinit { rh_symbolizer_free(handle) }
 
     func symbols(at address: UInt64, isReturnAddress: Bool) -> [FrameSymbol] {
+        // The same code at another load address in another crash of the same program is
+        // looked up once per recovery.
+        guard let cache, let module = crash.object(containing: address) else { return lookUp(address, isReturnAddress) }
+        let key = SymbolCache.Frame(
+            module: module.path, buildID: module.buildID ?? "", offset: address &- module.start, isReturnAddress: isReturnAddress)
+        if let known = cache.frames[key] { return known }
+        let found = lookUp(address, isReturnAddress)
+        cache.frames[key] = found
+        return found
+    }
+
+    private func lookUp(_ address: UInt64, _ isReturnAddress: Bool) -> [FrameSymbol] {
         var found = [rh_symbol](repeating: rh_symbol(), count: 8)
         let count = Int(rh_symbolizer_lookup(handle, address, isReturnAddress, &found, Int32(found.count)))
         return found.prefix(max(0, min(count, found.count))).compactMap { symbol in
@@ -55,6 +70,15 @@ final class ElfSymbols: Symbolicating {
 /// Freed with the recovery, after every `ElfSymbols` made with it.
 final class SymbolCache {
     let handle: OpaquePointer
+    /// Frames found so far, by module file (path and recorded build id) and offset in it.
+    var frames: [Frame: [FrameSymbol]] = [:]
+
+    struct Frame: Hashable {
+        let module: String
+        let buildID: String
+        let offset: UInt64
+        let isReturnAddress: Bool
+    }
 
     init?() {
         guard let handle = rh_symbol_cache_new() else { return nil }
