@@ -226,7 +226,7 @@ struct Recovery {
     /// its callbacks' changes; a dialog report the user had not sent is dropped.
     private func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
         var documents: [ReportDocument] = []
-        let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain]) }
+        let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain], crashes: false) }
         // A journal of this session, or of another process still running (an embedding
         // program raises while its recovery runs), is a chain in progress, not an interrupted one.
         for record in pending where !(record.session.map { $0 == currentSession || repository.isAlive($0) } ?? false) {

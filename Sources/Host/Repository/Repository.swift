@@ -158,8 +158,10 @@ package final class Repository: Sendable {
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
-    package func records(in states: [RecordState] = []) throws(StorageError) -> [ReportRecord] {
-        try rows(in: states).compactMap { row in try? record(from: row) }
+    /// - Parameter crashes: false leaves `crash` nil, unread and unparsed (recovery's chains do
+    ///   not look at the payload, often most of a crash record).
+    package func records(in states: [RecordState] = [], crashes: Bool = true) throws(StorageError) -> [ReportRecord] {
+        try rows(in: states, crashes: crashes).compactMap { row in try? record(from: row) }
     }
 
     /// A record's columns without its document or crash payload: what `status` lists and what
@@ -297,11 +299,12 @@ package final class Repository: Sendable {
 
     /// The rows in `states` (all when empty). By state through `readable_by_state`, the one
     /// index on state: the rows it leaves out are those `record(from:)` cannot read.
-    private func rows(in states: [RecordState]) throws(StorageError) -> [[SQLValue]] {
+    private func rows(in states: [RecordState], crashes: Bool = true) throws(StorageError) -> [[SQLValue]] {
         let filter = states.isEmpty
             ? "" : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable)"
+        let columns = crashes ? Self.columns : Self.columns.replacing(" crash,", with: " NULL,")
         return try database.query(
-            "SELECT \(Self.columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
+            "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
     }
 
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
