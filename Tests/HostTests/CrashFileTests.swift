@@ -42,6 +42,20 @@ import Testing
         #expect(try !#require(Self.file(pc: "0x5010", frames: ["0x5010"], plugin: false)).blamesPlugin(hostModules: host))
     }
 
+    @Test("D-1: module and register lines are cut into fields exactly as String.split cuts them, multi-byte text included")
+    func fieldsAsSplit() {
+        let samples = [
+            "a b  c d", "a  b c", " a b", "a b c ", "a b  ", "", "   ", "rax 0x1", "rax 0x1  ", "é e\u{301} ü  ñ x",
+            "0x7f00 0x7f10 /usr/lib/x86_64-linux-gnu/libc.so.6", "0x1 0x2 /a%20path/with spaces",
+        ]
+        for text in samples {
+            for limit in [1, 2, 3, Int.max] {
+                let expected = text.split(separator: " ", maxSplits: limit == .max ? .max : limit - 1).map(String.init)
+                #expect(CrashFile.fields(text, limit: limit) == expected, "\(text.debugDescription) limit \(limit)")
+            }
+        }
+    }
+
     @Test("D-1: CR-LF lines, repeated, garbled, binary and out-of-range lines are read or left at their defaults, never trap")
     func hostileLines() throws {
         let text = "reporthost-crash 1\r\nsignal 11\r\nsignal 99999999999999999999\r\ncode -\r\nthread 18446744073709551616\r\n"

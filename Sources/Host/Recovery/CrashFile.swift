@@ -158,11 +158,11 @@ package struct CrashFile: Sendable {
             case "pid": processID = Int32(value)
             case "time": time = Self.plausibleTime(value) ?? fallbackTime
             case "register":
-                let pair = value.split(separator: " ").map(String.init)
+                let pair = Self.fields(value)
                 if pair.count == 2 { registers.append((pair[0], pair[1])) }
             case "frame": if frames.count < Self.maxFrames, let address = Self.hex(value) { frames.append(address) }
             case "module":
-                let fields = raw.split(separator: " ", maxSplits: 2).map(String.init)
+                let fields = Self.fields(raw, limit: 3)
                 if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
                     modules.append(Module(start: start, end: end, path: Self.decoded(fields[2])))
                 }
@@ -295,6 +295,27 @@ package struct CrashFile: Sendable {
         // Bytes, not Characters: a backlog of crash files holds tens of thousands of these.
         (2...128).contains(text.utf8.count) && text.utf8.count % 2 == 0
             && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    }
+
+    /// `text` cut at spaces into at most `limit` fields, as String's `split(separator: " ",
+    /// maxSplits: limit - 1)` cuts it: runs of spaces cut once, no empty field, and the last
+    /// field the rest from just after its space. As bytes: `split` compares Characters, and a
+    /// backlog's module and register lines are most of its lines.
+    package static func fields(_ text: String, limit: Int = .max) -> [String] {
+        let space = UInt8(ascii: " ")
+        var rest = text.utf8[...]
+        var fields: [String] = []
+        while true {
+            let last = fields.count == limit - 1
+            if !last { rest = rest.drop { $0 == space } }
+            guard !rest.isEmpty else { return fields }
+            guard !last, let end = rest.firstIndex(of: space) else {
+                fields.append(String(decoding: rest, as: UTF8.self))
+                return fields
+            }
+            fields.append(String(decoding: rest[..<end], as: UTF8.self))
+            rest = rest[rest.index(after: end)...]
+        }
     }
 
     static func hex(_ text: String) -> UInt64? {
