@@ -319,7 +319,7 @@ package struct CrashFile: Sendable {
     }
 
     static func hex(_ text: String) -> UInt64? {
-        UInt64(text.hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: 16)
+        text.hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text, radix: 16)
     }
 
     package var signalName: String { Self.signalNames[signal] ?? "signal \(signal)" }

@@ -229,7 +229,15 @@ struct Recovery {
         let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain], crashes: false) }
         // A journal of this session, or of another process still running (an embedding
         // program raises while its recovery runs), is a chain in progress, not an interrupted one.
-        for record in pending where !(record.session.map { $0 == currentSession || repository.isAlive($0) } ?? false) {
+        // A backlog's records mostly come from a few sessions: each is looked at once.
+        var alive: [String: Bool] = [currentSession: true]
+        func isRunning(_ session: String) -> Bool {
+            if let known = alive[session] { return known }
+            let running = repository.isAlive(session)
+            alive[session] = running
+            return running
+        }
+        for record in pending where !(record.session.map(isRunning) ?? false) {
             if record.trigger.isRecovered {
                 if let document = try rerunChain(record, session: currentSession) { documents.append(document) }
             } else if record.dialogPending {
@@ -333,7 +341,11 @@ struct Recovery {
         return document
     }
 
+    /// When `path` was last written (now, when it cannot be read): one `stat`, where
+    /// FileManager's attributes would build a dictionary of them all for every crash file.
     static func modificationDate(_ path: String) -> Date {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? Date()
+        var info = stat()
+        guard stat(path, &info) == 0 else { return Date() }
+        return Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec) + TimeInterval(info.st_mtim.tv_nsec) / 1e9)
     }
 }

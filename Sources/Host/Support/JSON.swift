@@ -107,7 +107,9 @@ extension JSONValue {
         // "\r\n" or before a combining mark to a Character boundary.)
         let utf8 = s.utf8
         func needsEscape(_ byte: UInt8) -> Bool { byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") }
-        guard utf8.contains(where: needsEscape) else {
+        // Most strings need no escape: looked for in the contiguous bytes a native String has.
+        let escapes = utf8.withContiguousStorageIfAvailable { $0.contains(where: needsEscape) } ?? utf8.contains(where: needsEscape)
+        guard escapes else {
             out += s
             out += "\""
             return
