@@ -188,21 +188,24 @@ final class Database: @unchecked Sendable {
     }
 
     /// Keeps the write-ahead log file between connections (SQLite deletes it when the last
-    /// one closes) and extends it with zeros to `bytes` when it is shorter. A flush after an
-    /// append that grows the file costs about twice one that overwrites (measured here: 0.36
-    /// against 0.19 ms for a report's two commits). Zeros past the last frame are never read
-    /// as frames (each frame carries the log's salt and a checksum). Done under the write
-    /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
-    /// cut back to its size and the log simply grows as it would have.
-    ///
-    /// Closing does not checkpoint: the next connection to open reads back every frame since
-    /// the log last started over (about 3.5 ms for 300), so a clean stop ends with
-    /// `startLogOver` instead.
-    func keepLog(bytes: Int) throws(StorageError) {
+    /// one closes), so the blocks `preallocateLog` gave it stay. Closing does not checkpoint:
+    /// the next connection to open reads back every frame since the log last started over
+    /// (about 3.5 ms for 300), so a clean stop ends with `startLogOver` instead.
+    func keepLog() {
         var persist: Int32 = 1
         sqlite3_file_control(connection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
         rh_sqlite3_no_checkpoint_on_close(connection, 1)
         rh_sqlite3_count_log_frames(connection, logFrames)
+    }
+
+    /// Extends the write-ahead log with zeros to `bytes` when it is shorter. A flush after an
+    /// append that grows the file costs about twice one that overwrites (measured here: 0.36
+    /// against 0.19 ms for a report's two commits). Zeros past the last frame are never read
+    /// as frames (each frame carries the log's salt and a checksum). Done under the write
+    /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
+    /// cut back to its size and the log simply grows as it would have. Once per repository:
+    /// the log is kept (`keepLog`).
+    func preallocateLog(bytes: Int) throws(StorageError) {
         try transaction(.committed) { () throws(StorageError) in
             // The log exists from the transaction's start.
             let fd = Glibc.open(path + "-wal", O_WRONLY | O_CLOEXEC)

@@ -115,9 +115,13 @@ package final class Repository: Sendable {
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
         let repository = Repository(folder: folder, database: database, limits: limits, system: system, logger: logger)
         try repository.migrate()
-        try repository.database.keepLog(bytes: Self.logBytes)
+        repository.database.keepLog()
         return repository
     }
+
+    /// Gives the write-ahead log its full size once (`Database.preallocateLog`): recovery does
+    /// it, off an embedding program's start.
+    package func preallocateLog() throws(StorageError) { try database.preallocateLog(bytes: Self.logBytes) }
 
     /// The size the write-ahead log is kept at: what it grows to between two automatic
     /// checkpoints (1,000 pages and their frame headers), so a commit overwrites blocks the

@@ -137,6 +137,13 @@ package final class HostSession: Sendable {
     package func recover(crashFilesPerBatch: Int? = nil) throws(HostError) -> [ReportDocument] {
         // Once per session: `launch --watch` recovers, then starts the worker, which would again.
         guard isPrimary, recoveredOnce.withLock({ done in defer { done = true }; return !done }) else { return [] }
+        // Once per repository (the log is kept): here, off an embedding program's start. Only
+        // a speed-up: a failure leaves the log to grow as it would have.
+        do {
+            try repository.preallocateLog()
+        } catch {
+            host.logger.debug("write-ahead log not preallocated: \(error)")
+        }
         let recovery = Recovery(host: host, repository: repository)
         try recovery.collect(currentSession: sessionID, watched: watched, batch: crashFilesPerBatch ?? Recovery.crashFilesPerBatch)
         let recovered = try recovery.finish(currentSession: sessionID)
