@@ -228,6 +228,22 @@ import Testing
         }
     }
 
+    @Test("H-13: a report no callback sees is stored once: killed before that store (during the host's own steps) it is not there, killed after it is there once, and each kill is one abnormal exit")
+    func unchainedReportKilled() async throws {
+        try await offPool { [self] in
+            let before = try run(["report", "error", "--summary", "killed before"], crashAt: .duringHandlers)
+            #expect(before.signal == SIGKILL)
+            let after = try run(["report", "error", "--summary", "killed after"], crashAt: .afterJournal)
+            #expect(after.signal == SIGKILL)
+            #expect(try run(["launch"]).status == 0)
+            let stored = try #require(try Repository.openForReading(folder: URL(fileURLWithPath: repository))).records()
+            let errors = stored.filter { $0.trigger == .logError }
+            #expect(errors.map(\.document.content.summary) == ["killed after"])
+            #expect(errors.allSatisfy { $0.state == .awaitingFirstAttempt && !$0.document.internalLog.contains { $0.message.contains("without the callbacks' changes") } })
+            #expect(stored.filter { $0.trigger == .abnormalExit }.count == 2)
+        }
+    }
+
     @Test("I: status on a folder without a repository prints an empty list and creates nothing")
     func statusOfNothing() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.
