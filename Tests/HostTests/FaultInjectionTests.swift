@@ -52,6 +52,24 @@ import Testing
         #expect(receiver.received.first?.attachments["a.log"]?.count == 100_000)
     }
 
+    @Test("D-1, I-4: ENOSPC or EIO while the write-ahead log is preallocated: it is cut back to its size, nothing fails, the next report is stored")
+    func logPreallocationFails() throws {
+        for (call, errno, from) in [(SystemCall.write, ENOSPC, 3), (.fsync, EIO, 1), (.open, EMFILE, 1)] {
+            let repository = try Repository.open(
+                folder: folder.appendingPathComponent("log-\(call.rawValue)"),
+                system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(call, from: from, errno: errno)])))
+            let log = repository.databasePath + "-wal"
+            let before = try #require(try FileManager.default.attributesOfItem(atPath: log)[.size] as? Int)
+            try repository.preallocateLog()
+            #expect(try FileManager.default.attributesOfItem(atPath: log)[.size] as? Int == before, "\(call): cut back")
+            try repository.seedRecord(document(), state: .awaitingFirstAttempt)
+            #expect(try repository.records().count == 1, "\(call)")
+        }
+        let healthy = try Repository.open(folder: folder.appendingPathComponent("log-healthy"))
+        try healthy.preallocateLog()
+        #expect(try FileManager.default.attributesOfItem(atPath: healthy.databasePath + "-wal")[.size] as? Int == Repository.logBytes)
+    }
+
     @Test("D-1: ENOSPC, EIO or EMFILE while an attachment copy is written: the save fails with the path, nothing half-stored")
     func attachmentCopyFails() throws {
         for (call, errno) in [(SystemCall.write, ENOSPC), (.fsync, EIO), (.open, EMFILE)] {

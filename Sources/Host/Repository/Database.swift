@@ -188,7 +188,7 @@ final class Database: @unchecked Sendable {
     }
 
     /// Keeps the write-ahead log file between connections (SQLite deletes it when the last
-    /// one closes), so the blocks `preallocateLog` gave it stay. Closing does not checkpoint:
+    /// one closes), so the blocks `Repository.preallocateLog` gave it stay. Closing does not checkpoint:
     /// the next connection to open reads back every frame since the log last started over
     /// (about 3.5 ms for 300), so a clean stop ends with `startLogOver` instead.
     func keepLog() {
@@ -196,33 +196,6 @@ final class Database: @unchecked Sendable {
         sqlite3_file_control(connection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
         rh_sqlite3_no_checkpoint_on_close(connection, 1)
         rh_sqlite3_count_log_frames(connection, logFrames)
-    }
-
-    /// Extends the write-ahead log with zeros to `bytes` when it is shorter. A flush after an
-    /// append that grows the file costs about twice one that overwrites (measured here: 0.36
-    /// against 0.19 ms for a report's two commits). Zeros past the last frame are never read
-    /// as frames (each frame carries the log's salt and a checksum). Done under the write
-    /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
-    /// cut back to its size and the log simply grows as it would have. Once per repository:
-    /// the log is kept (`keepLog`).
-    func preallocateLog(bytes: Int) throws(StorageError) {
-        try transaction(.committed) { () throws(StorageError) in
-            // The log exists from the transaction's start.
-            let fd = Glibc.open(path + "-wal", O_WRONLY | O_CLOEXEC)
-            guard fd >= 0 else { return }
-            defer { close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, Int(info.st_size) < bytes else { return }
-            let zeros = [UInt8](repeating: 0, count: 64 * 1024)
-            var offset = Int(info.st_size)
-            while offset < bytes {
-                let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, min($0.count, bytes - offset), off_t(offset)) }
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { break }
-                offset += written
-            }
-            if offset < bytes || fdatasync(fd) != 0 { ftruncate(fd, info.st_size) }
-        }
     }
 
     /// Runs `body` in one flushed transaction, a connection's last write. When the log holds

@@ -119,9 +119,34 @@ package final class Repository: Sendable {
         return repository
     }
 
-    /// Gives the write-ahead log its full size once (`Database.preallocateLog`): recovery does
-    /// it, off an embedding program's start.
-    package func preallocateLog() throws(StorageError) { try database.preallocateLog(bytes: Self.logBytes) }
+    /// Extends the write-ahead log with zeros to `logBytes` when it is shorter. A flush after
+    /// an append that grows the file costs about twice one that overwrites (measured here:
+    /// 0.36 against 0.19 ms for a report's two commits). Zeros past the last frame are never
+    /// read as frames (each frame carries the log's salt and a checksum). Done under the write
+    /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
+    /// cut back to its size and the log simply grows as it would have. Once per repository
+    /// (the log is kept, `Database.keepLog`); recovery does it, off an embedding program's start.
+    package func preallocateLog() throws(StorageError) {
+        try database.transaction(.committed) { () throws(StorageError) in
+            // The log exists from the transaction's start.
+            guard case .success(let fd) = system.open(databasePath + "-wal", O_WRONLY) else { return }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, Int(info.st_size) < Self.logBytes, lseek(fd, info.st_size, SEEK_SET) >= 0 else { return }
+            let zeros = [UInt8](repeating: 0, count: 64 * 1024)
+            var offset = Int(info.st_size)
+            while offset < Self.logBytes {
+                let count = min(zeros.count, Self.logBytes - offset)
+                let written = zeros.withUnsafeBytes { system.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                guard case .success = written else { break }
+                offset += count
+            }
+            guard offset == Self.logBytes, case .success = system.fsync(fd) else {
+                ftruncate(fd, info.st_size)
+                return
+            }
+        }
+    }
 
     /// The size the write-ahead log is kept at: what it grows to between two automatic
     /// checkpoints (1,000 pages and their frame headers), so a commit overwrites blocks the
