@@ -295,7 +295,8 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
         libcurl.easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
         libcurl.easy_setopt(curl, CURLOPT_READDATA, t->body);
     } else {
-        libcurl.easy_setopt(curl, CURLOPT_POSTFIELDS, body->bytes);
+        /* Never NULL: libcurl would then read the body from standard input. */
+        libcurl.easy_setopt(curl, CURLOPT_POSTFIELDS, body->bytes != NULL ? body->bytes : (const void *)"");
     }
     libcurl.easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     libcurl.easy_setopt(curl, CURLOPT_HEADERDATA, &t->head);

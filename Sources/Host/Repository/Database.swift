@@ -1,6 +1,5 @@
 import CSQLite
 import FoundationEssentials
-import Glibc
 
 /// Why storage failed. Every message names the file.
 package struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -188,9 +187,9 @@ final class Database: @unchecked Sendable {
     }
 
     /// Keeps the write-ahead log file between connections (SQLite deletes it when the last
-    /// one closes), so the blocks `Repository.preallocateLog` gave it stay. Closing does not checkpoint:
-    /// the next connection to open reads back every frame since the log last started over
-    /// (about 3.5 ms for 300), so a clean stop ends with `startLogOver` instead.
+    /// one closes), so the blocks `Repository.preallocateLog` gave it stay. Closing does not
+    /// checkpoint: the next connection to open reads back every frame since the log last
+    /// started over (about 3.5 ms for 300), so a clean stop ends with `startLogOver` instead.
     func keepLog() {
         var persist: Int32 = 1
         sqlite3_file_control(connection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
