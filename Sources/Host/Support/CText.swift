@@ -35,8 +35,8 @@ extension StringProtocol {
     }
 }
 
-/// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`: one
-/// `getrandom` call (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time).
+/// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, from
+/// `getrandom` (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time).
 package func randomUUID() -> String {
     var generator = SystemRandomNumberGenerator()
     let high = generator.next() & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
