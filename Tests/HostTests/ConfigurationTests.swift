@@ -157,6 +157,29 @@ import Testing
         }
     }
 
+    @Test("JSON: compact and pretty text, exactly: nested arrays and objects, empty ones, numbers")
+    func jsonLayout() {
+        let value = JSONValue.object([
+            ("a", .array([.number(1), .number(2.5), .object([("b", .null)])])), ("e", .array([])), ("o", .object([])),
+            ("t", .bool(true)),
+        ])
+        #expect(value.serialized() == #"{"a":[1,2.5,{"b":null}],"e":[],"o":{},"t":true}"#)
+        #expect(value.serialized(pretty: true) == """
+            {
+              "a": [
+                1,
+                2.5,
+                {
+                  "b": null
+                }
+              ],
+              "e": [],
+              "o": {},
+              "t": true
+            }
+            """)
+    }
+
     @Test("SHA-256 matches the FIPS 180-4 test vectors")
     func sha256() {
         #expect(SHA256.hex(Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")

@@ -67,9 +67,9 @@ extension JSONValue {
         return out
     }
 
+    /// Appended piece by piece, with no string built on the way: a recovered crash's payload
+    /// has thousands of values.
     private func write(to out: inout String, pretty: Bool, indent: Int) {
-        let newline = pretty ? "\n" : ""
-        let pad = { (level: Int) in pretty ? String(repeating: "  ", count: level) : "" }
         switch self {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
@@ -78,25 +78,33 @@ extension JSONValue {
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             if items.isEmpty { out += "[]"; return }
-            out += "[" + newline
+            out += "["
             for (i, item) in items.enumerated() {
-                out += pad(indent + 1)
+                if i > 0 { out += "," }
+                if pretty { Self.newline(&out, indent + 1) }
                 item.write(to: &out, pretty: pretty, indent: indent + 1)
-                out += (i < items.count - 1 ? "," : "") + newline
             }
-            out += pad(indent) + "]"
+            if pretty { Self.newline(&out, indent) }
+            out += "]"
         case .object(let pairs):
             if pairs.isEmpty { out += "{}"; return }
-            out += "{" + newline
+            out += "{"
             for (i, (key, value)) in pairs.enumerated() {
-                out += pad(indent + 1)
+                if i > 0 { out += "," }
+                if pretty { Self.newline(&out, indent + 1) }
                 JSONValue.writeString(key, to: &out)
                 out += pretty ? ": " : ":"
                 value.write(to: &out, pretty: pretty, indent: indent + 1)
-                out += (i < pairs.count - 1 ? "," : "") + newline
             }
-            out += pad(indent) + "}"
+            if pretty { Self.newline(&out, indent) }
+            out += "}"
         }
+    }
+
+    /// A line break and two spaces per `level`, for pretty output.
+    private static func newline(_ out: inout String, _ level: Int) {
+        out += "\n"
+        for _ in 0..<level { out += "  " }
     }
 
     private static func writeString(_ s: String, to out: inout String) {
