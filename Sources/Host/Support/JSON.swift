@@ -62,83 +62,77 @@ package enum JSONValue: Equatable, Sendable {
 extension JSONValue {
     /// Compact JSON text; `pretty` indents by two spaces.
     package func serialized(pretty: Bool = false) -> String {
-        var out = ""
+        var out: [UInt8] = []
         write(to: &out, pretty: pretty, indent: 0)
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    /// Appended piece by piece, with no string built on the way: a recovered crash's payload
-    /// has thousands of values.
-    private func write(to out: inout String, pretty: Bool, indent: Int) {
+    /// Appended byte by byte and run by run into one buffer, with no string built on the way:
+    /// a recovered crash's payload has thousands of values.
+    private func write(to out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
+        case .null: out += "null".utf8
+        case .bool(let b): out += (b ? "true" : "false").utf8
         case .number(let d):
-            if d.rounded() == d && abs(d) < 9.0e15 { out += String(Int64(d)) } else { out += "\(d)" }
+            if d.rounded() == d && abs(d) < 9.0e15 { out += String(Int64(d)).utf8 } else { out += "\(d)".utf8 }
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
-            if items.isEmpty { out += "[]"; return }
-            out += "["
+            if items.isEmpty { out += "[]".utf8; return }
+            out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 if pretty { Self.newline(&out, indent + 1) }
                 item.write(to: &out, pretty: pretty, indent: indent + 1)
             }
             if pretty { Self.newline(&out, indent) }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let pairs):
-            if pairs.isEmpty { out += "{}"; return }
-            out += "{"
+            if pairs.isEmpty { out += "{}".utf8; return }
+            out.append(UInt8(ascii: "{"))
             for (i, (key, value)) in pairs.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 if pretty { Self.newline(&out, indent + 1) }
                 JSONValue.writeString(key, to: &out)
-                out += pretty ? ": " : ":"
+                out.append(UInt8(ascii: ":"))
+                if pretty { out.append(UInt8(ascii: " ")) }
                 value.write(to: &out, pretty: pretty, indent: indent + 1)
             }
             if pretty { Self.newline(&out, indent) }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
     /// A line break and two spaces per `level`, for pretty output.
-    private static func newline(_ out: inout String, _ level: Int) {
-        out += "\n"
-        for _ in 0..<level { out += "  " }
+    private static func newline(_ out: inout [UInt8], _ level: Int) {
+        out.append(UInt8(ascii: "\n"))
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * level))
     }
 
-    private static func writeString(_ s: String, to out: inout String) {
-        out += "\""
+    private static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
         // Runs of bytes that need no escape are appended whole; only `"`, `\` and controls
         // (all ASCII, so never inside a multi-byte character) are written one at a time.
         // (Runs are cut at bytes, not Characters: a String subscript would round a cut inside
         // "\r\n" or before a combining mark to a Character boundary.)
-        let utf8 = s.utf8
-        func needsEscape(_ byte: UInt8) -> Bool { byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") }
-        // Most strings need no escape: looked for in the contiguous bytes a native String has.
-        let escapes = utf8.withContiguousStorageIfAvailable { $0.contains(where: needsEscape) } ?? utf8.contains(where: needsEscape)
-        guard escapes else {
-            out += s
-            out += "\""
-            return
-        }
-        var run = utf8.startIndex
-        for index in utf8.indices {
-            let byte = utf8[index]
-            guard needsEscape(byte) else { continue }
-            out += String(decoding: utf8[run..<index], as: UTF8.self)
-            switch byte {
-            case UInt8(ascii: "\""): out += "\\\""
-            case UInt8(ascii: "\\"): out += "\\\\"
-            case UInt8(ascii: "\n"): out += "\\n"
-            case UInt8(ascii: "\r"): out += "\\r"
-            case UInt8(ascii: "\t"): out += "\\t"
-            default: out += "\\u" + String(hex: byte, width: 4)
+        var s = s
+        s.withUTF8 { bytes in
+            var run = 0
+            for (index, byte) in bytes.enumerated() {
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                switch byte {
+                case UInt8(ascii: "\""): out += #"\""#.utf8
+                case UInt8(ascii: "\\"): out += #"\\"#.utf8
+                case UInt8(ascii: "\n"): out += #"\n"#.utf8
+                case UInt8(ascii: "\r"): out += #"\r"#.utf8
+                case UInt8(ascii: "\t"): out += #"\t"#.utf8
+                default: out += ("\\u" + String(hex: byte, width: 4)).utf8
+                }
+                run = index + 1
             }
-            run = utf8.index(after: index)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
         }
-        out += String(decoding: utf8[run...], as: UTF8.self)
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 }
 
