@@ -7,9 +7,9 @@ import MallocArena
 
 // One malloc arena for every thread: a command's work runs on a thread of its own, and a
 // second arena grows a page range at a time (an mprotect each: a tenth of `status --all`).
-// This program's threads rarely allocate at once; the embedding library leaves its host's
-// malloc alone.
-_ = rh_use_one_malloc_arena()
+// Not for `receive`, whose connections are served on threads at once (they would queue on
+// the one arena's lock). The embedding library leaves its host's malloc alone.
+if CommandLine.arguments.dropFirst().first != "receive" { _ = rh_use_one_malloc_arena() }
 // What `run` may pass on to its program: recorded before anything opens a descriptor.
 InheritedDescriptors.record()
 // A closed pipe must not kill the host (documents may go to `head`).
