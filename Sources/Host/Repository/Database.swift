@@ -39,7 +39,7 @@ final class Database: @unchecked Sendable {
     private var statements: [String: OpaquePointer] = [:]
     static let maxCachedStatements = 128
     /// The durability of the transaction in progress, nil between transactions. Guarded by `lock`.
-    private var open: Durability?
+    private var inProgress: Durability?
     /// The log's length in frames after this connection's last commit (`keepLog`). Written by
     /// SQLite during a commit, read under `lock`.
     private let logFrames = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
@@ -203,7 +203,8 @@ final class Database: @unchecked Sendable {
     /// the next process to open the repository reads back its frames only. (Below that, the
     /// checkpoint's three flushes cost more than reading the frames back.)
     func startLogOver(_ body: () throws(StorageError) -> Void) throws(StorageError) {
-        if try serialized({ logFrames.pointee }) >= Self.startOverFrames { try execute("PRAGMA wal_checkpoint(PASSIVE)") }
+        // Only a speed-up for the next process: a checkpoint that fails must not keep the write.
+        if try serialized({ logFrames.pointee }) >= Self.startOverFrames { try? execute("PRAGMA wal_checkpoint(PASSIVE)") }
         try transaction(.flushed, body)
     }
 
@@ -215,12 +216,12 @@ final class Database: @unchecked Sendable {
     /// which must wait for the disk at least as `durability` asks.
     func transaction<T>(_ durability: Durability = .flushed, _ body: () throws(StorageError) -> T) throws(StorageError) -> T {
         try serialized { () throws(StorageError) -> T in
-            if let outer = open {
+            if let outer = inProgress {
                 assert(durability == .committed || outer == .flushed, "a flushed step inside a transaction that does not flush")
                 return try body()
             }
-            open = durability
-            defer { open = nil }
+            inProgress = durability
+            defer { inProgress = nil }
             // Set between transactions (SQLite ignores it inside one), back to FULL after.
             if durability == .committed { try execute("PRAGMA synchronous=NORMAL") }
             defer { if durability == .committed { try? execute("PRAGMA synchronous=FULL") } }
