@@ -29,8 +29,9 @@ extension Repository {
 
     /// A running-app report whose chain called nothing but the host (no handler, no
     /// delegate, no dialog): stored once, as it left the chain, `awaiting_first_attempt`.
-    /// Nothing could end the host between a journal and the chain's end, so none is written
-    /// (H-13 journals a report before its first callback).
+    /// H-13 journals a report before its first callback, against a callback that ends the
+    /// host; there is none. A kill before this store loses the report, as a kill before a
+    /// journal would.
     @discardableResult
     package func storeUnchained(_ document: ReportDocument, session: String) throws(StorageError) -> Int64 {
         try store(document, state: .awaitingFirstAttempt, session: session)
