@@ -312,7 +312,7 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
     return 0;
 }
 
-/* What a finished transfer came to, into result; its return code (see rh_http_post). */
+/* What a finished transfer came to, into result; its return code (see rh_http_client_post). */
 static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
     head_state *head = &t->head;
     int answered = head->complete && head->status != 0;
@@ -409,21 +409,6 @@ void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_
         if (running > 0 && active > 0) libcurl.multi_poll(client->multi, NULL, 0, 1000, NULL);
     }
     free(transfers);
-}
-
-int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
-                 long total_timeout_ms, int direct, const int *cancel, rh_http_result *result) {
-    rh_http_client *client = rh_http_client_new();
-    if (client == NULL) {
-        memset(result, 0, sizeof *result);
-        set_failure(result, rh_http_load_failure() ? rh_http_load_failure() : "out of memory");
-        return -1;
-    }
-    rh_http_body body = {content_type, body_path, NULL, 0};
-    int status = -1;
-    rh_http_client_post(client, url, &body, 1, 1, idle_timeout_ms, total_timeout_ms, direct, cancel, result, &status);
-    rh_http_client_free(client);
-    return status;
 }
 
 void rh_cancel_set(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELEASE); }

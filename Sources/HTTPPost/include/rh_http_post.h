@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-/* What rh_http_post returns when its cancel flag ended the request. */
+/* What rh_http_client_post returns for a request its cancel flag ended. */
 #define RH_HTTP_CANCELLED (-2)
 
 /* What one attempt came to. */
@@ -24,21 +24,7 @@ typedef struct {
     char failure[320];
 } rh_http_result;
 
-/* POSTs the file at body_path to url with the Content-Type content_type.
- *
- * idle_timeout_ms: the limit for connecting, and for any stretch in which no byte moves
- * (counted in whole seconds, rounded up, at least 1 s). total_timeout_ms: the limit for the
- * whole request. cancel: NULL, or a flag another thread may set (read atomically) to end
- * the request within about a second. direct: nonzero to connect straight to the server
- * whatever the environment's proxy variables say (a loopback destination must never go
- * through a proxy: it would see the token in clear and could answer for the server). Returns 0 with result->status set when the server
- * answered, RH_HTTP_CANCELLED when `cancel` ended it, -1 with result->failure set when it
- * did not answer. Blocks the calling
- * thread; any thread; never raises a signal (CURLOPT_NOSIGNAL). */
-int rh_http_post(const char *url, const char *content_type, const char *body_path, long idle_timeout_ms,
-                 long total_timeout_ms, int direct, const int *cancel, rh_http_result *result);
-
-/* Sets a cancel flag (atomically) for rh_http_post. Any thread. */
+/* Sets a cancel flag (atomically) for rh_http_client_post. Any thread. */
 void rh_cancel_set(int *flag);
 
 /* Why libcurl cannot be used (it could not be loaded, or could not start), or NULL when it can.
@@ -61,8 +47,17 @@ typedef struct {
 } rh_http_body;
 
 /* POSTs each of `count` bodies to url, started in order, at most `in_flight` at once, over
- * the client's connections. results[i] and returns[i] are what rh_http_post gives for body i;
- * the other arguments are rh_http_post's. Returns when every request has ended. */
+ * the client's connections. Returns when every request has ended.
+ *
+ * idle_timeout_ms: the limit for connecting, and for any stretch in which no byte moves
+ * (counted in whole seconds, rounded up, at least 1 s). total_timeout_ms: the limit for each
+ * whole request. cancel: NULL, or a flag another thread may set (read atomically) to end the
+ * requests within about a second. direct: nonzero to connect straight to the server whatever
+ * the environment's proxy variables say (a loopback destination must never go through a
+ * proxy: it would see the token in clear and could answer for the server). returns[i] is 0
+ * with results[i].status set when the server answered body i, RH_HTTP_CANCELLED when `cancel`
+ * ended it, -1 with results[i].failure set when it did not answer. Blocks the calling thread;
+ * never raises a signal (CURLOPT_NOSIGNAL). */
 void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_body *bodies, size_t count,
                          size_t in_flight, long idle_timeout_ms, long total_timeout_ms, int direct, const int *cancel,
                          rh_http_result *results, int *returns);
