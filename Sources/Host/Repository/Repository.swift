@@ -127,6 +127,9 @@ package final class Repository: Sendable {
     /// cut back to its size and the log simply grows as it would have. Once per repository
     /// (the log is kept, `Database.keepLog`); recovery does it, off an embedding program's start.
     package func preallocateLog() throws(StorageError) {
+        // Every launch asks: a log already at its size takes no lock.
+        var info = stat()
+        if stat(databasePath + "-wal", &info) == 0 && Int(info.st_size) >= Self.logBytes { return }
         try database.transaction(.committed) { () throws(StorageError) in
             // The log exists from the transaction's start.
             guard case .success(let fd) = system.open(databasePath + "-wal", O_WRONLY) else { return }
@@ -184,6 +187,8 @@ package final class Repository: Sendable {
 
     static let columns =
         "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held"
+    /// `columns` with NULL for the crash payload.
+    static let columnsWithoutCrash = columns.replacing(" crash,", with: " NULL,")
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
@@ -331,7 +336,7 @@ package final class Repository: Sendable {
     private func rows(in states: [RecordState], crashes: Bool = true) throws(StorageError) -> [[SQLValue]] {
         let filter = states.isEmpty
             ? "" : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable)"
-        let columns = crashes ? Self.columns : Self.columns.replacing(" crash,", with: " NULL,")
+        let columns = crashes ? Self.columns : Self.columnsWithoutCrash
         return try database.query(
             "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
     }

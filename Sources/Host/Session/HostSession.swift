@@ -219,11 +219,12 @@ package final class HostSession: Sendable {
     private func raiseUnchained(_ report: LiveReport, mode: ChainMode, slots: ReportHost.ChainSlots) throws(HostError)
         -> ReportDocument?
     {
-        let journal = report.snapshot
+        // What a hold would store: taken only when a slot is required (else nothing is held).
+        let journal = host.configuration.requiredSlots.isEmpty ? nil : report.snapshot
         host.faults.hit(.duringHandlers)
         guard let run = try host.chain(report, mode: mode, slots: slots) else { return nil }  // no dialog: never nil
         let document = run.document
-        if let unmet = run.unmet(host.configuration.requiredSlots) {
+        if let journal, let unmet = run.unmet(host.configuration.requiredSlots) {
             let rowID = try storing { () throws(StorageError) in try repository.journal(journal, session: sessionID, dialogPending: false) }
             return try hold(rowID, journal: journal, document: document, unmet: unmet)
         }

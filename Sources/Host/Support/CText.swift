@@ -41,11 +41,6 @@ package func randomUUID() -> String {
     var generator = SystemRandomNumberGenerator()
     let high = generator.next() & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
     let low = generator.next() & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000  // variant 10
-    let digits = String(hex: high, width: 16) + String(hex: low, width: 16)
-    var text = ""
-    for (index, digit) in digits.enumerated() {
-        if [8, 12, 16, 20].contains(index) { text.append("-") }
-        text.append(digit)
-    }
-    return text
+    let (h, l) = (String(hex: high, width: 16), String(hex: low, width: 16))
+    return "\(h.prefix(8))-\(h.dropFirst(8).prefix(4))-\(h.suffix(4))-\(l.prefix(4))-\(l.suffix(12))"
 }
