@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 
 /// The attachment copies: one folder per record under `attachments/`, each copy a file of its
 /// own (fsync'd before the row naming it commits); its size and sha256 are stored with the row.
@@ -45,8 +46,11 @@ extension Repository {
     /// An attachment whose bytes a copy of the record already holds (same size and sha256: the
     /// journal's copy of what the chain kept) reuses that copy: an attachment is copied once.
     /// A new copy gets a new file name (fsync'd). When a copy fails, the ones written here are
-    /// removed before the error is thrown.
-    func writeAttachments(_ attachments: [Attachment], record: Int64, isNew: Bool = false) throws(StorageError) -> AttachmentCopies {
+    /// removed before the error is thrown; with `omittingWhatDoesNotFit`, a copy the disk has
+    /// no room for is left out instead (`AttachmentCopies.omitted`), and so is its row.
+    func writeAttachments(
+        _ attachments: [Attachment], record: Int64, isNew: Bool = false, omittingWhatDoesNotFit: Bool = false
+    ) throws(StorageError) -> AttachmentCopies {
         // Made only when a copy is written (a URL costs more than the query for a report with none).
         var folder: URL { attachmentsFolder.appendingPathComponent(String(record), isDirectory: true) }
         // A record just inserted has no rows to read or replace.
@@ -56,8 +60,9 @@ extension Repository {
         if !existing.isEmpty { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(record)]) }
         var copies = AttachmentCopies()
         var kept: Set<URL> = []
+        var position = 0  // the rows' order, without gaps where a copy was left out
         do throws(StorageError) {
-            for (position, attachment) in attachments.enumerated() {
+            for attachment in attachments {
                 let file: URL
                 if let reused = existing.first(where: {
                     $0.size == attachment.size && $0.sha256 == attachment.sha256 && FileManager.default.fileExists(atPath: $0.file.path)
@@ -70,7 +75,12 @@ extension Repository {
                         throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
                     }
                     file = folder.appendingPathComponent(randomUUID(), isDirectory: false)
-                    try DurableFile.write(attachment.data, to: file, system: system)
+                    do throws(StorageError) {
+                        try DurableFile.write(attachment.data, to: file, system: system)
+                    } catch where omittingWhatDoesNotFit && error.outOfSpace {
+                        copies.omitted.append(attachment)
+                        continue
+                    }
                     copies.written.append(file)
                 }
                 try database.query(
@@ -78,12 +88,14 @@ extension Repository {
                     [.integer(record), .integer(Int64(position)), .text(attachment.name), .text(attachment.filename),
                      .text(attachment.source.rawValue), .integer(Int64(attachment.size)), .text(file.lastPathComponent),
                      .text(attachment.sha256)])
+                position += 1
             }
         } catch {
             for file in copies.written { try? FileManager.default.removeItem(at: file) }
             throw error
         }
         if !copies.written.isEmpty { DurableFile.syncDirectory(folder) }
+        if !copies.omitted.isEmpty && copies.written.isEmpty && kept.isEmpty { rmdir(folder.path) }  // made for nothing
         copies.replaced = Array(Set(existing.map(\.file)).subtracting(kept))
         return copies
     }
@@ -94,4 +106,23 @@ extension Repository {
 struct AttachmentCopies {
     var written: [URL] = []
     var replaced: [URL] = []
+    /// The attachments left out for lack of space (see `writeAttachments`).
+    var omitted: [Attachment] = []
+}
+
+extension ReportDocument {
+    /// The document without the attachments the disk had no room for, each noted in its
+    /// internal log (SPEC D-3: omitted with a diagnostic).
+    func omitting(_ omitted: [Attachment], from folder: String) -> ReportDocument {
+        var document = self
+        for attachment in omitted {
+            if let index = document.content.attachments.firstIndex(where: { $0.name == attachment.name && $0.sha256 == attachment.sha256 }) {
+                document.content.attachments.remove(at: index)
+            }
+            document.internalLog.append(InternalLogEntry(
+                level: .warn, handler: "host",
+                message: "attachment \(attachment.name) (\(attachment.size) bytes) omitted: no space left on the disk of \(folder)"))
+        }
+        return document
+    }
 }

@@ -1,20 +1,31 @@
 import CSQLite
 import FoundationEssentials
+import Glibc
 
 /// Why storage failed. Every message names the file.
 package struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     package let path: String
     package let message: String
+    /// The file system had no room (ENOSPC, EDQUOT, SQLITE_FULL): the one failure that giving
+    /// space back, or leaving an attachment out, can cure.
+    package let outOfSpace: Bool
     package var description: String { "\(path): \(message)" }
 
-    package init(path: String, message: String) {
+    package init(path: String, message: String, outOfSpace: Bool = false) {
         self.path = path
         self.message = message
+        self.outOfSpace = outOfSpace
+    }
+
+    /// A failure of `call` on `path`, out of space when its errno says so.
+    init(path: String, message: String, _ error: SystemError) {
+        self.init(path: path, message: message, outOfSpace: error.errno == ENOSPC || error.errno == EDQUOT)
     }
 }
 
 /// Runs a storage step for a caller that reports `HostError`s: a storage failure becomes an
 /// I/O error naming the file (exit 1).
+@discardableResult
 package func storing<T>(_ body: () throws(StorageError) -> T) throws(HostError) -> T {
     do {
         return try body()
@@ -64,7 +75,7 @@ final class Database: @unchecked Sendable {
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             if let handle { sqlite3_close_v2(handle) }
-            throw StorageError(path: path, message: Database.explain(status, message))
+            throw StorageError(path: path, message: Database.explain(status, message), outOfSpace: status & 0xff == SQLITE_FULL)
         }
         connection = handle
         sqlite3_busy_timeout(handle, 5_000)
@@ -80,7 +91,7 @@ final class Database: @unchecked Sendable {
     /// A message a user can act on for an SQLite status.
     static func explain(_ status: Int32, _ message: String) -> String {
         switch status & 0xff {
-        case SQLITE_FULL: "the disk is full (\(message))"
+        case SQLITE_FULL: "the disk is full (\(message)); what was stored before is intact"
         case SQLITE_CORRUPT, SQLITE_NOTADB: "the database is corrupt or not a ReportHost database (\(message)); it was left in place"
         case SQLITE_READONLY: "the database is read-only (\(message))"
         case SQLITE_CANTOPEN: "cannot open the database (\(message)): check the folder exists and is writable"
@@ -91,13 +102,14 @@ final class Database: @unchecked Sendable {
     }
 
     private func failure(_ status: Int32) -> StorageError {
-        StorageError(path: path, message: Database.explain(status, String(cString: sqlite3_errmsg(connection))))
+        StorageError(
+            path: path, message: Database.explain(status, String(cString: sqlite3_errmsg(connection))), outOfSpace: status & 0xff == SQLITE_FULL)
     }
 
     /// Runs one or more statements without results.
     func execute(_ sql: String) throws(StorageError) {
         try serialized { () throws(StorageError) in
-            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full")) }
+            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full"), outOfSpace: true) }
             let status = sqlite3_exec(connection, sql, nil, nil, nil)
             guard status == SQLITE_OK else { throw failure(status) }
         }
@@ -145,7 +157,7 @@ final class Database: @unchecked Sendable {
     /// row), which reads the columns in place: no array of values is built for a row.
     func query<T>(_ sql: String, _ values: [SQLValue] = [], each make: (Row) -> T?) throws(StorageError) -> [T] {
         try serialized { () throws(StorageError) -> [T] in
-            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full")) }
+            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full"), outOfSpace: true) }
             let statement = try prepared(sql)
             defer {
                 sqlite3_reset(statement)
@@ -214,6 +226,7 @@ final class Database: @unchecked Sendable {
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
     /// Inside another transaction (same thread: the lock is held) it is part of that one,
     /// which must wait for the disk at least as `durability` asks.
+    @discardableResult
     func transaction<T>(_ durability: Durability = .flushed, _ body: () throws(StorageError) -> T) throws(StorageError) -> T {
         try serialized { () throws(StorageError) -> T in
             if let outer = inProgress {

@@ -20,14 +20,14 @@ package enum DurableFile {
         let fd: Int32
         switch system.open(url.path, O_WRONLY | O_CREAT | flags) {
         case .success(let opened): fd = opened
-        case .failure(let error): throw StorageError(path: url.path, message: "cannot create (\(error))")
+        case .failure(let error): throw StorageError(path: url.path, message: "cannot create (\(error))", error)
         }
         defer { close(fd) }
         var failure: StorageError?
         if case .failure(let error) = system.writeAll(fd, data) {
-            failure = StorageError(path: url.path, message: "cannot write (\(error))")
+            failure = StorageError(path: url.path, message: "cannot write (\(error))", error)
         } else if case .failure(let error) = system.fsync(fd) {
-            failure = StorageError(path: url.path, message: "cannot sync (\(error))")
+            failure = StorageError(path: url.path, message: "cannot sync (\(error))", error)
         }
         if let failure {
             unlink(url.path)

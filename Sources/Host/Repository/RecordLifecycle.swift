@@ -54,22 +54,28 @@ extension Repository {
     /// D-1 step 1 for a batch of crash files, in one transaction: every record is saved or
     /// none is. Returns their row ids, in order.
     package func saveCrashes(_ saves: [CrashSave]) throws(StorageError) -> [Int64] {
-        var written: [URL] = []
-        let rowIDs: [Int64]
-        do throws(StorageError) {
-            rowIDs = try database.transaction { () throws(StorageError) -> [Int64] in
-                var rowIDs: [Int64] = []
-                for save in saves {
-                    let (rowID, copies) = try insert(
-                        save.document, state: .pendingPurge, crash: save.crash, crashFile: save.crashFile, session: save.session)
-                    rowIDs.append(rowID)
-                    written += copies
+        let rowIDs = try makingRoom { omitting throws(StorageError) in
+            var written: [URL] = []
+            var omitted: [(String, [Attachment])] = []
+            do throws(StorageError) {
+                let rowIDs = try database.transaction { () throws(StorageError) -> [Int64] in
+                    var rowIDs: [Int64] = []
+                    for save in saves {
+                        let (rowID, copies) = try insert(
+                            save.document, state: .pendingPurge, crash: save.crash, crashFile: save.crashFile, session: save.session,
+                            omitting: omitting)
+                        rowIDs.append(rowID)
+                        written += copies.written
+                        omitted.append((save.document.id, copies.omitted))
+                    }
+                    return rowIDs
                 }
+                for (reportID, attachments) in omitted { warnOmitted(attachments, reportID: reportID) }
                 return rowIDs
+            } catch {
+                removeCopies(written)
+                throw error
             }
-        } catch {
-            removeCopies(written)
-            throw error
         }
         try enforceLimits()
         return rowIDs
@@ -292,19 +298,46 @@ extension Repository {
 
     // MARK: The two writes every step above is made of
 
+    /// Runs a step that writes a report once more when the disk had no room for it: first
+    /// with the write-ahead log's spare blocks given back, then leaving out the attachment
+    /// copies that still do not fit (`omitting` true). A report is never lost for the sake of
+    /// an attachment; a disk too full for the report itself is the second run's error.
+    private func makingRoom<T>(_ step: (_ omitting: Bool) throws(StorageError) -> T) throws(StorageError) -> T {
+        do throws(StorageError) {
+            return try step(false)
+        } catch where error.outOfSpace {
+            giveBackLogSpace()
+            return try step(true)
+        }
+    }
+
     /// Stores a new record with its attachment copies; returns its row id.
     private func store(
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
         session: String? = nil, dialogPending: Bool = false, clearingSession: String? = nil
     ) throws(StorageError) -> Int64 {
+        let rowID = try makingRoom { omitting throws(StorageError) in
+            try storeOnce(
+                document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending,
+                clearingSession: clearingSession, omitting: omitting)
+        }
+        try enforceLimits()
+        return rowID
+    }
+
+    private func storeOnce(
+        _ document: ReportDocument, state: RecordState, crash: JSONValue?, crashFile: String?,
+        session: String?, dialogPending: Bool, clearingSession: String?, omitting: Bool
+    ) throws(StorageError) -> Int64 {
         // A copy written for a transaction that does not commit is removed with it: a full
         // disk must not keep the space a failed save took.
-        var written: [URL] = []
+        var written = AttachmentCopies()
         let rowID: Int64
         do throws(StorageError) {
             rowID = try database.transaction { () throws(StorageError) -> Int64 in
                 let (rowID, copies) = try insert(
-                    document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending)
+                    document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending,
+                    omitting: omitting)
                 written = copies
                 if let clearingSession {
                     try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)])
@@ -313,10 +346,10 @@ extension Repository {
                 return rowID
             }
         } catch {
-            removeCopies(written)
+            removeCopies(written.written)
             throw error
         }
-        try enforceLimits()
+        warnOmitted(written.omitted, reportID: document.id)
         return rowID
     }
 
@@ -324,8 +357,8 @@ extension Repository {
     /// its row id and the copies written.
     private func insert(
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
-        session: String? = nil, dialogPending: Bool = false
-    ) throws(StorageError) -> (Int64, [URL]) {
+        session: String? = nil, dialogPending: Bool = false, omitting: Bool = false
+    ) throws(StorageError) -> (Int64, AttachmentCopies) {
         let text = document.json.serialized()  // once: the column and the size
         try database.query(
             """
@@ -338,13 +371,40 @@ extension Repository {
              .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
              .integer(Self.milliseconds(Date()))])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
-        return (rowID, try writeAttachments(document.content.attachments, record: rowID, isNew: true).written)
+        let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
+        if !copies.omitted.isEmpty { try rewrite(rowID, document.omitting(copies.omitted, from: folder.path)) }
+        return (rowID, copies)
+    }
+
+    /// Replaces a row's document in place, inside the caller's transaction (the attachments
+    /// a full disk left out are gone from it).
+    private func rewrite(_ rowID: Int64, _ document: ReportDocument) throws(StorageError) {
+        let text = document.json.serialized()
+        try database.query(
+            "UPDATE reports SET document = ?, bytes = ? WHERE rowid = ?",
+            [.text(text), .integer(Int64(Self.size(of: document, serialized: text))), .integer(rowID)])
+    }
+
+    /// Says on the console which attachments a full disk left out of a stored report.
+    private func warnOmitted(_ omitted: [Attachment], reportID: String) {
+        for attachment in omitted {
+            logger.warn("report \(reportID): attachment \(attachment.name) (\(attachment.size) bytes) not stored: no space left on the disk of \(folder.path); the report was stored without it")
+        }
     }
 
     /// Replaces a record's document (and attachment copies) and state; a dialog report that
     /// reaches here is no longer pending.
     private func replace(
         _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil, flush: Bool = true
+    ) throws(StorageError) {
+        try makingRoom { omitting throws(StorageError) in
+            try replaceOnce(rowID, document: document, state: state, clearingChainOf: session, flush: flush, omitting: omitting)
+        }
+        try enforceLimits()
+    }
+
+    private func replaceOnce(
+        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String?, flush: Bool, omitting: Bool
     ) throws(StorageError) {
         var copies = AttachmentCopies()
         let text = document.json.serialized()  // once: the column and the size
@@ -359,16 +419,17 @@ extension Repository {
                 try database.query(
                     "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
                     [.text(document.id), .integer(rowID), .text(document.id)])
-                copies = try writeAttachments(document.content.attachments, record: rowID)
+                copies = try writeAttachments(document.content.attachments, record: rowID, omittingWhatDoesNotFit: omitting)
+                if !copies.omitted.isEmpty { try rewrite(rowID, document.omitting(copies.omitted, from: folder.path)) }
                 if let session { try setChainRecord(nil, session: session) }
             }
         } catch {
             removeCopies(copies.written)
             throw error
         }
+        warnOmitted(copies.omitted, reportID: document.id)
         // The old copies go only once the rows naming the new ones are committed.
         removeCopies(copies.replaced)
-        try enforceLimits()
     }
 
     private func removeCopies(_ files: [URL]) {

@@ -126,10 +126,14 @@ package final class Repository: Sendable {
     /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
     /// cut back to its size and the log simply grows as it would have. Once per repository
     /// (the log is kept, `Database.keepLog`); recovery does it, off an embedding program's start.
+    ///
+    /// Only where the disk keeps `spareAfterLogBytes` free after it: on a small file system
+    /// (a container's tmpfs) those 4 MB would be the room a report and its attachments need.
     package func preallocateLog() throws(StorageError) {
         // Every launch asks: a log already at its size takes no lock.
         var info = stat()
         if stat(databasePath + "-wal", &info) == 0 && Int(info.st_size) >= Self.logBytes { return }
+        guard let free = system.freeBytes(folder.path), free >= Int64(Self.logBytes + Self.spareAfterLogBytes) else { return }
         try database.transaction(.committed) { () throws(StorageError) in
             // The log exists from the transaction's start.
             guard case .success(let fd) = system.open(databasePath + "-wal", O_WRONLY) else { return }
@@ -155,6 +159,21 @@ package final class Repository: Sendable {
     /// checkpoints (1,000 pages and their frame headers), so a commit overwrites blocks the
     /// log already has and its flush writes no file size or block allocation.
     package static let logBytes = 1_000 * (4_096 + 24) + 32
+
+    /// What the disk must keep free after the log's preallocation (see `preallocateLog`).
+    package static let spareAfterLogBytes = 64 * 1024 * 1024
+
+    /// Gives a full disk the log's spare blocks back: a checkpoint that, when it takes every
+    /// frame (no other process reading), cuts the log to nothing. The next launch on a disk
+    /// with room preallocates it again.
+    func giveBackLogSpace() {
+        do throws(StorageError) {
+            try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            logger.debug("the disk is full: the write-ahead log's spare blocks were given back")
+        } catch {
+            logger.debug("the disk is full and the write-ahead log could not be cut back: \(error)")
+        }
+    }
 
     /// Opens an existing repository for reading only (`status`); nil when there is none.
     /// Creates nothing.

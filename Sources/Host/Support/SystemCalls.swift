@@ -129,6 +129,14 @@ package struct SystemCalls: Sendable {
         return Glibc.rename(from, to) == 0 ? .success(()) : .failure(SystemError(.rename, errno))
     }
 
+    /// The bytes an unprivileged writer may still use on the file system holding `path`; nil
+    /// when it cannot be known.
+    package func freeBytes(_ path: String) -> Int64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
     /// Makes a folder's entries durable (after a create, rename or unlink in it).
     @discardableResult
     package func syncDirectory(_ path: String) -> Result<Void, SystemError> {
