@@ -61,7 +61,13 @@ struct rh_http_client {
     X(multi_perform, curl_multi_perform)                                                                    \
     X(multi_info_read, curl_multi_info_read)                                                                \
     X(multi_poll, curl_multi_poll)                                                                          \
-    X(multi_cleanup, curl_multi_cleanup)
+    X(multi_cleanup, curl_multi_cleanup)                                                                    \
+    X(url, curl_url)                                                                                        \
+    X(url_set, curl_url_set)                                                                                \
+    X(url_get, curl_url_get)                                                                                \
+    X(url_strerror, curl_url_strerror)                                                                      \
+    X(url_cleanup, curl_url_cleanup)                                                                        \
+    X(free, curl_free)
 
 /* The functions used, typed by curl.h's own prototypes. */
 static struct {
@@ -99,6 +105,55 @@ static void global_init(void) {
 const char *rh_http_load_failure(void) {
     pthread_once(&global_once, global_init);
     return load_failure[0] ? load_failure : NULL;
+}
+
+int rh_http_parse_url(const char *url, char *scheme, size_t scheme_cap, char *host, size_t host_cap, char *why,
+                      size_t why_cap) {
+    const char *failure = rh_http_load_failure();
+    if (failure != NULL) {
+        snprintf(why, why_cap, "%s", failure);
+        return -1;
+    }
+    CURLU *parsed = libcurl.url();
+    if (parsed == NULL) {
+        snprintf(why, why_cap, "out of memory");
+        return 0;
+    }
+    /* The flags a transfer parses its URL with (libcurl's url.c), so both agree. */
+    CURLUcode code = libcurl.url_set(parsed, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
+    char *part = NULL;
+    if (code == CURLUE_OK) code = libcurl.url_get(parsed, CURLUPART_SCHEME, &part, 0);
+    if (code == CURLUE_OK) {
+        snprintf(scheme, scheme_cap, "%s", part);
+        libcurl.free(part);
+        part = NULL;
+        /* In punycode, as a transfer converts it: a name that cannot be converted is refused. */
+        code = libcurl.url_get(parsed, CURLUPART_HOST, &part, CURLU_PUNYCODE);
+    }
+    if (code == CURLUE_OK) {
+        snprintf(host, host_cap, "%s", part);
+        libcurl.free(part);
+    }
+    libcurl.url_cleanup(parsed);
+    if (code != CURLUE_OK) {
+        snprintf(why, why_cap, "%s", libcurl.url_strerror(code));
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether a transfer's code means the configuration is at fault, not the network or the
+ * server: no later attempt could go differently. */
+static int is_configuration_failure(CURLcode code) {
+    switch (code) {
+    case CURLE_URL_MALFORMAT:
+    case CURLE_NOT_BUILT_IN:
+    case CURLE_UNKNOWN_OPTION:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static void set_failure(rh_http_result *result, const char *text) {
@@ -343,6 +398,7 @@ static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
     if (t->body != NULL) fclose(t->body);
     t->curl = NULL;
     if (!answered && code == CURLE_ABORTED_BY_CALLBACK) return RH_HTTP_CANCELLED;
+    if (!answered && is_configuration_failure(code)) return RH_HTTP_CONFIGURATION;
     return answered ? 0 : -1;
 }
 

@@ -12,6 +12,10 @@
 
 /* What rh_http_client_post returns for a request its cancel flag ended. */
 #define RH_HTTP_CANCELLED (-2)
+/* What rh_http_client_post returns for a request that no attempt can carry, whatever the
+ * network does: the configuration is at fault (a URL libcurl refuses, a protocol or feature
+ * this libcurl was built without). results[i].failure says why. */
+#define RH_HTTP_CONFIGURATION (-3)
 
 /* What one attempt came to. */
 typedef struct {
@@ -30,6 +34,14 @@ void rh_cancel_set(int *flag);
 /* Why libcurl cannot be used (it could not be loaded, or could not start), or NULL when it can.
  * libcurl.so.4 is loaded at the first call of this or rh_http_client_new, not linked. Any thread. */
 const char *rh_http_load_failure(void);
+
+/* Parses url with libcurl's own URL parser (curl_url_set, with the flags libcurl's transfers
+ * use), so what a transfer would refuse as malformed is refused here first. Returns 1 when it
+ * parses, with its scheme and host (lowercase as libcurl keeps them; an IPv6 host in
+ * brackets) copied into the buffers, NUL-terminated; 0 when it does not, with libcurl's reason
+ * in why; -1 when libcurl cannot be loaded (why says so). Any thread. */
+int rh_http_parse_url(const char *url, char *scheme, size_t scheme_cap, char *host, size_t host_cap, char *why,
+                      size_t why_cap);
 
 /* A client for delivery passes: its connections stay open between requests (keep-alive).
  * One thread at a time. NULL when libcurl cannot be used (rh_http_load_failure says why). */
@@ -56,7 +68,8 @@ typedef struct {
  * the environment's proxy variables say (a loopback destination must never go through a
  * proxy: it would see the token in clear and could answer for the server). returns[i] is 0
  * with results[i].status set when the server answered body i, RH_HTTP_CANCELLED when `cancel`
- * ended it, -1 with results[i].failure set when it did not answer. Blocks the calling thread;
+ * ended it, RH_HTTP_CONFIGURATION when no attempt could carry it, -1 with results[i].failure
+ * set when it did not answer. Blocks the calling thread;
  * never raises a signal (CURLOPT_NOSIGNAL). */
 void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_body *bodies, size_t count,
                          size_t in_flight, long idle_timeout_ms, long total_timeout_ms, int direct, const int *cancel,

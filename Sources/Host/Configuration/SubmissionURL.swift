@@ -10,13 +10,14 @@ public struct SubmissionURL: Sendable, Equatable {
     /// Why a URL cannot be used: a configuration error when the configuration is read (SPEC
     /// I-2), and a reason to hold (never to finalise) a report when found only at delivery.
     public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
-        case malformed(String)
+        /// The URL (redacted) and, when libcurl refused it, libcurl's reason.
+        case malformed(String, reason: String?)
         case unsupportedScheme(String)
         case insecure(host: String)
 
         public var description: String {
             switch self {
-            case .malformed(let text): "submission URL \(text) is malformed"
+            case .malformed(let text, let reason): "submission URL \(text) is malformed\(reason.map { " (libcurl: \($0))" } ?? "")"
             case .unsupportedScheme(let scheme): "submission URL scheme '\(scheme)' is not supported (use https, or http to loopback)"
             case .insecure(let host):
                 "plain http to \(host) refused: only loopback may use http unless submission.allowInsecure is true"
@@ -24,12 +25,28 @@ public struct SubmissionURL: Sendable, Equatable {
         }
     }
 
+    /// Checks `text` with the parser of the library that sends it (libcurl's URL API), so a
+    /// URL a transfer would refuse (a port over 65535, a space in the host, `[bad`) is a
+    /// configuration error before anything is opened, never a failed attempt.
     public init(_ text: String, allowInsecure: Bool) throws(Problem) {
+        if case .refused(let reason) = LibcurlURL.parse(text) { throw .malformed(SubmissionURL.redact(text), reason: reason) }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
-            throw .malformed(SubmissionURL.redact(text))
+            throw .malformed(SubmissionURL.redact(text), reason: nil)
         }
         guard scheme == "https" || scheme == "http" else { throw .unsupportedScheme(scheme) }
-        if scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host) { throw .insecure(host: host) }
+        // What the user wrote (above) and what is sent (Foundation may have percent-encoded
+        // the text): libcurl must take both, and connects to the host it reads in the second.
+        switch LibcurlURL.parse(url.absoluteString) {
+        case .refused(let reason): throw .malformed(SubmissionURL.redact(text), reason: reason)
+        case .parsed(let parsedScheme, _) where parsedScheme != scheme: throw .unsupportedScheme(parsedScheme)
+        case .parsed(_, let parsedHost):
+            // Both parsers must read one host: loopback is decided on the one libcurl connects to.
+            if scheme == "http" && !allowInsecure && !(SubmissionURL.isLoopback(host) && SubmissionURL.isLoopback(parsedHost)) {
+                throw .insecure(host: parsedHost)
+            }
+        case .unavailable:
+            if scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host) { throw .insecure(host: host) }
+        }
         self.url = url
     }
 

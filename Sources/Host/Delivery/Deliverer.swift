@@ -261,6 +261,12 @@ package struct Deliverer: Sendable {
         case .transportFailure(let text):
             retryAfter = nil
             reason = text
+        case .configurationFailure(let text):
+            // Never an attempt, never terminal (D-9): held until the configuration changes.
+            try repository.holdUnsent(record.rowID, .configuration("submission URL refused by libcurl: \(text)"))
+            logger.error("report \(record.reportID) held: the submission URL cannot be used (\(text)); fix submission.url")
+            summary.held += 1
+            return
         case .cancelled:
             // As a submission interrupted by a kill (D-9): the attempt counts, due again now.
             try retain(record, attempts: attempts, reason: "cancelled when the host stopped", retryAfter: nil, dueNow: true, into: &summary)

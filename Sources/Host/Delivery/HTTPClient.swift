@@ -8,6 +8,9 @@ package enum TransportResult: Sendable, Equatable {
     case response(status: Int, retryAfter: TimeInterval?)
     /// No HTTP answer: refused, reset, timed out, DNS… (retryable, SPEC D-9).
     case transportFailure(String)
+    /// No attempt could carry the request whatever the network does: the configuration is at
+    /// fault (a URL libcurl refuses). Held with the reason, never an attempt (D-9).
+    case configurationFailure(String)
     /// Ended by the host itself (it is stopping): settled as an interrupted submission, due
     /// again at once; the pass stops.
     case cancelled
@@ -125,6 +128,7 @@ package struct CurlTransport: SubmissionTransport {
         return zip(results, returns).map { result, status in
             var result = result
             if status == RH_HTTP_CANCELLED { return .cancelled }
+            if status == RH_HTTP_CONFIGURATION { return .configurationFailure(String(fixedCBuffer: &result.failure)) }
             guard status == 0 else { return .transportFailure(String(fixedCBuffer: &result.failure)) }
             return .response(status: Int(result.status), retryAfter: Self.retryAfter(String(fixedCBuffer: &result.retry_after)))
         }
@@ -213,6 +217,33 @@ package final class Cancellation: @unchecked Sendable {
 
     /// Ends the requests in flight and refuses later ones ("cancelled").
     package func cancel() { rh_cancel_set(flag) }
+}
+
+/// libcurl's own reading of a URL (`rh_http_parse_url`): what a transfer would refuse is
+/// refused when the configuration is read.
+enum LibcurlURL {
+    enum Verdict: Equatable {
+        case parsed(scheme: String, host: String)
+        case refused(String)
+        /// libcurl cannot be loaded: delivery fails for that reason, retryably, anyway.
+        case unavailable
+    }
+
+    static func parse(_ text: String) -> Verdict {
+        var scheme = [CChar](repeating: 0, count: 32)
+        var host = [CChar](repeating: 0, count: 1_024)
+        var why = [CChar](repeating: 0, count: 256)
+        let parsed = rh_http_parse_url(text, &scheme, scheme.count, &host, host.count, &why, why.count)
+        switch parsed {
+        case 1: return .parsed(scheme: string(scheme), host: string(host))
+        case 0: return .refused(string(why))
+        default: return .unavailable
+        }
+    }
+
+    private static func string(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
 
 /// For passes that only settle records and never send.

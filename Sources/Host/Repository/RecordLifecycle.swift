@@ -202,6 +202,14 @@ extension Repository {
             [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
     }
 
+    /// Holds a record admitted for an attempt that never left: the library that sends found
+    /// the configuration unusable (D-9). The admission's attempt is given back.
+    package func holdUnsent(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
+        try database.query(
+            "UPDATE reports SET state = ?, held = ?, attempts = MAX(attempts - 1, 0), updated_at = ? WHERE rowid = ?",
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
+    }
+
     /// A report whose required slot did not run fully (`plugins.required`): held with the
     /// document it had before the chain (the journal, or the saved crash), under its current
     /// id, plus `notes` (what this run noted), so its chain can run again from the start
