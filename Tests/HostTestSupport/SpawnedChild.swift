@@ -65,7 +65,7 @@ package final class SpawnedChild {
     deinit {
         closeInput()
         close(output)
-        if status == nil { kill(pid, SIGKILL) }
+        if status == nil { Glibc.kill(pid, SIGKILL) }
         _ = wait()
     }
 
@@ -107,6 +107,25 @@ package final class SpawnedChild {
         while waitpid(pid, &raw, 0) < 0 {
             guard errno == EINTR else { return -1 }
         }
+        return ended(raw)
+    }
+
+    /// Whether it has not ended yet (reaped here once it has).
+    package var isRunning: Bool {
+        guard status == nil else { return false }
+        var raw: Int32 = 0
+        guard waitpid(pid, &raw, WNOHANG) == pid else { return true }
+        _ = ended(raw)
+        return false
+    }
+
+    /// Ends it with SIGKILL and reaps it.
+    package func kill() {
+        if status == nil { Glibc.kill(pid, SIGKILL) }
+        wait()
+    }
+
+    private func ended(_ raw: Int32) -> Int32 {
         let ended = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
         status = ended
         return ended

@@ -73,6 +73,27 @@ package struct CrashFile: Sendable {
         path.hasSuffix(".plugin.crash") || path.hasSuffix(".plugin.crash.partial")
     }
 
+    /// The process that writes (or wrote) the crash file named `name`: the writer names it
+    /// `<session>-<time>-<pid>-<thread>-<n>.crash` (`.plugin.crash`, `.partial` while it
+    /// writes). nil for a name of another shape.
+    package static func writerPID(ofName name: String) -> pid_t? {
+        var stem = Substring(name)
+        for suffix in [".partial", ".crash", ".plugin"] where stem.hasSuffix(suffix) { stem = stem.dropLast(suffix.count) }
+        let fields = stem.split(separator: "-")
+        guard fields.count >= 5, fields.suffix(4).allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+            let pid = pid_t(fields[fields.count - 3]), pid > 0
+        else { return nil }
+        return pid
+    }
+
+    /// Whether `name` is a crash file its writer may still be writing: a `.partial` whose
+    /// process is alive (a secondary, a forked child, another `run`). Taken only once the
+    /// writer is gone: read now, it would be stored cut short, and stored again once renamed.
+    package static func isBeingWritten(_ name: String) -> Bool {
+        guard name.hasSuffix(".partial"), let pid = writerPID(ofName: name) else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
     /// The largest crash file read (the writer's own output stays far below).
     package static let maxBytes = 4 << 20
     /// What is read of each list at most: the writer's own limits, with room to spare. A
@@ -93,6 +114,7 @@ package struct CrashFile: Sendable {
     /// Reads and parses the file at `path`, or says why it cannot be read as a crash file.
     package static func read(_ path: String, modifiedAt fallbackTime: Date) -> Result<CrashFile, Rejection> {
         switch BoundedFile.read(path, limit: maxBytes) {
+        case .failure(.system(_, ENOENT)): return .failure(Rejection(reason: "gone", vanished: true))
         case .failure(let failure): return .failure(Rejection(reason: failure.description))
         case .success(let data):
             guard let crash = CrashFile(path: path, data: data, modifiedAt: fallbackTime) else {
@@ -105,6 +127,9 @@ package struct CrashFile: Sendable {
     /// Why a file in `crashes/` is not read as a crash file.
     package struct Rejection: Error, Equatable, Sendable {
         package var reason: String
+        /// The file went between listing and reading (its writer renamed it, another launch
+        /// took it): nothing to report, nothing to set aside.
+        package var vanished = false
     }
 
     /// Parses crash-file text; nil when it does not start with the crash-file header. Any

@@ -62,6 +62,7 @@ struct Recovery {
             for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
                 switch CrashFile.read(path, modifiedAt: modified) {
                 case .success(let crash): read.append((try reader.save(crash, path: path, recovery: self), crash))
+                case .failure(let rejection) where rejection.vanished: log.debug("crash file \(path) went before it was read: skipped")
                 case .failure(let rejection): try reject(path, because: rejection.reason, modified: modified)
                 }
             }
@@ -107,8 +108,9 @@ struct Recovery {
     private func crashFiles(named include: (String) -> Bool = { _ in true }) -> [String] {
         let folder = repository.crashesFolder
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.filter { ($0.hasSuffix(".crash") || $0.hasSuffix(".crash.partial")) && include($0) }
-            .map { folder.appendingPathComponent($0, isDirectory: false).path }
+        return names.filter { name in
+            (name.hasSuffix(".crash") || name.hasSuffix(".crash.partial")) && include(name) && !CrashFile.isBeingWritten(name)
+        }.map { folder.appendingPathComponent($0, isDirectory: false).path }
     }
 
     /// A watched program that went on after a fault and ended normally survived it
@@ -135,9 +137,13 @@ struct Recovery {
         let name = URL(fileURLWithPath: path).lastPathComponent
         let aside = rejected.appendingPathComponent("\(Int64(Date().timeIntervalSince1970))-\(name)").path
         if rename(path, aside) != 0 {
+            if errno == ENOENT && access(path, F_OK) != 0 { return }  // gone meanwhile: nothing to set aside or report
             // It cannot even be moved: it must not be found again on every launch.
-            guard unlink(path) == 0 else {
-                throw StorageError(path: path, message: "cannot set the unreadable crash file aside (\(String(cString: strerror(errno))))")
+            guard unlink(path) == 0 || errno == ENOENT else {
+                // Never the end of the command (another launch may hold it, a folder may be
+                // read-only): the next launch tries again.
+                log.error("crash file \(path) could not be read (\(reason)), moved or removed (\(String(cString: strerror(errno)))): left in place")
+                return
             }
         }
         DurableFile.syncDirectory(repository.crashesFolder)
@@ -180,14 +186,14 @@ struct Recovery {
 
     /// D-1 step 2 for saved records: their crash files are unlinked, the folder synced once,
     /// and the records marked purged in one transaction. A file that cannot be unlinked leaves
-    /// its record `pending_purge` (the others are marked) and stops the recovery.
+    /// its record `pending_purge` (the others are marked; the next launch tries again), with an
+    /// error logged: never the end of the command.
     private func purge(_ saved: [(path: String?, rowID: Int64)]) throws(StorageError) {
         var purged: [Int64] = []
-        var failure: StorageError?
         var folders: Set<String> = []
         for (path, rowID) in saved {
             if let path, unlink(path) != 0, errno != ENOENT {
-                failure = StorageError(path: path, message: "cannot purge the crash file (\(String(cString: strerror(errno))))")
+                log.error("crash file \(path) saved but not purged (\(String(cString: strerror(errno)))): it is sent once a launch purges it")
                 continue
             }
             if let path { folders.insert(Paths.folder(of: path)) }
@@ -196,7 +202,6 @@ struct Recovery {
         for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder)) }
         try repository.crashFilesPurged(purged)
         host.faults.hit(.afterPurge)
-        if let failure { throw failure }
     }
 
     /// D-16: a session mark without a crash file of that session is an abnormal exit.
