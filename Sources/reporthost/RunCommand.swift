@@ -55,7 +55,7 @@ enum RunCommand {
         let ended = child.wait()
         let exit = ProgramExit(
             program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
-            output: tail?.finish(waitingAtMostMs: 3_000))
+            output: tail?.finish(waitingAtMostMs: 3_000), pid: child.pid)
         if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
 
         // What it left, recovered now: `start` stores its crash files or an abnormal exit, and

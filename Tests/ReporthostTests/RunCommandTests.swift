@@ -124,6 +124,23 @@ import Testing
             }
             """, cplusplus: true) }
 
+    /// A master that forks a worker, which segfaults; the master reaps it and exits 0 (as a
+    /// server does at shutdown), or, with an argument, kills itself with SIGKILL.
+    static let forkingMaster = Result { try program("forking-master", """
+        #include <signal.h>
+        #include <sys/wait.h>
+        #include <unistd.h>
+        int main(int argc, char **argv) {
+            (void)argv;
+            pid_t worker = fork();
+            if (worker == 0) { volatile int *p = 0; *p = 1; _exit(9); }
+            int status = 0;
+            waitpid(worker, &status, 0);
+            if (argc > 1) kill(getpid(), SIGKILL);
+            return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV ? 0 : 1;
+        }
+        """) }
+
     func config(_ receiver: LocalReceiver) throws -> String {
         let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
@@ -220,6 +237,20 @@ import Testing
             #expect(try records().isEmpty)
             let left = try FileManager.default.contentsOfDirectory(atPath: repository + "/crashes").filter { $0.hasSuffix(".crash") }
             #expect(left.isEmpty, "\(left)")
+        }
+    }
+
+    @Test("D-1, run: a forked worker's crash is a report although its master exits 0; a master killed after it is an abnormal exit as well")
+    func forkedWorkerCrash() async throws {
+        try await offPool { [self] in
+            let program = try Self.forkingMaster.get()
+            let clean = try run([], program: [program])
+            #expect(clean.status == 0, "\(clean.stderr)")
+            #expect(try records().map { $0["trigger"] } == [.string("crash")], "the worker's crash was discarded: \(clean.stderr)")
+            let killed = try run([], program: [program, "die"])
+            #expect(killed.status == 137, "\(killed.stderr)")
+            let triggers = try records().compactMap { $0["trigger"]?.stringValue }.sorted()
+            #expect(triggers == ["abnormal_exit", "crash", "crash"], "\(triggers)")
         }
     }
 

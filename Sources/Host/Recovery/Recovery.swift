@@ -16,7 +16,7 @@ struct Recovery {
     /// embedding program runs in the background: a start never waits for a backlog.
     func collectPluginCrashes() throws(HostError) {
         try storing { () throws(StorageError) in
-            try saveCrashFiles(crashFiles(named: CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
+            _ = try saveCrashFiles(crashFiles(named: CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
         }
     }
 
@@ -26,8 +26,8 @@ struct Recovery {
         try storing { () throws(StorageError) in
             try resumePurges()
             if let watched, watched.endedNormally { try discardCrashFiles(of: watched) }
-            try saveCrashFiles(crashFiles(), watched: watched, batch: batch)
-            if let watched { try recordKilled(watched) }
+            let saved = try saveCrashFiles(crashFiles(), watched: watched, batch: batch)
+            if let watched { try recordKilled(watched, savedNow: saved) }
             try recordAbnormalExits(currentSession: currentSession)
         }
     }
@@ -54,7 +54,9 @@ struct Recovery {
     /// marked purged in one transaction. That last commit does not wait for the disk: a power
     /// loss before the next flush leaves them `pending_purge`, and `resumePurges` finds their
     /// files gone and marks them again. A file that cannot be read is set aside on its own.
-    private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) {
+    /// Returns the names of the files saved.
+    private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) -> [String] {
+        var saved: [String] = []
         let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
         var reader = CrashReader(watched: watched)
         for start in stride(from: 0, to: files.count, by: max(1, batch)) {
@@ -72,7 +74,9 @@ struct Recovery {
             for (item, rowID) in zip(read, rowIDs) { try skipChainsTheCrashInterrupted(item.crash, record: rowID) }
             host.faults.hit(.afterSave)
             try purge(zip(read, rowIDs).map { ($0.save.crashFile, $1) })
+            saved += read.map { LocalPaths.fileName($0.save.crashFile) }
         }
+        return saved
     }
 
     /// Turns the crash files of one recovery into saves, with what they share: the module files
@@ -114,11 +118,12 @@ struct Recovery {
     }
 
     /// A watched program that went on after a fault and ended normally survived it
-    /// (its own handler recovered, e.g. a runtime that uses SIGSEGV on purpose): its crash
-    /// files are not crashes. Each is deleted with a debug line.
+    /// (its own handler recovered, e.g. a runtime that uses SIGSEGV on purpose): its own
+    /// crash files are not crashes. Each is deleted with a debug line. Those of a process it
+    /// forked (same session, another pid) are reports: a worker's crash is one whatever its
+    /// master's status.
     func discardCrashFiles(of program: ProgramExit) throws(StorageError) {
-        // The writer names a file `<session>-<time>-<pid>.crash`.
-        for path in crashFiles(named: { $0.hasPrefix(program.session + "-") }) {
+        for path in crashFiles(named: program.wrote) {
             guard unlink(path) == 0 else {
                 throw StorageError(path: path, message: "cannot discard the crash file (\(String(cString: strerror(errno))))")
             }

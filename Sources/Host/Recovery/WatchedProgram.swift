@@ -15,13 +15,23 @@ public struct ProgramExit: Sendable, Equatable {
     public var status: Int32
     /// The last bytes of its standard error, when they were kept (`--attach-output`).
     public var output: Data?
+    /// The watched process itself (nil: not known). A process it forked writes crash files
+    /// under the same session with a pid of its own.
+    public var pid: pid_t?
 
-    public init(program: String, session: String, signal: Int32?, status: Int32, output: Data?) {
+    public init(program: String, session: String, signal: Int32?, status: Int32, output: Data?, pid: pid_t? = nil) {
         self.program = program
         self.session = session
         self.signal = signal
         self.status = status
         self.output = output
+        self.pid = pid
+    }
+
+    /// Whether the crash file named `name` was written by the watched process itself (not by
+    /// a child it forked).
+    func wrote(crashFileNamed name: String) -> Bool {
+        name.hasPrefix(session + "-") && (pid == nil || CrashFile.writerPID(ofName: name) == pid)
     }
 
     /// It exited by itself with status 0: a fault it met before was one it survived.
@@ -42,9 +52,12 @@ extension Recovery {
     /// A watched program a signal ended without leaving a crash file (stored or still in
     /// `crashes/`) becomes an `abnormal_exit` report, waiting for the chain. Its crash files,
     /// when it left some, are saved by `collect` with its name and output.
-    func recordKilled(_ exit: ProgramExit) throws(StorageError) {
+    func recordKilled(_ exit: ProgramExit, savedNow: [String] = []) throws(StorageError) {
         guard let signalName = exit.signalName else { return }
-        guard !leftCrashFiles(exit), !(try repository.sessionsWithCrashReports().contains(exit.session)) else { return }
+        // A crash of a child it forked is that child's report, not this death's cause. With no
+        // pid known, any crash stored for the session counts.
+        guard !leftCrashFiles(exit), !savedNow.contains(where: exit.wrote) else { return }
+        if exit.pid == nil, try repository.sessionsWithCrashReports().contains(exit.session) { return }
         let document = FoundReports.killed(exit, signalName: signalName, hostAttributes: host.attributes.snapshot)
         try repository.saveFound(document, session: exit.session)
         // No id here: the chain gives the report the id it is stored and sent under, and
@@ -65,6 +78,6 @@ extension Recovery {
 
     private func leftCrashFiles(_ exit: ProgramExit) -> Bool {
         ((try? FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path)) ?? [])
-            .contains { $0.hasPrefix(exit.session + "-") }
+            .contains(where: exit.wrote)
     }
 }
