@@ -127,6 +127,14 @@ if let command = commands[words[0]], words.dropFirst().prefix(while: { $0 != "--
     exit(0)
 }
 
+// Before the first queue: with too few descriptors libdispatch traps with no message.
+do {
+    try DescriptorLimit.ensure()
+} catch {
+    printError(error.description)
+    exit(1)
+}
+
 // The command runs off the main thread: the main thread serves the main queue, where
 // running-app callbacks run (SPEC H-8), on this very thread (`rh_serve_main_queue`);
 // `dispatchMain()` would not do: on Linux it exits the main thread and lets a pool thread

@@ -78,6 +78,7 @@ public final class Runtime: Sendable {
     /// session mark, crash capture, crash files, the configured plugins. Runs no callback.
     public static func start(_ options: RuntimeOptions) throws(HostError) -> Runtime {
         try options.configuration.validate()
+        try DescriptorLimit.ensure()
         // Nothing the host opens may land on a standard descriptor the program closed.
         StandardDescriptors.holdClosed()
         let logger = try options.configuration.makeLogger(overrideLevel: options.logLevel)

@@ -20,3 +20,26 @@ package enum StandardDescriptors {
         return held
     }
 }
+
+/// The process's limit on open descriptors (`ulimit -n`). Below a few dozen, libdispatch
+/// cannot make the descriptors its queues need and stops the process with SIGILL, no message:
+/// so a start raises the soft limit toward the hard one, and refuses with a clear error when
+/// even that is too low.
+package enum DescriptorLimit {
+    /// What the host needs at least: SQLite (database, log, shared memory), the lock, a log
+    /// file, plugins, four connections, libdispatch's own, and room for attachments.
+    package static let minimum: rlim_t = 64
+
+    /// Raises the soft limit to `minimum` when it is lower and the hard limit allows; an
+    /// error (exit 1) saying what to change when it does not.
+    package static func ensure() throws(HostError) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < minimum else { return }
+        let raised = rlimit(rlim_cur: min(minimum, limit.rlim_max), rlim_max: limit.rlim_max)
+        if raised.rlim_cur > limit.rlim_cur { var raised = raised; _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) }
+        guard raised.rlim_cur < minimum else { return }
+        throw .runtime(
+            "only \(limit.rlim_cur) open file descriptors are allowed (ulimit -n, hard limit \(limit.rlim_max)); "
+                + "ReportHost needs at least \(minimum): raise the limit (ulimit -n \(minimum))")
+    }
+}

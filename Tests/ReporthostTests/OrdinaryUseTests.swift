@@ -3,9 +3,10 @@ import Host
 import HostTestSupport
 import Testing
 
-/// A real small file system (tmpfs, mounted as root, as CI runs), as a container or a small
-/// partition gives one: no report is lost for the space the host itself takes.
-@Suite(.serialized) struct SmallDiskTests {
+/// Ordinary machines that are short of something: a real small file system (tmpfs, mounted
+/// as root, as CI runs), as a container or a small partition gives one, where no report is
+/// lost for the space the host itself takes; and a low descriptor limit.
+@Suite(.serialized) struct OrdinaryUseTests {
     /// A tmpfs of `kilobytes` mounted on a fresh folder, unmounted when `body` ends.
     func withSmallDisk<T>(kilobytes: Int, _ body: (URL) throws -> T) throws -> T {
         #expect(getuid() == 0, "these tests mount a tmpfs: run them as root (CI does)")
@@ -108,6 +109,21 @@ import Testing
                 let stored = try documents(disk)
                 #expect(stored.first?["attachments"]?.arrayValue?.first?["size"] == .number(1_500_000))
             }
+        }
+    }
+
+    @Test("I-4: with too few descriptors (ulimit -n 12) a command is a clear error, exit 1, never a trap; a low soft limit is raised")
+    func fewDescriptors() async throws {
+        try await offPool {
+            let folder = makeTemporaryDirectory("few-fds")
+            let hard = try ChildProcess.run(
+                "/bin/sh", ["-c", "ulimit -n 12; exec \"$0\" report bug --summary s", Products.reporthost.path], directory: folder)
+            #expect(hard.status == 1 && hard.signal == nil, "\(hard.status) \(hard.stderr)")
+            #expect(hard.stderr.contains("only 12 open file descriptors are allowed"), "\(hard.stderr)")
+            let soft = try ChildProcess.run(
+                "/bin/sh", ["-c", "ulimit -Sn 12; exec \"$0\" report bug --summary s", Products.reporthost.path], directory: folder)
+            #expect(soft.status == 0, "\(soft.stderr)")
+            #expect(soft.stderr.contains("stored"), "\(soft.stderr)")
         }
     }
 }
