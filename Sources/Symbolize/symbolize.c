@@ -37,24 +37,29 @@
 #define ELFUTILS_FUNCTIONS(X) \
     X(dwarf_attr) \
     X(dwarf_attr_integrate) \
+    X(dwarf_begin) \
     X(dwarf_diecu) \
+    X(dwarf_end) \
     X(dwarf_filesrc) \
     X(dwarf_formstring) \
     X(dwarf_formudata) \
     X(dwarf_getscopes) \
     X(dwarf_getscopes_die) \
     X(dwarf_getsrcfiles) \
+    X(dwarf_setalt) \
     X(dwarf_tag) \
+    X(dwelf_dwarf_gnu_debugaltlink) \
     X(dwelf_elf_gnu_build_id) \
     X(dwfl_begin) \
-    X(dwfl_build_id_find_debuginfo) \
     X(dwfl_end) \
     X(dwfl_errmsg) \
     X(dwfl_line_comp_dir) \
     X(dwfl_lineinfo) \
     X(dwfl_module_addrdie) \
     X(dwfl_module_addrinfo) \
+    X(dwfl_module_getdwarf) \
     X(dwfl_module_getsrc) \
+    X(dwfl_module_info) \
     X(dwfl_offline_section_address) \
     X(dwfl_report_begin) \
     X(dwfl_report_elf) \
@@ -109,11 +114,15 @@ extern char *__cxa_demangle(const char *mangled, char *output, size_t *length, i
 typedef char *(*swift_demangle_fn)(const char *mangled, size_t length, char *output,
                                    size_t *output_size, uint32_t flags);
 
-/* What add_module needs to know of a file besides its build id. */
+/* What add_module needs to know of a file besides the crash's build id. */
 typedef struct elf_facts {
     int type;       /* ET_DYN or ET_EXEC */
     uint64_t first; /* page-aligned p_vaddr of the first PT_LOAD: what `base` maps */
     uint64_t size;  /* from `first` to the end of the last PT_LOAD */
+    unsigned char id[64]; /* the file's own GNU build id (id_len 0: none): finds its debug file */
+    size_t id_len;
+    dev_t device;   /* which file was vetted (see report_module) */
+    ino_t inode;
 } elf_facts;
 
 /* One module file, opened once for a whole cache and reported at its link-time addresses:
@@ -125,9 +134,10 @@ typedef struct image {
     char *build_id;
     elf_facts facts;
     Dwfl_Callbacks callbacks; /* libdwfl keeps a pointer to it: must live as long as dwfl */
-    char *debuginfo_path;     /* NULL: libdwfl's default search path */
     Dwfl *dwfl;
     Dwfl_Module *mod;
+    Dwarf *alt; /* the dwz file its DWARF shares (set_alt), ended after dwfl */
+    int alt_fd;
 } image;
 
 struct rh_symbol_cache {
@@ -281,12 +291,14 @@ static bool verify_elf(Elf *elf, const char *path, const char *wanted, elf_facts
         set_why(why, cap, "%s: no usable loadable segments", path);
         return false;
     }
+    const void *id = NULL;
+    ssize_t len = elfutils.dwelf_elf_gnu_build_id(elf, &id);
+    facts->id_len = len > 0 && id != NULL && (size_t)len <= sizeof facts->id ? (size_t)len : 0;
+    if (facts->id_len > 0) memcpy(facts->id, id, facts->id_len);
     if (wanted[0] == '\0') return true;
 
     char shown[SHOWN_BUILD_ID_MAX + 1];
     printable_id(wanted, shown, sizeof shown);
-    const void *id = NULL;
-    ssize_t len = elfutils.dwelf_elf_gnu_build_id(elf, &id);
     if (len <= 0 || id == NULL) {
         set_why(why, cap, "%s: no GNU build id on disk; the crash's is %s", path, shown);
         return false;
@@ -300,29 +312,166 @@ static bool verify_elf(Elf *elf, const char *path, const char *wanted, elf_facts
     return true;
 }
 
-/* Opens `path` only to vet it; libdwfl opens it again for itself when it is reported.
-   Fills *facts. */
-static bool vet_file(const char *path, const char *wanted, elf_facts *facts, char *why, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Opens `path` for reading only if it is a regular file, and never waits. A module's path
+   comes from the crashed process, which may have left a FIFO or a device there (opening a
+   FIFO blocks until a writer comes): stat refuses one before it is opened, O_NONBLOCK covers
+   one swapped in meanwhile, and fstat on what was opened decides. O_NOFOLLOW: a symbolic link
+   (Debian's sonames are links) is opened at its resolved path, vetted the same way. Returns
+   the descriptor, or -1 with `why` (NULL: no message). */
+static int open_regular(const char *path, char *why, size_t cap) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        set_why(why, cap, "%s: cannot open (%s)", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_why(why, cap, "%s: not a regular file", path);
+        return -1;
+    }
+    const int flags = O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(path, flags);
+    if (fd < 0 && errno == ELOOP) {
+        char *resolved = realpath(path, NULL);
+        fd = resolved != NULL ? open(resolved, flags) : -1;
+        int error = errno;
+        free(resolved);
+        errno = error;
+    }
     if (fd < 0) {
         set_why(why, cap, "%s: cannot open (%s)", path, strerror(errno));
-        return false;
+        return -1;
     }
-    struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         set_why(why, cap, "%s: not a regular file", path);
         close(fd);
-        return false;
+        return -1;
     }
+    return fd;
+}
+
+/* Opens `path` and vets it (fills *facts). Returns the descriptor, which libdwfl is given so
+   that the file vetted is the file read, or -1 with `why`. */
+static int vet_file(const char *path, const char *wanted, elf_facts *facts, char *why, size_t cap) {
+    int fd = open_regular(path, why, cap);
+    if (fd < 0) return -1;
+    struct stat st;
     bool ok = false;
     Elf *elf = elfutils.elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (elf == NULL)
         set_why(why, cap, "%s: not readable as ELF (%s)", path, elfutils.elf_errmsg(-1));
+    else if (fstat(fd, &st) != 0)
+        set_why(why, cap, "%s: cannot open (%s)", path, strerror(errno));
     else
         ok = verify_elf(elf, path, wanted, facts, why, cap);
     elfutils.elf_end(elf);
-    close(fd);
-    return ok;
+    if (!ok) {
+        close(fd);
+        return -1;
+    }
+    facts->device = st.st_dev;
+    facts->inode = st.st_ino;
+    return fd;
+}
+
+/* /proc/self/maps names a file unlinked after it was mapped "<path> (deleted)": whatever is
+   at that path now (a FIFO the program made, or a file of that name) is not what it ran. */
+static bool is_deleted(const char *path) {
+    static const char mark[] = " (deleted)";
+    size_t length = strlen(path), mark_length = sizeof mark - 1;
+    return length > mark_length && strcmp(path + length - mark_length, mark) == 0;
+}
+
+/* ---------------------------------------------------------------- debug files */
+
+/* Where the debug file of build id `id` is kept: /usr/lib/debug/.build-id/xx/rest.debug
+   (Debian's -dbgsym packages; the only absolute entry of libdwfl's default path). NULL for
+   an id libdwfl would not look up either. */
+static char *build_id_path(const unsigned char *id, size_t len) {
+    if (len < 3 || len > 64) return NULL;
+    char hex[2 * 64 + 1];
+    hex_of(id, len, hex, sizeof hex);
+    char *path = NULL;
+    return asprintf(&path, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2) < 0 ? NULL : path;
+}
+
+/* The descriptor of the regular ELF file at `path` when its build id is `id`; else -1. */
+static int open_debug_file(const char *path, const unsigned char *id, size_t len) {
+    int fd = path != NULL ? open_regular(path, NULL, 0) : -1;
+    if (fd < 0) return -1;
+    Elf *elf = elfutils.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    const void *found = NULL;
+    ssize_t found_len = elf != NULL ? elfutils.dwelf_elf_gnu_build_id(elf, &found) : -1;
+    bool same = found_len == (ssize_t)len && found != NULL && memcmp(found, id, len) == 0;
+    elfutils.elf_end(elf);
+    if (!same) close(fd);
+    return same ? fd : -1;
+}
+
+/* `name` as libdw resolves a .gnu_debugaltlink path: as is when absolute, else beside `file`. */
+static char *beside(const char *file, const char *name) {
+    if (name[0] == '/') return strdup(name);
+    const char *slash = file != NULL ? strrchr(file, '/') : NULL;
+    char *path = NULL;
+    if (slash == NULL || asprintf(&path, "%.*s/%s", (int)(slash - file), file, name) < 0) return NULL;
+    return path;
+}
+
+/* libdw's own mark for "looked for, none" (dwarf_getalt). Left unset, libdw would look for the
+   file itself at its first DW_FORM_GNU_*_alt: open(2) without O_NONBLOCK at a path the DWARF
+   names, which blocks for ever on a FIFO. */
+#define NO_ALT ((Dwarf *)-1)
+
+/* Gives `dwarf` the dwz file its .gnu_debugaltlink names (a path and a build id), opened here:
+   by build id, else at that path (beside `dwarf_file`, the file holding the DWARF); else
+   NO_ALT. */
+static void set_alt(image *owner, Dwarf *dwarf, const char *dwarf_file) {
+    const char *name = NULL;
+    const void *id = NULL;
+    ssize_t len = elfutils.dwelf_dwarf_gnu_debugaltlink(dwarf, &name, &id);
+    if (len <= 0 || owner->alt != NULL) return;
+    char *path = build_id_path(id, (size_t)len);
+    int fd = open_debug_file(path, id, (size_t)len);
+    free(path);
+    if (fd < 0 && name != NULL && (path = beside(dwarf_file, name)) != NULL) {
+        fd = open_debug_file(path, id, (size_t)len);
+        free(path);
+    }
+    Dwarf *alt = fd >= 0 ? elfutils.dwarf_begin(fd, DWARF_C_READ) : NULL;
+    if (alt == NULL && fd >= 0) close(fd);
+    elfutils.dwarf_setalt(dwarf, alt != NULL ? alt : NO_ALT);
+    if (alt != NULL) {
+        owner->alt = alt;
+        owner->alt_fd = fd;
+    }
+}
+
+/* libdwfl's find_debuginfo: the module's separate debug file, and the dwz file its DWARF
+   shares. Both are looked up on this machine only, by build id, and opened by open_regular.
+   dwfl_standard_find_debuginfo would also send each missing build id to the servers in
+   DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by the
+   host, never by an environment variable, and recovery never waits on a network. A name is
+   never left in *found_name without a descriptor: libdwfl would open that path itself. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base, const char *file_name,
+                          const char *debuglink, GElf_Word crc, char **found_name) {
+    (void)modname; (void)base; (void)debuglink; (void)crc;
+    image *owner = *userdata;
+    free(*found_name);
+    *found_name = NULL;
+    /* Asked for the dwz file once the DWARF is loaded (then its bias is known), for the
+       debug file before: the test elfutils' own dwfl_build_id_find_debuginfo describes. */
+    Dwarf_Addr dwarf_bias = (Dwarf_Addr)-1;
+    elfutils.dwfl_module_info(mod, NULL, NULL, NULL, &dwarf_bias, NULL, NULL, NULL);
+    if (dwarf_bias != (Dwarf_Addr)-1) {
+        Dwarf_Addr bias;
+        Dwarf *dwarf = elfutils.dwfl_module_getdwarf(mod, &bias); /* loaded: returns it at once */
+        if (dwarf != NULL) set_alt(owner, dwarf, file_name);
+        return -1;
+    }
+    char *path = build_id_path(owner->facts.id, owner->facts.id_len);
+    int fd = open_debug_file(path, owner->facts.id, owner->facts.id_len);
+    if (fd >= 0) *found_name = path; /* libdwfl's now, as the descriptor */
+    else free(path);
+    return fd;
 }
 
 /* ---------------------------------------------------------------- handle */
@@ -342,6 +491,10 @@ void rh_symbol_cache_free(rh_symbol_cache *cache) {
     if (cache == NULL) return;
     for (size_t i = 0; i < cache->count; i++) {
         elfutils.dwfl_end(cache->images[i]->dwfl); /* closes the module's files and frees its DWARF */
+        if (cache->images[i]->alt != NULL) {
+            elfutils.dwarf_end(cache->images[i]->alt);
+            close(cache->images[i]->alt_fd);
+        }
         free(cache->images[i]->path);
         free(cache->images[i]->build_id);
         free(cache->images[i]);
@@ -380,18 +533,37 @@ void rh_symbolizer_free(rh_symbolizer *h) {
     free(h);
 }
 
-/* The cache's image of `path` with `build_id` (vetted: `facts` are its), opened and reported at
-   its link-time addresses when it is not there yet; NULL with `why` when libdwfl refuses it. */
+/* Reports the vetted file open at `fd` to libdwfl, which reads it through that descriptor
+   (never opening `path` again) and owns it on success ("FD is consumed by the library").
+   On failure it is ours to close, unless libdwfl found a compressed image there and closed
+   it itself (vet_file read an ELF header through it: only a concurrent write could do that),
+   so a number another thread reopened meanwhile is never closed. */
+static Dwfl_Module *report_module(image *made, const char *path, int fd) {
+    elfutils.dwfl_report_begin(made->dwfl);
+    Dwfl_Module *mod = elfutils.dwfl_report_elf(made->dwfl, path, path, fd, (GElf_Addr)made->facts.first, false);
+    elfutils.dwfl_report_end(made->dwfl, NULL, NULL);
+    struct stat st;
+    if (mod == NULL && fstat(fd, &st) == 0 && st.st_dev == made->facts.device && st.st_ino == made->facts.inode) close(fd);
+    return mod;
+}
+
+/* The cache's image of `path` with `build_id` (vetted: `facts` are its, `fd` is open on it and
+   always consumed), opened and reported at its link-time addresses when it is not there yet;
+   NULL with `why` when libdwfl refuses it. */
 static image *cached_image(rh_symbol_cache *cache, const char *path, const char *build_id, const elf_facts *facts,
-                           char *why, size_t why_cap) {
+                           int fd, char *why, size_t why_cap) {
     for (size_t i = 0; i < cache->count; i++) {
         image *found = cache->images[i];
-        if (strcmp(found->path, path) == 0 && strcmp(found->build_id, build_id) == 0) return found;
+        if (strcmp(found->path, path) == 0 && strcmp(found->build_id, build_id) == 0) {
+            close(fd);
+            return found;
+        }
     }
     if (cache->count == cache->cap) {
         size_t cap = cache->cap ? cache->cap * 2 : 16;
         image **grown = realloc(cache->images, cap * sizeof *grown);
         if (grown == NULL) {
+            close(fd);
             set_why(why, why_cap, "%s: out of memory", path);
             return NULL;
         }
@@ -402,28 +574,24 @@ static image *cached_image(rh_symbol_cache *cache, const char *path, const char 
     if (made == NULL || (made->path = strdup(path)) == NULL || (made->build_id = strdup(build_id)) == NULL) {
         if (made != NULL) free(made->path);
         free(made);
+        close(fd);
         set_why(why, why_cap, "%s: out of memory", path);
         return NULL;
     }
     made->facts = *facts;
+    made->alt_fd = -1;
     made->callbacks.find_elf = no_find_elf;
-    /* Debug files are looked up on this machine only, by build id under the debug path
-       (/usr/lib/debug/.build-id/…, where Debian's -dbgsym packages put them).
-       dwfl_standard_find_debuginfo would also send each missing build id to the servers in
-       DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by
-       the host, never by an environment variable, and recovery never waits on a network. */
-    made->callbacks.find_debuginfo = elfutils.dwfl_build_id_find_debuginfo;
+    made->callbacks.find_debuginfo = find_debuginfo;
     made->callbacks.section_address = elfutils.dwfl_offline_section_address;
-    made->callbacks.debuginfo_path = &made->debuginfo_path;
     made->dwfl = elfutils.dwfl_begin(&made->callbacks);
+    /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was
+       mapped, and libdwfl sets the load bias to base - that p_vaddr: reported at `first`,
+       the bias is 0 and addresses are the file's own. (A non-PIE executable is at its
+       link-time addresses whatever base says.) */
     if (made->dwfl != NULL) {
-        /* add_p_vaddr=false: `base` is where the first PT_LOAD (page-aligned p_vaddr) was
-           mapped, and libdwfl sets the load bias to base - that p_vaddr: reported at `first`,
-           the bias is 0 and addresses are the file's own. (A non-PIE executable is at its
-           link-time addresses whatever base says.) */
-        elfutils.dwfl_report_begin(made->dwfl);
-        made->mod = elfutils.dwfl_report_elf(made->dwfl, path, path, -1, (GElf_Addr)facts->first, false);
-        elfutils.dwfl_report_end(made->dwfl, NULL, NULL);
+        made->mod = report_module(made, path, fd);
+    } else {
+        close(fd);
     }
     if (made->mod == NULL) {
         const char *err = elfutils.dwfl_errmsg(-1);
@@ -434,6 +602,10 @@ static image *cached_image(rh_symbol_cache *cache, const char *path, const char 
         free(made);
         return NULL;
     }
+    /* find_debuginfo's way back to this image. */
+    void **userdata = NULL;
+    elfutils.dwfl_module_info(made->mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+    *userdata = made;
     cache->images[cache->count++] = made;
     return made;
 }
@@ -446,15 +618,21 @@ bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base,
         set_why(why, why_cap, "module without a path");
         return false;
     }
+    if (is_deleted(path)) {
+        set_why(why, why_cap, "%s: the module was deleted after the process mapped it; not opened", path);
+        return false;
+    }
     if (build_id == NULL) build_id = "";
     elf_facts facts;
-    if (!vet_file(path, build_id, &facts, why, why_cap)) return false;
+    int fd = vet_file(path, build_id, &facts, why, why_cap);
+    if (fd < 0) return false;
 
     /* A non-PIE executable sits at its link-time addresses, whatever base says. */
     uint64_t start = facts.type == ET_EXEC ? facts.first : base;
     if (start + facts.size < start) {
         set_why(why, why_cap, "%s: base 0x%llx leaves no room for its %llu bytes", path,
                 (unsigned long long)base, (unsigned long long)facts.size);
+        close(fd);
         return false;
     }
     /* An address must name one module: a second module on the same addresses is refused, and
@@ -463,12 +641,13 @@ bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base,
     for (size_t i = 0; i < h->count; i++) {
         mapping *m = &h->maps[i];
         if (m->end <= start || m->start >= end) continue;
+        close(fd);
         if (m->start == start && strcmp(m->image->path, path) == 0) return true;
         set_why(why, why_cap, "%s: its addresses 0x%llx-0x%llx overlap %s", path, (unsigned long long)start,
                 (unsigned long long)end, m->image->path);
         return false;
     }
-    image *found = cached_image(h->cache, path, build_id, &facts, why, why_cap);
+    image *found = cached_image(h->cache, path, build_id, &facts, fd, why, why_cap);
     if (found == NULL) return false;
     if (h->count == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 8;

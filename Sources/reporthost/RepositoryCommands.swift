@@ -31,6 +31,7 @@ enum LaunchCommand {
             return 0
         }
         try runtime.recover()
+        try runtime.rerunHeld()
         let summary = try runtime.drain(retries: true)
         runtime.logger.info("launch: \(runtime.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
         if watch {

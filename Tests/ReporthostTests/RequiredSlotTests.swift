@@ -66,13 +66,15 @@ import Testing
             #expect(timedOut.status == 0, "\(timedOut.stderr)")
             #expect(receiver.received.isEmpty)
 
-            // That launch could run the handler slot, so the first report's chain ran again: the
-            // stalled handler held both.
+            // `report` never reruns a held chain ahead of its own report: the first stays held
+            // for its empty slot, the second for its stalled handler.
             let held = try records()
             #expect(held.count == 2 && held.allSatisfy { $0.state == .held })
             let reasons = held.compactMap(\.held)
-            #expect(reasons.allSatisfy { $0.hasPrefix("required: ") && $0.contains("stalled.on_before_report_created did not complete") }, "\(reasons)")
-            #expect(reasons.contains { $0.contains("within 300 ms") }, "\(reasons)")
+            #expect(reasons.first == "required: the required handler slot did not run fully: the slot is empty", "\(reasons)")
+            #expect(reasons.last?.contains("stalled.on_before_report_created did not complete") == true, "\(reasons)")
+            #expect(reasons.last?.contains("within 300 ms") == true, "\(reasons)")
+            #expect(!timedOut.stderr.contains("the chain runs again"), "\(timedOut.stderr)")
             // What the stalled handler did without completing is not kept: the journal is.
             #expect(held.allSatisfy { $0.document.content.attributes["half-scrubbed"] == nil })
             // Delivery passes leave held reports alone.
@@ -153,10 +155,122 @@ import Testing
             let states: [RecordState] = try records().map { $0.state }
             #expect(states == [.held])
             #expect(receiver.received.isEmpty)
-            // Without the requirement the held report's chain runs again, and both are sent.
+            // Without the requirement the held report's chain runs again at the next launch (a
+            // report raised meanwhile is sent first), and both are sent.
             let open = try config(receiver, required: [])
             #expect(try run(["report", "error", "--summary", "open", "--config", open]).status == 0)
+            #expect(receiver.received.compactMap { $0.report["attributes"]?["error.message"]?.stringValue } == ["open"])
+            #expect(try run(["launch", "--config", open]).status == 0)
             #expect(Set(receiver.received.compactMap { $0.report["attributes"]?["error.message"]?.stringValue }) == ["strict", "open"])
+        }
+    }
+
+    /// Completes from a thread of its own 50 ms after returning (the seed's attachment
+    /// example does so), marking the report.
+    static let late = fixtureHandler(
+        name: "late", before: "on_before",
+        extra: """
+            #include <pthread.h>
+            #include <unistd.h>
+            static rh_completion pending;
+            static void *finish(void *arg) { (void)arg; usleep(50 * 1000); pending(); return NULL; }
+            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)t;
+                host->set_attribute(r, "changed.by", "late");
+                pending = done;
+                pthread_t thread;
+                pthread_create(&thread, NULL, finish, NULL);
+                pthread_detach(thread);
+            }
+            """)
+
+    @Test("I-7: a held running-app report is rerun as a running-app report: a handler completing from its own thread after returning releases it")
+    func heldRunningAppReportRerunAsOne() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let configuration = try config(receiver, required: ["handler"])
+            #expect(try run(["report", "error", "--summary", "held first", "--config", configuration]).status == 0)
+            #expect(try records().map(\.state) == [.held])
+            let late = try Fixtures.plugin("late", source: Self.late, flags: ["-pthread"])
+            let launch = try run(["launch", "--handler", late.path, "--config", configuration])
+            #expect(launch.status == 0, "\(launch.stderr)")
+            let sent = try #require(receiver.received.first, "still held: \(launch.stderr)")
+            #expect(sent.report["attributes"]?["changed.by"]?.stringValue == "late")
+            #expect(try records().map(\.state) == [.terminal])
+        }
+    }
+
+    /// A delegate with only the asynchronous attachments form, which recovered and terminating
+    /// reports never call.
+    static let asyncDelegate = fixturePrelude + """
+        static void decide_later(void *c, rh_report *r, rh_attachments_decision decide) { (void)c; (void)r; decide(NULL, 0); }
+        static rh_delegate delegate;
+        static rh_handler handler;
+        const rh_handler *rh_plugin_entry(const rh_host_api *h) {
+            host = h;
+            delegate.abi_major = RH_ABI_VERSION_MAJOR;
+            delegate.abi_minor = RH_ABI_VERSION_MINOR;
+            delegate.struct_size = sizeof delegate;
+            delegate.attachments_for_report_async = decide_later;
+            handler.abi_major = RH_ABI_VERSION_MAJOR;
+            handler.abi_minor = RH_ABI_VERSION_MINOR;
+            handler.struct_size = sizeof handler;
+            handler.name = "async-only";
+            handler.delegate = &delegate;
+            return &handler;
+        }
+        """
+
+    @Test("I-7, A-3: a required delegate that has only the asynchronous form holds crash and terminating reports (fail closed); a held terminating report is sent once a launch reruns it as a running-app report")
+    func requiredAsyncDelegateFailsClosed() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let configuration = try config(receiver, required: ["delegate"])
+            let delegate = try Fixtures.plugin("async-only", source: Self.asyncDelegate)
+            let common = ["--delegate", delegate.path, "--config", configuration]
+            let terminating = try run(["report", "exception", "--summary", "fatal", "--terminating"] + common)
+            #expect(terminating.status == 0, "\(terminating.stderr)")
+            #expect(terminating.stderr.contains("held, not sent"), "\(terminating.stderr)")
+            #expect(try records().map(\.state) == [.held])
+            #expect(receiver.received.isEmpty)
+            _ = try run(["crash"] + common)
+            // The launch reruns the held report as the running-app report it is (no longer
+            // terminating): the delegate runs, and it is sent. The crash stays held.
+            #expect(try run(["launch"] + common).status == 0)
+            #expect(try run(["report", "error", "--summary", "live"] + common).status == 0)
+            #expect(receiver.received.compactMap { $0.report["attributes"]?["error.message"]?.stringValue } == ["fatal", "live"])
+            let all = try records()
+            let held = all.filter { $0.state == .held }
+            #expect(held.map(\.trigger) == [.crash], "\(all.map { "\($0.trigger) \($0.state)" })")
+            #expect(held.allSatisfy { $0.held?.contains("attachments_for_report_async not called") == true }, "\(held.map(\.held))")
+        }
+    }
+
+    @Test("I-7: reruns of held reports are a launch's, at most four a launch, oldest first; one that ends held again waits its back-off; `report` never waits for one")
+    func reruns() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            let configuration = try config(receiver, required: ["handler"])
+            for number in 1...6 { #expect(try run(["report", "error", "--summary", "held \(number)", "--config", configuration]).status == 0) }
+            let stalled = try Fixtures.plugin("stalled", source: Self.stalled)
+            // The user's own report is stored and sent; no held chain runs first.
+            let own = try run(["report", "error", "--summary", "own", "--handler", try Fixtures.plugin("scrubber", source: Self.scrubber).path, "--config", configuration])
+            #expect(own.status == 0 && !own.stderr.contains("the chain runs again"), "\(own.stderr)")
+            #expect(receiver.received.compactMap { $0.report["attributes"]?["error.message"]?.stringValue } == ["own"])
+            // A stalled handler: the four oldest rerun, and end held again with a back-off.
+            let first = try run(["launch", "--handler", stalled.path, "--config", configuration])
+            #expect(first.stderr.components(separatedBy: "the chain runs again").count - 1 == 4, "\(first.stderr)")
+            #expect(first.stderr.contains("rerun not before"), "\(first.stderr)")
+            // The next launch reruns only the two not yet tried.
+            let second = try run(["launch", "--handler", stalled.path, "--config", configuration])
+            #expect(second.stderr.components(separatedBy: "the chain runs again").count - 1 == 2, "\(second.stderr)")
+            #expect(second.stderr.contains("held 5") == false)
+            let third = try run(["launch", "--handler", stalled.path, "--config", configuration])
+            #expect(!third.stderr.contains("the chain runs again"), "every held report waits its back-off: \(third.stderr)")
+            #expect(try records().filter { $0.state == .held }.count == 6)
         }
     }
 }

@@ -44,10 +44,11 @@ struct DelegateRunner {
             }
         } else if methods.contains(.attachmentsAsync) {
             guard mode == .runningApp else {
-                report.note(
-                    .info, handler: "host",
-                    "\(delegate.name ?? "delegate").attachments_for_report_async not called: the asynchronous form is not used for \(mode == .recovered ? "a recovered" : "a terminating") report")
-                return nil
+                // The delegate did not run: under `plugins.required` the report is held (fail
+                // closed), never sent as though it had.
+                let why = "\(delegate.name ?? "delegate").attachments_for_report_async not called: the asynchronous form is not used for \(mode == .recovered ? "a recovered" : "a terminating") report"
+                report.note(.info, handler: "host", why)
+                return why
             }
             return try decide(delegate, report: report, budgetDeadline: budgetDeadline)
         }

@@ -36,10 +36,11 @@ struct Recovery {
     /// folder sync per this many files, not four flushes per file.
     static let crashFilesPerBatch = 128
 
-    /// Runs or settles every chain that has not finished, with the handlers loaded now; then
-    /// the chains of reports held for a required slot that can run now.
+    /// Runs or settles every chain that has not finished, with the handlers loaded now. The
+    /// chains of reports held for a required slot are `rerunHeldChains`' (never ahead of a
+    /// command's own report).
     func finish(currentSession: String) throws(HostError) -> [ReportDocument] {
-        try finishChains(currentSession: currentSession) + rerunHeldChains(currentSession: currentSession)
+        try finishChains(currentSession: currentSession)
     }
 
     /// D-2: a save whose purge was interrupted: purge now.
@@ -273,34 +274,58 @@ struct Recovery {
 
     /// `plugins.required`: the chain of each report held for a required slot runs again, from
     /// the document it had before, once every required slot can run (a rebuilt plugin, a
-    /// cleared quarantine); one whose chain ended the host `maxChainRuns` times in a row stays
-    /// held.
-    private func rerunHeldChains(currentSession: String) throws(HostError) -> [ReportDocument] {
+    /// cleared quarantine), under the rules of its kind: a running-app report's completions
+    /// are waited for as when it was raised. At most `limit` per call, oldest first, each only
+    /// when its back-off allows: a rerun that ends held again waits `rerunBackoff` before the
+    /// next. One whose chain ended the host `maxChainRuns` times in a row stays held.
+    func rerunHeldChains(currentSession: String, limit: Int = heldRerunsPerLaunch, now: Date = Date()) throws(HostError) -> [ReportDocument] {
         guard required.allSatisfy(host.canRun) else { return [] }
         var documents: [ReportDocument] = []
-        for (record, chainRuns) in try storing({ () throws(StorageError) in try repository.heldForRequired() }) {
+        let due = try storing { () throws(StorageError) in try repository.heldForRequired(dueBy: now, limit: limit) }
+        for (record, chainRuns, reruns) in due {
             guard chainRuns < Self.maxChainRuns else { continue }
             log.info("report \(record.reportID) was held (\(record.held ?? "")); its required slots can run now: the chain runs again")
-            if let document = try rerunChain(record, session: currentSession, releasingHold: true) { documents.append(document) }
+            let rerun = Rerun(next: now.addingTimeInterval(Self.rerunBackoff(afterReruns: reruns + 1)))
+            if let document = try rerunChain(record, session: currentSession, releasingHold: true, rerun: rerun) { documents.append(document) }
         }
         return documents
     }
 
+    /// How many held reports one call of `rerunHeldChains` reruns at most: a backlog of held
+    /// reports whose slot is slow costs a launch a few chains, not all of them.
+    static let heldRerunsPerLaunch = 4
+
+    /// The wait before the next rerun of a report whose `reruns`-th rerun ended held again:
+    /// a minute, doubling, at most a day.
+    static func rerunBackoff(afterReruns reruns: Int) -> TimeInterval {
+        min(60 * pow(2, Double(max(0, min(reruns, 20) - 1))), 86_400)
+    }
+
+    /// A rerun of a held report's chain: when the next may come if this one ends held again.
+    struct Rerun {
+        let next: Date
+    }
+
     /// Holds `record` under `plugins.required`, noting why on it and in the host's log.
     private func hold(
-        _ rowID: Int64, id: String, _ reason: String, notes: [InternalLogEntry], chainEnded: Bool, session: String? = nil
+        _ rowID: Int64, id: String, _ reason: String, notes: [InternalLogEntry], chainEnded: Bool, session: String? = nil,
+        rerun: Rerun? = nil
     ) throws(HostError) {
         try storing { () throws(StorageError) in
-            try repository.holdForRequired(rowID, reason: reason, notes: notes, chainEnded: chainEnded, clearingChainOf: session)
+            try repository.holdForRequired(
+                rowID, reason: reason, notes: notes, chainEnded: chainEnded, clearingChainOf: session, rerunAt: rerun?.next)
         }
-        log.warn("report \(id) held, not sent: \(reason)")
+        let again = rerun.map { "; rerun not before \(ReportDocument.timestamp($0.next))" } ?? ""
+        log.warn("report \(id) held, not sent: \(reason)\(again)")
     }
 
     /// A chain that ended the host this many times is not run again: the report goes without it.
     static let maxChainRuns = 3
 
     /// The report's chain again under a new id (H-13); nil when the report is held.
-    private func rerunChain(_ record: ReportRecord, session: String, releasingHold: Bool = false) throws(HostError) -> ReportDocument? {
+    private func rerunChain(
+        _ record: ReportRecord, session: String, releasingHold: Bool = false, rerun: Rerun? = nil
+    ) throws(HostError) -> ReportDocument? {
         let newID = randomUUID()
         // A crash from here on names this record as the one whose chain crashed.
         let chain = try storing { () throws(StorageError) in
@@ -322,7 +347,7 @@ struct Recovery {
             ?? (chain.runs > Self.maxChainRuns ? "the handler chain ended the host \(chain.runs - 1) times" : nil)
         {
             // Sent without the chain would be sent without the required slot.
-            try hold(record.rowID, id: newID, withoutChain, notes: [], chainEnded: false, session: session)
+            try hold(record.rowID, id: newID, withoutChain, notes: [], chainEnded: false, session: session, rerun: rerun)
             _ = report.bundle()
             return nil
         } else if let skipReason = chain.skipReason {
@@ -335,11 +360,14 @@ struct Recovery {
             document = report.bundle()
         } else {
             host.faults.hit(.duringHandlers)
-            guard let run = try host.chain(report, mode: .recovered) else { return nil }  // recovered: no dialog, never nil
+            // A held running-app report runs as one (its completions waited for), in a later
+            // process than the one that raised it; a crash or an abnormal exit as recovered.
+            let mode: ChainMode = rerun != nil && !record.trigger.isRecovered ? .runningApp : .recovered
+            guard let run = try host.chain(report, mode: mode) else { return nil }  // no dialog: never nil
             document = run.document
             if let unmet = run.unmet(required) {
                 let notes = Array(document.internalLog.dropFirst(record.document.internalLog.count))
-                try hold(record.rowID, id: newID, unmet, notes: notes, chainEnded: true, session: session)
+                try hold(record.rowID, id: newID, unmet, notes: notes, chainEnded: true, session: session, rerun: rerun)
                 return nil
             }
         }

@@ -215,8 +215,13 @@ extension Repository {
     /// id, plus `notes` (what this run noted), so its chain can run again from the start
     /// (`reopenChain`). `chainEnded`: the chain ran to bundling, so the count of runs that
     /// ended the host starts again. `session`'s chain record is cleared in the same transaction.
+    ///
+    /// `rerunAt`: the hold ends a rerun of the held report's chain, and the next rerun is not
+    /// before then (its back-off: `held_reruns` counts them). nil: a first hold, due for a
+    /// rerun at the next launch that can run its slots.
     package func holdForRequired(
-        _ rowID: Int64, reason: String, notes: [InternalLogEntry], chainEnded: Bool, clearingChainOf session: String? = nil
+        _ rowID: Int64, reason: String, notes: [InternalLogEntry], chainEnded: Bool, clearingChainOf session: String? = nil,
+        rerunAt: Date? = nil
     ) throws(StorageError) {
         try database.transaction { () throws(StorageError) in
             let row = try database.query("SELECT report_id, document FROM reports WHERE rowid = ?", [.integer(rowID)]).first
@@ -228,26 +233,43 @@ extension Repository {
             try database.query(
                 """
                 UPDATE reports SET document = ?, state = ?, held = ?, dialog_pending = 0,
-                    chain_runs = CASE WHEN ? THEN 0 ELSE chain_runs END, updated_at = ? WHERE rowid = ?
+                    chain_runs = CASE WHEN ? THEN 0 ELSE chain_runs END, updated_at = ?,
+                    held_reruns = CASE WHEN ? IS NULL THEN 0 ELSE held_reruns + 1 END, next_attempt_at = ?
+                WHERE rowid = ?
                 """,
                 [.text(document.json.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
-                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(Date())), .integer(rowID)])
+                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(Date())),
+                 .optional(rerunAt.map { Self.milliseconds($0) }), .optional(rerunAt.map { Self.milliseconds($0) }), .integer(rowID)])
             if let session { try setChainRecord(nil, session: session) }
         }
     }
 
-    /// Records held because a required slot did not run, with how many chains in a row ended
-    /// the host over each.
-    package func heldForRequired() throws(StorageError) -> [(record: ReportRecord, chainRuns: Int)] {
-        let runs = Dictionary(
-            try database.query(
-                "SELECT rowid, chain_runs FROM reports INDEXED BY readable_by_state WHERE state = ? AND \(Self.readable) AND held LIKE ?",
-                [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%")]
-            ).map { ($0[0].int ?? 0, Int($0[1].int ?? 0)) },
-            uniquingKeysWith: { first, _ in first })
+    /// Records held because a required slot did not run whose rerun is due by `now` (oldest
+    /// first, at most `limit`), with how many chains in a row ended the host over each and
+    /// how many reruns already ended held again.
+    package func heldForRequired(dueBy now: Date = Date(), limit: Int = Int.max) throws(StorageError)
+        -> [(record: ReportRecord, chainRuns: Int, reruns: Int)]
+    {
+        let due = try database.query(
+            """
+            SELECT rowid, chain_runs, held_reruns FROM reports INDEXED BY readable_by_state
+            WHERE state = ? AND \(Self.readable) AND held LIKE ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+            ORDER BY created_at LIMIT ?
+            """,
+            [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%"), .integer(Self.milliseconds(now)),
+             .integer(Int64(clamping: limit))]
+        ).map { (rowID: $0[0].int ?? 0, chainRuns: Int($0[1].int ?? 0), reruns: Int($0[2].int ?? 0)) }
         // Every launch asks: with none held for a slot, no held document is read.
-        guard !runs.isEmpty else { return [] }
-        return try records(in: [.held]).compactMap { record in runs[record.rowID].map { (record, $0) } }
+        guard !due.isEmpty else { return [] }
+        let records = Dictionary(try records(in: [.held]).map { ($0.rowID, $0) }, uniquingKeysWith: { first, _ in first })
+        return due.compactMap { item in records[item.rowID].map { ($0, item.chainRuns, item.reruns) } }
+    }
+
+    /// Records held because a required slot did not run, due or not.
+    package func heldForRequiredCount() throws(StorageError) -> Int {
+        Int(try database.query(
+            "SELECT COUNT(*) FROM reports INDEXED BY readable_by_state WHERE state = ? AND \(Self.readable) AND held LIKE ?",
+            [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%")]).first?.first?.int ?? 0)
     }
 
     /// Releases every record held for configuration: one with no attempt yet awaits its first,

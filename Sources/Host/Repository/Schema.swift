@@ -123,5 +123,9 @@ extension Repository {
                     """)
             }
         }
+        if version < 11 {
+            // How many reruns of a held report's chain ended held again: its back-off.
+            try database.execute("ALTER TABLE reports ADD COLUMN held_reruns INTEGER NOT NULL DEFAULT 0; PRAGMA user_version = 11;")
+        }
     }
 }

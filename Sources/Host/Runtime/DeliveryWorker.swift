@@ -82,6 +82,12 @@ final class DeliveryWorker: Sendable {
             log.warn("recovery: \(error)")
         }
         state.update { $0.recovered = true }
+        // Held reports' chains, in the background: never ahead of the program's own reports.
+        do {
+            try session.rerunHeld()
+        } catch {
+            log.warn("held reports: \(error)")
+        }
         // A secondary's passes send only its own reports' initial attempts (the deliverer
         // knows its session).
         guard session.host.configuration.submission.url != nil else { return }

@@ -112,6 +112,12 @@ public final class Runtime: Sendable {
     @discardableResult
     public func recover() throws(HostError) -> [ReportDocument] { try session.recover() }
 
+    /// Reruns the chains of a few reports held for a required slot that can run now, each
+    /// within its back-off (after `recover`). `launch` does; the delivery worker does in the
+    /// background; a one-shot command raising its own report never waits for one.
+    @discardableResult
+    public func rerunHeld() throws(HostError) -> [ReportDocument] { try session.rerunHeld() }
+
     /// Names a file this session's crash files carry (`crash --attach`): registered in the
     /// repository with its device and inode, so recovery reads it only while it is that file.
     package func registerCrashAttachment(_ path: String) throws(HostError) {

@@ -158,6 +158,19 @@ package final class HostSession: Sendable {
         return recovered
     }
 
+    /// Reruns the chains of reports held for a required slot that can run now (a few per
+    /// call, each within its back-off: `Recovery.rerunHeldChains`). For `launch` and
+    /// long-lived hosts, after `recover`: `report`, `crash` and `run` never wait for one.
+    @discardableResult
+    package func rerunHeld() throws(HostError) -> [ReportDocument] {
+        guard isPrimary else { return [] }
+        let released = try Recovery(host: host, repository: repository).rerunHeldChains(currentSession: sessionID)
+        recoveredDocuments.withLock { $0 += released }
+        let waiting = try storing { () throws(StorageError) in try repository.heldForRequiredCount() }
+        if waiting > 0 { host.logger.info("\(waiting) report(s) held for a required slot") }
+        return released
+    }
+
     /// Loads the plugins the configuration names, except a file that crashed the host before
     /// (its quarantine entry names its real path and digest): that slot runs empty, with one
     /// warning per launch and a note on every report.
