@@ -63,9 +63,17 @@ package final class LocalReceiver: Sendable {
     /// What one client may use: each request is read within these bounds, or answered with
     /// an error and its connection closed.
     package struct Limits: Sendable {
-        /// Connections served at once; past it, the one waiting longest for a request head is
-        /// closed for the new client, or the new client is answered 503.
-        package var maxConnections = 16
+        /// Connections served at once; past it, the one waiting longest for a request head
+        /// (for at least `shedIdleAfterMs`) is closed for the new client, or the new client is
+        /// answered 503 with Retry-After.
+        package var maxConnections = 32
+        /// How long a connection must have waited for a request head (idle between requests,
+        /// or trickling its head) before a new client may take its place: a connection whose
+        /// request is already on its way is never shed for a burst.
+        package var shedIdleAfterMs = 1_000
+        /// How long a refused (503) connection is read and discarded after its answer, so
+        /// that closing it never resets the client before it read the answer.
+        package var refusalDrainMs = 2_000
         /// A request head (request line and headers).
         package var maxHeadBytes = 64 * 1024
         /// A request body, with or without chunked encoding.
@@ -119,7 +127,8 @@ package final class LocalReceiver: Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(fd, 64) == 0 else {
+        // A burst of clients waits in the kernel's queue, not refused by it (SOMAXCONN).
+        guard bound == 0, listen(fd, 4_096) == 0 else {
             close(fd)
             throw .runtime("receive: cannot listen on 127.0.0.1:\(port) (\(String(cString: strerror(errno))))")
         }
@@ -166,8 +175,7 @@ package final class LocalReceiver: Sendable {
                 continue
             }
             guard admit(client) else {
-                SocketReader(fd: client, limits: limits).answer(503, "too many connections", extra: "Retry-After: 1\r\n")
-                close(client)
+                refuse(client, "too many connections")
                 continue
             }
             let started = startThread { [self] in
@@ -178,9 +186,34 @@ package final class LocalReceiver: Sendable {
             }
             if !started {
                 state.withLock { $0.connections[client] = nil }
-                SocketReader(fd: client, limits: limits).answer(503, "no thread to serve the connection", extra: "Retry-After: 1\r\n")
-                close(client)
+                refuse(client, "no thread to serve the connection")
             }
+        }
+    }
+
+    /// Answers `client` 503 with Retry-After, then reads and discards what it sends for up to
+    /// `refusalDrainMs` before closing (on a thread of its own): closed with its request
+    /// unread, the kernel would reset the connection, and the client might never read the
+    /// answer. Nothing of it is stored.
+    private func refuse(_ client: Int32, _ why: String) {
+        let limits = limits
+        let answer: @Sendable () -> Void = { SocketReader(fd: client, limits: limits).answer(503, why, extra: "Retry-After: 1\r\nConnection: close\r\n") }
+        let started = startThread {
+            answer()
+            shutdown(client, Int32(SHUT_WR))
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            let deadline = SystemClock().now().advanced(byMilliseconds: limits.refusalDrainMs)
+            while true {
+                let left = deadline.milliseconds(since: SystemClock().now())
+                var ready = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+                guard left > 0, poll(&ready, 1, Int32(clamping: left)) > 0 else { break }
+                guard buffer.withUnsafeMutableBytes({ recv(client, $0.baseAddress, $0.count, 0) }) > 0 else { break }
+            }
+            close(client)
+        }
+        if !started {
+            answer()
+            close(client)
         }
     }
 
@@ -191,7 +224,9 @@ package final class LocalReceiver: Sendable {
         return state.withLock { state in
             let live = state.connections.filter { !$0.value.shed }
             if live.count >= limits.maxConnections {
-                let waiting = live.compactMap { entry in entry.value.waitingForHead.map { (fd: entry.key, since: $0) } }
+                let waiting = live.compactMap { entry in
+                    entry.value.waitingForHead.flatMap { now.milliseconds(since: $0) >= limits.shedIdleAfterMs ? (fd: entry.key, since: $0) : nil }
+                }
                 guard let oldest = waiting.min(by: { $0.since < $1.since }) else { return false }
                 state.connections[oldest.fd]?.shed = true
                 // Wakes its thread's read, which ends the connection.
@@ -206,12 +241,16 @@ package final class LocalReceiver: Sendable {
 
     /// Notes whether `client` waits for a request head (it may then be shed). A new connection
     /// waits from the moment it was accepted, not from when its thread first runs: threads
-    /// start in any order, and the one idle longest must be the one shed.
-    private func setWaitingForHead(_ client: Int32, _ waiting: Bool) {
+    /// start in any order, and the one idle longest must be the one shed. Returns false when
+    /// it was shed meanwhile: a head read just as it was shed is not served (nothing stored
+    /// that could not be answered; the client sends it again).
+    @discardableResult
+    private func setWaitingForHead(_ client: Int32, _ waiting: Bool) -> Bool {
         let now = SystemClock().now()
-        state.withLock { state in
-            guard let connection = state.connections[client] else { return }
+        return state.withLock { state in
+            guard let connection = state.connections[client], !connection.shed else { return false }
             state.connections[client]?.waitingForHead = waiting ? (connection.waitingForHead ?? now) : nil
+            return true
         }
     }
 
@@ -238,9 +277,9 @@ package final class LocalReceiver: Sendable {
         while true {
             reader.deadline = SystemClock().now().advanced(byMilliseconds: limits.requestDeadlineMs)
             let head: String
-            setWaitingForHead(client, true)
+            guard setWaitingForHead(client, true) else { return }
             let read = reader.readHead()
-            setWaitingForHead(client, false)
+            guard setWaitingForHead(client, false) else { return }
             switch read {
             case .success(let text): head = text
             case .failure(.closed): return

@@ -108,6 +108,7 @@ import Testing
     func connectionPressure() throws {
         var limits = LocalReceiver.Limits()
         limits.maxConnections = 2
+        limits.shedIdleAfterMs = 0  // an idle connection may be shed at once here
         let receiver = try LocalReceiver(folder: folder.appendingPathComponent("pressure"), limits: limits)
         defer { receiver.stop() }
         let body = Data(#"{"uuid": "\#(UUID().uuidString.lowercased())"}"#.utf8)
@@ -132,6 +133,47 @@ import Testing
         defer { close(late) }
         let answer = readSome(late) ?? ""
         #expect(answer.hasPrefix("HTTP/1.1 503") && answer.contains("Retry-After: 1"), "\(answer)")
+    }
+
+    /// Posts a report from each of `n` threads at once (a barrier), each on its own
+    /// connection; prints `status<TAB>Retry-After<TAB>uuid`, or `error<TAB>what` per client.
+    static let burstClient = """
+        import http.client, json, sys, threading, uuid
+        port, n = int(sys.argv[1]), int(sys.argv[2])
+        barrier = threading.Barrier(n)
+        results = [None] * n
+        def post(i):
+            report = str(uuid.uuid4())
+            body = json.dumps({"uuid": report}).encode()
+            barrier.wait()
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                connection.request("POST", "/post?format=json&token=t", body, {"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                answer.read()
+                results[i] = (str(answer.status), answer.getheader("Retry-After") or "", report)
+            except Exception as error:
+                results[i] = ("error", type(error).__name__ + ": " + str(error), report)
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
+        for thread in threads: thread.start()
+        for thread in threads: thread.join()
+        for result in results: print("\t".join(result))
+        """
+
+    @Test("receive: a burst of 500 concurrent posts: every client gets an HTTP answer, 200 or 503 with Retry-After, and every stored report was answered 200")
+    func burst() throws {
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("burst"))
+        defer { receiver.stop() }
+        let script = try Fixtures.file("burst.py", Self.burstClient)
+        let run = try ChildProcess.run("/usr/bin/python3", [script.path, String(receiver.port), "500"])
+        let lines = run.stdout.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+        try #require(lines.count == 500, "\(run.stderr)")
+        let failures = lines.filter { $0[0] != "200" && !($0[0] == "503" && $0[1] == "1") }
+        #expect(failures.isEmpty, "\(failures.count) clients without a 200 or a 503 with Retry-After: \(failures.prefix(5))")
+        let accepted = Set(lines.filter { $0[0] == "200" }.map { $0[2] })
+        let stored = receiver.received.map(\.uuid)
+        #expect(Set(stored) == accepted && stored.count == accepted.count, "stored \(stored.count), answered 200 \(accepted.count)")
+        #expect(!accepted.isEmpty)
     }
 
     @Test("receive: a chunked body with chunk extensions (`5;x=y`, RFC 9112 7.1.1) is taken")
