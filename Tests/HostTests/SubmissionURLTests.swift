@@ -14,7 +14,7 @@ import Testing
             ("https://exa mple.com/post", "hostname"), ("https://[bad/post", "IPv6"),
         ] {
             do {
-                _ = try SubmissionURL(text, allowInsecure: false)
+                _ = try LibcurlURL.check(text, allowInsecure: false)
                 Issue.record("\(text) was accepted")
             } catch {
                 #expect(error.description.contains("is malformed") && error.description.contains(reason), "\(text): \(error)")
@@ -100,7 +100,7 @@ import Testing
         var accepted = 0
         var refusedByBoth = 0
         for (url, code) in zip(urls, codes) {
-            let ours = (try? SubmissionURL(url, allowInsecure: true)) != nil
+            let ours = (try? LibcurlURL.check(url, allowInsecure: true)) != nil
             // 1 unsupported protocol, 3 malformed: libcurl will not try; anything else tried to connect.
             let libcurlRefuses = code == 1 || code == 3
             if ours {

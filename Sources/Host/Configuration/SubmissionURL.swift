@@ -25,28 +25,15 @@ public struct SubmissionURL: Sendable, Equatable {
         }
     }
 
-    /// Checks `text` with the parser of the library that sends it (libcurl's URL API), so a
-    /// URL a transfer would refuse (a port over 65535, a space in the host, `[bad`) is a
-    /// configuration error before anything is opened, never a failed attempt.
+    /// The structural check: a URL with a host, https (or http to loopback unless
+    /// `allowInsecure`). What the library that sends it would refuse is the delivery layer's
+    /// check (`LibcurlURL.check`), made before anything opens.
     public init(_ text: String, allowInsecure: Bool) throws(Problem) {
-        if case .refused(let reason) = LibcurlURL.parse(text) { throw .malformed(SubmissionURL.redact(text), reason: reason) }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
             throw .malformed(SubmissionURL.redact(text), reason: nil)
         }
         guard scheme == "https" || scheme == "http" else { throw .unsupportedScheme(scheme) }
-        // What the user wrote (above) and what is sent (Foundation may have percent-encoded
-        // the text): libcurl must take both, and connects to the host it reads in the second.
-        switch LibcurlURL.parse(url.absoluteString) {
-        case .refused(let reason): throw .malformed(SubmissionURL.redact(text), reason: reason)
-        case .parsed(let parsedScheme, _) where parsedScheme != scheme: throw .unsupportedScheme(parsedScheme)
-        case .parsed(_, let parsedHost):
-            // Both parsers must read one host: loopback is decided on the one libcurl connects to.
-            if scheme == "http" && !allowInsecure && !(SubmissionURL.isLoopback(host) && SubmissionURL.isLoopback(parsedHost)) {
-                throw .insecure(host: parsedHost)
-            }
-        case .unavailable:
-            if scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host) { throw .insecure(host: host) }
-        }
+        if scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host) { throw .insecure(host: host) }
         self.url = url
     }
 

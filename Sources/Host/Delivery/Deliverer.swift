@@ -61,7 +61,7 @@ package struct Deliverer: Sendable {
         }
         let url: SubmissionURL
         do {
-            url = try SubmissionURL(text, allowInsecure: configuration.submission.allowInsecure)
+            url = try LibcurlURL.check(text, allowInsecure: configuration.submission.allowInsecure)
         } catch {
             // A configuration failure is never final (D-9): the reports are held with the
             // reason, and a fixed configuration releases them.

@@ -221,12 +221,29 @@ package final class Cancellation: @unchecked Sendable {
 
 /// libcurl's own reading of a URL (`rh_http_parse_url`): what a transfer would refuse is
 /// refused when the configuration is read.
-enum LibcurlURL {
-    enum Verdict: Equatable {
+package enum LibcurlURL {
+    package enum Verdict: Equatable {
         case parsed(scheme: String, host: String)
         case refused(String)
         /// libcurl cannot be loaded: delivery fails for that reason, retryably, anyway.
         case unavailable
+    }
+
+    /// `SubmissionURL`'s check, then libcurl's on what the user wrote and on what is sent
+    /// (Foundation may have percent-encoded the text), so a URL a transfer would refuse (a
+    /// port over 65535, a space in the host, `[bad`) is a configuration error before
+    /// anything is opened, never a failed attempt. Loopback is decided on the host libcurl
+    /// connects to as well.
+    package static func check(_ text: String, allowInsecure: Bool) throws(SubmissionURL.Problem) -> SubmissionURL {
+        if case .refused(let reason) = parse(text) { throw .malformed(SubmissionURL.redact(text), reason: reason) }
+        let checked = try SubmissionURL(text, allowInsecure: allowInsecure)
+        let scheme = checked.url.scheme?.lowercased() ?? ""
+        switch parse(checked.url.absoluteString) {
+        case .refused(let reason): throw .malformed(SubmissionURL.redact(text), reason: reason)
+        case .parsed(let parsedScheme, _) where parsedScheme != scheme: throw .unsupportedScheme(parsedScheme)
+        case .parsed(_, let host) where scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host): throw .insecure(host: host)
+        case .parsed, .unavailable: return checked
+        }
     }
 
     static func parse(_ text: String) -> Verdict {

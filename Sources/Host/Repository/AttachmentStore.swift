@@ -110,11 +110,11 @@ struct AttachmentCopies {
     var omitted: [Attachment] = []
 }
 
-extension ReportDocument {
-    /// The document without the attachments the disk had no room for, each noted in its
+extension Repository {
+    /// `document` without the attachments the disk had no room for, each noted in its
     /// internal log (SPEC D-3: omitted with a diagnostic).
-    func omitting(_ omitted: [Attachment], from folder: String) -> ReportDocument {
-        var document = self
+    static func omitting(_ omitted: [Attachment], from document: ReportDocument, folder: String) -> ReportDocument {
+        var document = document
         for attachment in omitted {
             if let index = document.content.attachments.firstIndex(where: { $0.name == attachment.name && $0.sha256 == attachment.sha256 }) {
                 document.content.attachments.remove(at: index)

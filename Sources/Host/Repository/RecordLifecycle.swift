@@ -402,7 +402,7 @@ extension Repository {
              .integer(Self.milliseconds(Date()))])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
-        if !copies.omitted.isEmpty { try rewrite(rowID, document.omitting(copies.omitted, from: folder.path)) }
+        if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
         return (rowID, copies)
     }
 
@@ -450,7 +450,7 @@ extension Repository {
                     "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
                     [.text(document.id), .integer(rowID), .text(document.id)])
                 copies = try writeAttachments(document.content.attachments, record: rowID, omittingWhatDoesNotFit: omitting)
-                if !copies.omitted.isEmpty { try rewrite(rowID, document.omitting(copies.omitted, from: folder.path)) }
+                if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
                 if let session { try setChainRecord(nil, session: session) }
             }
         } catch {

@@ -124,8 +124,13 @@ extension Repository {
             }
         }
         if version < 11 {
-            // How many reruns of a held report's chain ended held again: its back-off.
-            try database.execute("ALTER TABLE reports ADD COLUMN held_reruns INTEGER NOT NULL DEFAULT 0; PRAGMA user_version = 11;")
+            // How many reruns of a held report's chain ended held again: its back-off. (A
+            // repository whose version was set back by hand may have the column already.)
+            let columns = try database.query("SELECT name FROM pragma_table_info('reports')").compactMap { $0.first?.string }
+            if !columns.contains("held_reruns") {
+                try database.execute("ALTER TABLE reports ADD COLUMN held_reruns INTEGER NOT NULL DEFAULT 0")
+            }
+            try database.execute("PRAGMA user_version = 11")
         }
     }
 }

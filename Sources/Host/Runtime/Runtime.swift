@@ -78,6 +78,13 @@ public final class Runtime: Sendable {
     /// session mark, crash capture, crash files, the configured plugins. Runs no callback.
     public static func start(_ options: RuntimeOptions) throws(HostError) -> Runtime {
         try options.configuration.validate()
+        if let url = options.configuration.submission.url {
+            do throws(SubmissionURL.Problem) {
+                _ = try LibcurlURL.check(url, allowInsecure: options.configuration.submission.allowInsecure)
+            } catch {
+                throw .configuration("configuration: key 'submission.url': \(error)")
+            }
+        }
         try DescriptorLimit.ensure()
         // Nothing the host opens may land on a standard descriptor the program closed.
         StandardDescriptors.holdClosed()
