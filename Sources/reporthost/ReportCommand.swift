@@ -112,6 +112,7 @@ final class InterruptHandler: @unchecked Sendable {
                 }
                 runtime()?.interrupt()
                 onSignal()
+                Self.endWithin(Self.graceMs, signal: number, log: runtime()?.logger)
             }
             source.resume()
             return source
@@ -119,6 +120,24 @@ final class InterruptHandler: @unchecked Sendable {
     }
 
     convenience init(runtime: Runtime) { self.init(runtime: { runtime }) }
+
+    /// How long a command may go on after SIGINT or SIGTERM (finishing the report it stores,
+    /// a delivery in flight, a step of recovery) before it ends anyway.
+    static let graceMs = 10_000
+    private static let deadlineStarted = Locked(false)
+
+    /// Ends the process `ms` after the first signal if it has not ended by itself: whatever
+    /// it was doing (a system call that blocks, a plugin that ignores its limits) stops.
+    /// As safe as a kill, which the repository is made to survive: the next launch finishes
+    /// what was left.
+    private static func endWithin(_ ms: Int, signal number: Int32, log: HostLogger?) {
+        guard deadlineStarted.withLock({ started in defer { started = true }; return !started }) else { return }
+        _ = startThread {
+            usleep(useconds_t(ms) * 1_000)
+            log?.warn("still running \(ms / 1_000) s after SIG\(number == SIGTERM ? "TERM" : "INT"): ending now; the next launch finishes what was left")
+            _exit(128 + number)
+        }
+    }
 
     func dialog(showing: Bool) { inDialog.withLock { $0 = showing } }
 

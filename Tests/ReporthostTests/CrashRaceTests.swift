@@ -107,4 +107,53 @@ import Testing
             #expect(rejected.isEmpty, "\(rejected)")
         }
     }
+
+    /// Blocks every call for a minute and never completes, saying so first on stderr.
+    static let blocker = fixtureHandler(
+        name: "blocker", before: "on_before",
+        extra: """
+            #include <stdio.h>
+            #include <unistd.h>
+            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)r; (void)t; (void)done;
+                fprintf(stderr, "blocker: blocking\\n");
+                fflush(stderr);
+                sleep(60);
+            }
+            """)
+
+    @Test("D-2, I-4: SIGTERM during recovery ends `launch` within its grace, whatever the chain does; the next launch recovers what was left")
+    func terminatedDuringRecovery() async throws {
+        try await offPool { [self] in
+            #expect(try run(["launch"]).status == 0)
+            for number in 0..<6 {
+                let name = "race-\(Int(Date().timeIntervalSince1970))-1-1-\(number).crash"
+                try crashText(number: number, pid: 1).write(toFile: repository + "/crashes/" + name, atomically: false, encoding: .utf8)
+            }
+            let config = folder.appendingPathComponent("slow.json")
+            try #"{"limits": {"callbackTimeoutMs": 60000, "recoveredReturnMs": 60000}}"#.write(to: config, atomically: true, encoding: .utf8)
+            let blocker = try Fixtures.plugin("blocker", source: Self.blocker)
+            let log = folder.appendingPathComponent("launch.log")
+            let launch = try SpawnedChild(
+                [Products.reporthost.path, "launch", "--handler", blocker.path, "--config", config.path, "--repository", repository], log: log)
+            // Waits (at most 30 s) for the first recovered chain to reach the blocking call.
+            var polls = 0
+            while !launch.log.contains("blocker: blocking") && launch.isRunning && polls < 3_000 {
+                polls += 1
+                usleep(10_000)
+            }
+            #expect(launch.log.contains("blocker: blocking"), "\(launch.log)")
+            kill(launch.pid, SIGTERM)
+            polls = 0
+            while launch.isRunning && polls < 3_000 {
+                polls += 1
+                usleep(10_000)
+            }
+            #expect(!launch.isRunning, "launch still running 30 s after SIGTERM")
+            launch.kill()
+            let next = try run(["launch"])
+            #expect(next.status == 0, "\(next.stderr)")
+            #expect(Set(try crashNumbers()) == Set((0..<6).map(String.init)))
+        }
+    }
 }

@@ -63,6 +63,8 @@ struct Recovery {
         for start in stride(from: 0, to: files.count, by: max(1, batch)) {
             var read: [(save: Repository.CrashSave, crash: CrashFile)] = []
             for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
+                // SIGINT or SIGTERM: what is read is saved, the rest waits for the next launch.
+                if host.isInterrupted { break }
                 switch CrashFile.read(path, modifiedAt: modified) {
                 case .success(let crash): read.append((try reader.save(crash, path: path, recovery: self), crash))
                 case .failure(let rejection) where rejection.vanished: log.debug("crash file \(path) went before it was read: skipped")
@@ -76,6 +78,9 @@ struct Recovery {
             host.faults.hit(.afterSave)
             try purge(zip(read, rowIDs).map { ($0.save.crashFile, $1) })
             saved += read.map { LocalPaths.fileName($0.save.crashFile) }
+        }
+        if host.isInterrupted && saved.count < files.count {
+            log.info("interrupted: \(files.count - saved.count) crash file(s) left for the next launch")
         }
         return saved
     }
@@ -249,6 +254,8 @@ struct Recovery {
             return running
         }
         for record in pending where !(record.session.map(isRunning) ?? false) {
+            // SIGINT or SIGTERM: the rest stay pending; the next launch finishes them (D-2).
+            if host.isInterrupted { break }
             if record.trigger.isRecovered {
                 if let document = try rerunChain(record, session: currentSession) { documents.append(document) }
             } else if record.dialogPending {
@@ -282,7 +289,7 @@ struct Recovery {
         guard required.allSatisfy(host.canRun) else { return [] }
         var documents: [ReportDocument] = []
         let due = try storing { () throws(StorageError) in try repository.heldForRequired(dueBy: now, limit: limit) }
-        for (record, chainRuns, reruns) in due {
+        for (record, chainRuns, reruns) in due where !host.isInterrupted {
             guard chainRuns < Self.maxChainRuns else { continue }
             log.info("report \(record.reportID) was held (\(record.held ?? "")); its required slots can run now: the chain runs again")
             let rerun = Rerun(next: now.addingTimeInterval(Self.rerunBackoff(afterReruns: reruns + 1)))
