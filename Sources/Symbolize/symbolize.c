@@ -3,6 +3,13 @@
  * Runs at recovery time, never in a signal handler. elfutils' libdwfl does the work offline:
  * each module that was mapped in the crashed process is reported at the address it had there,
  * so frame addresses can be looked up as they were recorded.
+ *
+ * Every file read is opened here (open_regular: regular files only, never waiting) and handed
+ * to elfutils as a descriptor: the module, its debug file and its dwz file (find_debuginfo,
+ * set_alt). What libdw (0.188) would still open by a path itself is a split-DWARF unit's .dwo,
+ * and only through dwarf_get_units or dwarf_cu_info asked for a subdie, which nothing here
+ * calls: a split-DWARF module gives its function from the symbol table and its line from the
+ * skeleton's line table.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* RTLD_DEFAULT, vasprintf */
@@ -457,6 +464,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
     image *owner = *userdata;
     free(*found_name);
     *found_name = NULL;
+    if (owner == NULL) return -1; /* reported, not yet ours (cached_image): cannot happen */
     /* Asked for the dwz file once the DWARF is loaded (then its bias is known), for the
        debug file before: the test elfutils' own dwfl_build_id_find_debuginfo describes. */
     Dwarf_Addr dwarf_bias = (Dwarf_Addr)-1;

@@ -47,11 +47,15 @@ rh_symbolizer *rh_symbolizer_new_cached(rh_symbol_cache *cache);
 void rh_symbolizer_free(rh_symbolizer *);
 
 /* Adds a module mapped at `base` (the address of its ELF header in the crashed process).
-   Opens the file on disk; when `build_id` is non-empty and the file's GNU build id differs
-   (or the file has none, or is missing/unreadable/not ELF), the module is NOT used for
-   symbols and `why` (cap why_cap) says why in plain words. Returns true when the module will
-   be used (then `why` is ""). `why` may be NULL. For a non-PIE executable (ET_EXEC) `base` is
-   ignored: its addresses are absolute. */
+   Opens the file on disk, only when it is a regular file (never a FIFO or a device, and
+   without waiting), and libdw reads it through that descriptor; a path ending " (deleted)"
+   (how /proc/pid/maps names an unlinked file) is not opened at all. When the file is
+   missing, not regular, unreadable, not ELF or deleted, or `build_id` is non-empty and the
+   file's GNU build id differs (or it has none), the module is NOT used for symbols and
+   `why` (cap why_cap) says why in plain words. Returns true when the module will be used
+   (then `why` is ""). `why` may be NULL. For a non-PIE executable (ET_EXEC) `base` is
+   ignored: its addresses are absolute. Separate debug files are looked up by build id under
+   /usr/lib/debug only (never through debuginfod), opened the same way. */
 bool rh_symbolizer_add_module(rh_symbolizer *, const char *path, uint64_t base, const char *build_id,
                               char *why, size_t why_cap);
 
