@@ -51,7 +51,10 @@ let package = Package(
         // errors could end the host when a server misbehaves. Loaded with dlopen at the first
         // delivery, not linked (its 32 libraries cost every start).
         .target(name: "HTTPPost"),
-        .target(name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "Digest", "CrashCapture", "HTTPPost", "Symbolize"]),
+        // SQLite's own system calls through the host's seam, for failure sweeps.
+        .target(name: "SQLiteCalls", dependencies: ["CSQLite"]),
+        .target(
+            name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "SQLiteCalls", "Digest", "CrashCapture", "HTTPPost", "Symbolize"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(
             name: "Embed", dependencies: ["Host"],

@@ -8,11 +8,33 @@ enum Switches {
     /// The variables below as the process got them (read one by one: the whole environment
     /// as a dictionary costs a one-shot command more than it reads).
     static let environment: [String: String] = Dictionary(
-        uniqueKeysWithValues: ["REPORTHOST_CRASH_AT", "REPORTHOST_FAULT", "REPORTHOST_DENY_CLOSURES", "REPORTHOST_LOCK_WAIT_MS"]
+        uniqueKeysWithValues: ["REPORTHOST_CRASH_AT", "REPORTHOST_FAULT", "REPORTHOST_DENY_CLOSURES", "REPORTHOST_LOCK_WAIT_MS", "REPORTHOST_SWEEP"]
             .compactMap { name in getenv(name).map { (name, String(cString: $0)) } })
 
-    /// `REPORTHOST_CRASH_AT`, `REPORTHOST_FAULT=disk-full`, `REPORTHOST_DENY_CLOSURES=1`.
-    static let faults = Faults(environment: environment)
+    /// `REPORTHOST_CRASH_AT`, `REPORTHOST_FAULT=disk-full`, `REPORTHOST_DENY_CLOSURES=1`,
+    /// `REPORTHOST_SWEEP`.
+    static let faults: Faults = {
+        var faults = Faults(environment: environment)
+        faults.calls = sweep
+        return faults
+    }()
+
+    /// `REPORTHOST_SWEEP=K:ERRNO` (ENOSPC, EIO or EINTR): the failure sweep's plan, the `K`th
+    /// system call that can fail with ERRNO fails (0: none, only counted), SQLite's own calls
+    /// included. The command says how many such calls it made on stderr as it exits.
+    static let sweep: FaultPlan? = environment["REPORTHOST_SWEEP"].flatMap { text in
+        let parts = text.split(separator: ":")
+        let errnos: [Substring: Int32] = ["ENOSPC": ENOSPC, "EIO": EIO, "EINTR": EINTR]
+        guard parts.count == 2, let k = Int(parts[0]), k >= 0, let number = errnos[parts[1]] else { return nil }
+        let plan = FaultPlan(sweepingCall: k, errno: number)
+        _ = SQLiteSystemCalls.route(through: plan)
+        return plan
+    }
+
+    /// The line a swept command ends with.
+    static func reportSweep() {
+        if let sweep { writeStandardError("reporthost: sweep: \(sweep.sweptCalls) calls\n") }
+    }
 
     /// `REPORTHOST_LOCK_WAIT_MS` (0 … 10 minutes), or the default 10 s.
     static let lockWaitMs: Int = environment["REPORTHOST_LOCK_WAIT_MS"].flatMap { Int($0) }.map { min(max($0, 0), 600_000) }

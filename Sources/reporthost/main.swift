@@ -12,6 +12,8 @@ import MallocArena
 if CommandLine.arguments.dropFirst().first != "receive" { _ = rh_use_one_malloc_arena() }
 // What `run` may pass on to its program: recorded before anything opens a descriptor.
 InheritedDescriptors.record()
+// A failure sweep routes SQLite's calls before any database opens.
+_ = Switches.faults
 // A closed pipe must not kill the host (documents may go to `head`).
 signal(SIGPIPE, SIG_IGN)
 let output = DocumentOutput.claimStandardOutput()
@@ -155,6 +157,7 @@ let started = startThread {
         printError("\(error)")
         status = 2  // a UsageError: the command line itself is wrong
     }
+    Switches.reportSweep()
     if status == 0, let lost = output.lostDocument {
         printError("the document could not be written to standard output (\(lost))")
         exit(1)

@@ -112,9 +112,13 @@ package struct CrashFile: Sendable {
     }
 
     /// Reads and parses the file at `path`, or says why it cannot be read as a crash file.
-    package static func read(_ path: String, modifiedAt fallbackTime: Date) -> Result<CrashFile, Rejection> {
-        switch BoundedFile.read(path, limit: maxBytes) {
+    package static func read(_ path: String, modifiedAt fallbackTime: Date, system: SystemCalls = .live) -> Result<CrashFile, Rejection> {
+        switch BoundedFile.read(path, limit: maxBytes, system: system) {
         case .failure(.system(_, ENOENT)): return .failure(Rejection(reason: "gone", vanished: true))
+        // A failure of the moment (an I/O error, no descriptor left, a signal): the file is
+        // not condemned for it, the next launch reads it again.
+        case .failure(.system(let call, let number)) where [EIO, EINTR, EMFILE, ENFILE, ENOMEM, EAGAIN, ENOSPC].contains(number):
+            return .failure(Rejection(reason: BoundedFile.Failure.system(call: call, errno: number).description, transient: true))
         case .failure(let failure): return .failure(Rejection(reason: failure.description))
         case .success(let data):
             guard let crash = CrashFile(path: path, data: data, modifiedAt: fallbackTime) else {
@@ -130,6 +134,8 @@ package struct CrashFile: Sendable {
         /// The file went between listing and reading (its writer renamed it, another launch
         /// took it): nothing to report, nothing to set aside.
         package var vanished = false
+        /// It could not be read this time (see `read`): left where it is for the next launch.
+        package var transient = false
     }
 
     /// Parses crash-file text; nil when it does not start with the crash-file header. Any

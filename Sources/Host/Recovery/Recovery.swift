@@ -65,9 +65,11 @@ struct Recovery {
             for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
                 // SIGINT or SIGTERM: what is read is saved, the rest waits for the next launch.
                 if host.isInterrupted { break }
-                switch CrashFile.read(path, modifiedAt: modified) {
+                switch CrashFile.read(path, modifiedAt: modified, system: repository.system) {
                 case .success(let crash): read.append((try reader.save(crash, path: path, recovery: self), crash))
                 case .failure(let rejection) where rejection.vanished: log.debug("crash file \(path) went before it was read: skipped")
+                case .failure(let rejection) where rejection.transient:
+                    log.warn("crash file \(path) could not be read now (\(rejection.reason)): left for the next launch")
                 case .failure(let rejection): try reject(path, because: rejection.reason, modified: modified)
                 }
             }

@@ -37,8 +37,17 @@ extension Repository {
 
     /// `clearSession` for this process's own session at a clean stop, its last write: the log
     /// starts over with it, so the next process reads back a few frames, not the whole log.
+    ///
+    /// Tried once more when it fails (with the log's spare blocks given back on a full disk):
+    /// a mark left by a failure of the moment would make the next launch report this clean
+    /// stop as an abnormal exit.
     package func endSession(_ id: String) throws(StorageError) {
-        try database.startLogOver { () throws(StorageError) in try deleteMark(id) }
+        do {
+            try database.startLogOver { () throws(StorageError) in try deleteMark(id) }
+        } catch {
+            if error.outOfSpace { giveBackLogSpace() }
+            try database.transaction { () throws(StorageError) in try deleteMark(id) }
+        }
         try? FileManager.default.removeItem(atPath: alivePath(id))
     }
 

@@ -78,7 +78,8 @@ package final class HostSession: Sendable {
             throw .lockHeld(path: lockPath, holder: FileLock.holder(of: lockPath))
         }
         let repository = try storing { () throws(StorageError) in
-            try Repository.open(folder: folder, limits: host.configuration.storage, faults: host.faults, logger: host.logger)
+            try Repository.open(
+                folder: folder, limits: host.configuration.storage, faults: host.faults, system: host.faults.systemCalls, logger: host.logger)
         }
         host.logger.debug("repository \(folder.path) opened\(lock == nil ? " as a secondary session (another process holds the lock)" : "")")
         let sessionID = randomUUID()
@@ -264,7 +265,7 @@ package final class HostSession: Sendable {
     package func deliverer(transport: (any SubmissionTransport)? = nil) -> Deliverer {
         Deliverer(
             repository: repository, configuration: host.configuration,
-            transport: transport ?? CurlTransport(), logger: host.logger,
+            transport: transport ?? CurlTransport(), logger: host.logger, system: host.faults.systemCalls,
             faults: host.faults, ownSession: isPrimary ? nil : sessionID)
     }
 

@@ -21,11 +21,22 @@ package struct Faults: Sendable, Equatable {
     /// libffi closure allocation fails, as on a system that forbids writable+executable
     /// memory (`REPORTHOST_DENY_CLOSURES=1`).
     package var denyClosures: Bool
+    /// The system-call faults of a failure sweep, for the repository and delivery
+    /// (`REPORTHOST_SWEEP`; the CLI routes SQLite's own calls through the same plan).
+    package var calls: FaultPlan?
 
-    package init(crashAt: FaultPoint? = nil, diskFull: Bool = false, denyClosures: Bool = false) {
+    package init(crashAt: FaultPoint? = nil, diskFull: Bool = false, denyClosures: Bool = false, calls: FaultPlan? = nil) {
         self.crashAt = crashAt
         self.diskFull = diskFull
         self.denyClosures = denyClosures
+        self.calls = calls
+    }
+
+    /// The seam the repository and delivery use: the real calls, or with the sweep's faults.
+    package var systemCalls: SystemCalls { calls.map { SystemCalls(faults: $0) } ?? .live }
+
+    package static func == (a: Faults, b: Faults) -> Bool {
+        a.crashAt == b.crashAt && a.diskFull == b.diskFull && a.denyClosures == b.denyClosures && a.calls === b.calls
     }
 
     /// The faults the variables above arm in `environment`.

@@ -16,9 +16,20 @@ package struct SystemError: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// The calls that go through the seam (and that a test can make fail).
 package enum SystemCall: String, Sendable, CaseIterable {
-    case open, read, write, fsync, rename
+    /// `open` creates when its flags have O_CREAT: only that can fail for space.
+    case open, create, read, write, fsync, rename, unlink, truncate
     /// Starting a helper program (`Subprocess`); never injected.
     case spawn
+
+    /// Whether a real call of this kind can fail with `errno` (a sweep fails only those):
+    /// ENOSPC where the disk is written, EINTR where a signal can interrupt it, EIO anywhere.
+    package func canFail(with errno: Int32) -> Bool {
+        switch errno {
+        case ENOSPC: [.create, .write, .fsync, .rename, .truncate].contains(self)
+        case EINTR: [.open, .create, .read, .write, .fsync].contains(self)
+        default: self != .spawn
+        }
+    }
 }
 
 /// The faults a test injects: the `n`th call (1-based, counted per call) of a kind fails
@@ -45,23 +56,43 @@ package final class FaultPlan: Sendable {
     }
 
     private let faults: [Fault]
-    private let counts = Locked<[SystemCall: Int]>([:])
+    /// For a sweep: the `k`th call, of any kind that can fail with its errno, fails.
+    private let sweep: (k: Int, errno: Int32)?
+    private let counts = Locked<(byCall: [SystemCall: Int], swept: Int)>(([:], 0))
 
-    package init(_ faults: [Fault]) { self.faults = faults }
+    package init(_ faults: [Fault]) {
+        self.faults = faults
+        sweep = nil
+    }
+
+    /// A plan for a failure sweep (SQLite's way): the `k`th call through the seam (1-based),
+    /// counted over the kinds that can fail with `errno`, fails with it; every other call
+    /// goes through. `k` 0 fails nothing and only counts.
+    package init(sweepingCall k: Int, errno: Int32) {
+        faults = []
+        sweep = (k, errno)
+    }
 
     /// Counts one call of `call`; the errno it must fail with, if any.
     func failure(of call: SystemCall) -> Int32? {
-        let number = counts.withLock { counts -> Int in
-            counts[call, default: 0] += 1
-            return counts[call, default: 0]
+        // Faults named by kind take an open that creates for an open, as they always did.
+        let call = sweep == nil && call == .create ? .open : call
+        let (number, swept) = counts.withLock { counts -> (Int, Int) in
+            counts.byCall[call, default: 0] += 1
+            if let sweep, call.canFail(with: sweep.errno) { counts.swept += 1 }
+            return (counts.byCall[call, default: 0], counts.swept)
         }
+        if let sweep { return call.canFail(with: sweep.errno) && swept == sweep.k ? sweep.errno : nil }
         return faults.first { fault in
             fault.call == call && number >= fault.from && fault.count.map { number < fault.from + $0 } ?? true
         }?.errno
     }
 
     /// How many calls of `call` went through the seam.
-    package func calls(of call: SystemCall) -> Int { counts.withLock { $0[call, default: 0] } }
+    package func calls(of call: SystemCall) -> Int { counts.withLock { $0.byCall[call, default: 0] } }
+
+    /// For a sweep: how many calls that can fail with its errno went through the seam.
+    package var sweptCalls: Int { counts.withLock { $0.swept } }
 }
 
 /// The one seam for file and descriptor system calls (swift-system's model): every write
@@ -80,7 +111,7 @@ package struct SystemCalls: Sendable {
     }
 
     package func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SystemError> {
-        if let fault = injected(.open) { return .failure(fault) }
+        if let fault = injected(flags & O_CREAT != 0 ? .create : .open) { return .failure(SystemError(.open, fault.errno)) }
         let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
         return fd >= 0 ? .success(fd) : .failure(SystemError(.open, errno))
     }
