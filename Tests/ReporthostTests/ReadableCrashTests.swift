@@ -299,4 +299,41 @@ import Testing
             #expect(notes.contains { $0.hasPrefix("frames not symbolicated: libzq.so") && $0.contains(wrong) }, "\(notes)")
         }
     }
+
+    @Test("D-1: a module path that is a FIFO, or ends in ' (deleted)' (a program that unlinked its library and left a FIFO there), is never opened: recovery goes on at once and says why")
+    func fifoModulesNeverWaitedOn() async throws {
+        try await offPool { [self] in
+            let crashes = folder.appendingPathComponent("repo/crashes")
+            try FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
+            let fifo = folder.appendingPathComponent("libfifo.so").path
+            let deleted = folder.appendingPathComponent("libgone.so").path + " (deleted)"
+            for path in [fifo, deleted] { #expect(mkfifo(path, 0o600) == 0, "\(path)") }
+            let crashFile = """
+                reporthost-crash 1
+                session 11111111-2222-3333-4444-666666666666
+                signal 11
+                code 1
+                address 0x0
+                thread 7
+                time \(Int(Date().timeIntervalSince1970))
+                register rip 0x7f0000001139
+                frame 0x7f0000001139
+                frame 0x7f0000021139
+                modules_at_crash
+                module 0x7f0000000000 0x7f0000010000 \(fifo)
+                module 0x7f0000020000 0x7f0000030000 \(deleted.replacing(" ", with: "%20"))
+                end
+
+                """
+            try crashFile.write(to: crashes.appendingPathComponent("11111111-2222-3333-4444-666666666666-1-1-1-1.crash"), atomically: true, encoding: .utf8)
+            // Bounded from outside: a symbolizer that opens the FIFO waits for a writer for ever.
+            let launched = try ChildProcess.run(
+                "/usr/bin/timeout", ["60", Products.reporthost.path, "launch", "--repository", repository], directory: folder)
+            #expect(launched.status == 0, "exit \(launched.status) (124: still waiting after 60 s): \(launched.stderr)")
+            let (document, _) = try shown()
+            let notes = document["internal_log"]?.arrayValue?.compactMap { $0["message"]?.stringValue } ?? []
+            #expect(notes.contains { $0.contains("libfifo.so: not a regular file") }, "\(notes)")
+            #expect(notes.contains { $0.contains("(deleted)") && $0.contains("deleted after the process mapped it") }, "\(notes)")
+        }
+    }
 }

@@ -13,11 +13,11 @@ import Testing
     var repository: String { folder.appendingPathComponent("repo").path }
 
     /// A C program, compiled once per run.
-    static func program(_ name: String, _ source: String, cplusplus: Bool = false) throws -> String {
+    static func program(_ name: String, _ source: String, cplusplus: Bool = false, flags: [String] = []) throws -> String {
         let output = makeTemporaryDirectory("run-programs").appendingPathComponent(name)
         let file = try Fixtures.file(cplusplus ? "\(name).cpp" : "\(name).c", source)
         try Fixtures.compile(
-            [cplusplus ? "-std=gnu++17" : "-std=gnu11", "-Wall", file.path, "-o", output.path], compiler: cplusplus ? "g++" : "cc")
+            [cplusplus ? "-std=gnu++17" : "-std=gnu11", "-Wall"] + flags + [file.path, "-o", output.path], compiler: cplusplus ? "g++" : "cc")
         return output.path
     }
 
@@ -141,6 +141,125 @@ import Testing
         }
         """) }
 
+    /// A daemon's housekeeping, then a crash: it prints the descriptors it was given, closes
+    /// every one above 2, opens its own output and input at 3 and 4 (in either order), and
+    /// crashes (a NULL write, or first a smashed frame pointer and return address, which
+    /// sends libunwind down its validated fallback path). Its own SIGSEGV handler, chained
+    /// behind the capture, appends the rest of its input to its output.
+    static let daemon = Result { try program("daemon", #"""
+        /* A program watched with the capture preloaded: it reports the descriptors it was given,
+         * closes everything above 2, opens its own files at 3 and 4, and crashes.
+         * usage: victim OUTPUT INPUT ORDER CRASH [seccomp]
+         *   ORDER: out-in (output at 3, input at 4) or in-out (input at 3, output at 4)
+         *   CRASH: null (a NULL write), smash (saved rbp and return address overwritten first) or
+         *          callnull (a call through a NULL function pointer)
+         *   seccomp: process_vm_readv is refused with EPERM before the crash (a sandbox) */
+        #define _GNU_SOURCE
+        #include <dirent.h>
+        #include <fcntl.h>
+        #include <linux/filter.h>
+        #include <linux/seccomp.h>
+        #include <stddef.h>
+        #include <sys/prctl.h>
+        #include <sys/syscall.h>
+        #include <signal.h>
+        #include <stdint.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <unistd.h>
+
+        static int out_fd = -1, in_fd = -1;
+
+        static void on_segv(int signal_number) {
+            /* Runs after the capture wrote its file (chained): the program's own descriptors must
+               still be its own, at the position it left them. */
+            char rest[64];
+            ssize_t n = read(in_fd, rest, sizeof rest);
+            const char head[] = "rest:";
+            if (write(out_fd, head, 5) != 5) _exit(90);
+            if (n > 0 && write(out_fd, rest, (size_t)n) != n) _exit(91);
+            if (write(out_fd, "\n", 1) != 1) _exit(92);
+            (void)head;
+            signal(signal_number, SIG_DFL);
+            raise(signal_number);
+        }
+
+        static uintptr_t junk[64];
+
+        __attribute__((noinline)) static void crash_null(void) {
+            *(volatile int *)0 = 1;
+        }
+
+        __attribute__((noinline)) static void crash_smashed(void) {
+            /* The frame record: [rbp] the caller's rbp, [rbp+8] our return address. A return
+               address without unwind info sends libunwind to its frame-chain fallback (validated
+               reads) through a chain of mapped junk. */
+            volatile uintptr_t *frame = __builtin_frame_address(0);
+            for (int i = 0; i < 64; i++) junk[i] = (uintptr_t)&junk[(i + 2) % 64];
+            frame[0] = (uintptr_t)&junk[0];
+            frame[1] = (uintptr_t)&junk[8]; /* "code" in .bss: no FDE */
+            *(volatile int *)0 = 1;
+        }
+
+        __attribute__((noinline)) static void call_null(void (*volatile function)(void)) {
+            function();
+            __asm__ volatile("");
+        }
+
+        static void refuse_process_vm_readv(void) {
+            struct sock_filter code[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1 /* EPERM */),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            };
+            struct sock_fprog program = {sizeof code / sizeof *code, code};
+            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) _exit(7);
+        }
+
+        int main(int argc, char **argv) {
+            if (argc != 5 && argc != 6) return 2;
+            /* 1. what we were given */
+            DIR *d = opendir("/proc/self/fd");
+            if (!d) return 3;
+            char list[512] = "fds:";
+            struct dirent *e;
+            int fds[256], count = 0;
+            while ((e = readdir(d)) && count < 256) {
+                if (e->d_name[0] == '.') continue;
+                int fd = atoi(e->d_name);
+                if (fd != dirfd(d)) fds[count++] = fd;
+            }
+            closedir(d);
+            for (int i = 0; i < count; i++)
+                for (int j = i + 1; j < count; j++)
+                    if (fds[j] < fds[i]) { int t = fds[i]; fds[i] = fds[j]; fds[j] = t; }
+            for (int i = 0; i < count; i++) snprintf(list + strlen(list), sizeof list - strlen(list), " %d", fds[i]);
+            fprintf(stderr, "%s\n", list);
+            /* 2. a daemon's housekeeping */
+            for (int fd = 3; fd < 1024; fd++) close(fd);
+            if (strcmp(argv[3], "out-in") == 0) {
+                out_fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                in_fd = open(argv[2], O_RDONLY);
+            } else {
+                in_fd = open(argv[2], O_RDONLY);
+                out_fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            }
+            fprintf(stderr, "out=%d in=%d\n", out_fd, in_fd);
+            char first[5];
+            if (read(in_fd, first, 5) != 5) return 4;
+            const char content[] = "PROGRAM-OUTPUT\n";
+            if (write(out_fd, content, sizeof content - 1) != (ssize_t)sizeof content - 1) return 5;
+            signal(SIGSEGV, on_segv);
+            if (argc == 6 && strcmp(argv[5], "seccomp") == 0) refuse_process_vm_readv();
+            if (strcmp(argv[4], "smash") == 0) crash_smashed();
+            else if (strcmp(argv[4], "callnull") == 0) call_null(NULL);
+            else crash_null();
+            return 6;
+        }
+        """#, flags: ["-O0", "-fno-omit-frame-pointer"]) }
+
     func config(_ receiver: LocalReceiver) throws -> String {
         let plugin = try Fixtures.freshCopy(of: Fixtures.plugin("marker", source: markerHandler))
         let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
@@ -237,6 +356,33 @@ import Testing
             #expect(try records().isEmpty)
             let left = try FileManager.default.contentsOfDirectory(atPath: repository + "/crashes").filter { $0.hasSuffix(".crash") }
             #expect(left.isEmpty, "\(left)")
+        }
+    }
+
+    @Test("D-1, run: the program's descriptors are its own: it sees only what run inherited, and a crash (through a smashed stack too) neither writes its output file nor moves its input")
+    func descriptorsAreTheProgramsOwn() async throws {
+        try await offPool { [self] in
+            let program = try Self.daemon.get()
+            for order in ["out-in", "in-out"] {
+                for crash in ["null", "smash"] {
+                    let label = "\(order) \(crash)"
+                    let input = folder.appendingPathComponent("in-\(order)-\(crash)")
+                    let output = folder.appendingPathComponent("out-\(order)-\(crash)")
+                    try Data("ABCDEFGHIJ".utf8).write(to: input)
+                    // Started with fds 0-2 only (tests in parallel leak descriptors into children).
+                    let watched = try ChildProcess.run(
+                        "/usr/bin/python3",
+                        ["-c", "import os, sys; os.closerange(3, 65536); os.execv(sys.argv[1], sys.argv[1:])", Products.reporthost.path,
+                         "run", "--repository", repository, "--", program, output.path, input.path, order, crash],
+                        directory: folder)
+                    #expect(watched.status == 139, "\(label): \(watched.stderr)")
+                    let given = watched.stderr.split(separator: "\n").first { $0.hasPrefix("fds:") }
+                    #expect(given == "fds: 0 1 2", "\(label): \(watched.stderr)")
+                    let written = String(decoding: try Data(contentsOf: output), as: UTF8.self)
+                    #expect(written == "PROGRAM-OUTPUT\nrest:FGHIJ\n", "\(label): \(written.debugDescription)")
+                }
+            }
+            #expect(try records().filter { $0["trigger"] == .string("crash") }.count == 4)
         }
     }
 
