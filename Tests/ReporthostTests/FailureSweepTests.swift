@@ -11,7 +11,7 @@ import Testing
 /// run ends in one of two ways: the report is stored once, or the command said it was not
 /// (exit 1 and an error line). Nothing traps, nothing hangs, and the next launch, without
 /// faults, opens the repository, delivers what was stored and leaves no partial file.
-@Suite(.serialized) struct FailureSweepTests {
+@Suite struct FailureSweepTests {
     let folder = makeTemporaryDirectory("sweep")
 
     static let errnos = ["ENOSPC", "EIO", "EINTR"]
@@ -84,18 +84,25 @@ import Testing
     }
 
     /// Runs `life` with no fault to count its calls for each errno, then once per call with
-    /// it failing; returns the counts.
-    func sweep(_ life: (_ sweep: String, _ k: Int, _ errno: String) throws -> Run, check: (Run, Int, String) throws -> Void) throws
-        -> [String: Int]
-    {
+    /// it failing; prints the calls and how the runs ended, and returns the counts.
+    func sweep(
+        _ name: String, _ life: (_ sweep: String, _ k: Int, _ errno: String) throws -> Run, check: (Run, Int, String) throws -> Void
+    ) throws -> [String: Int] {
         var counts: [String: Int] = [:]
+        var endings: [Int32: Int] = [:]
         for errno in Self.errnos {
             let baseline = try life("0:\(errno)", 0, errno)
             try #require(baseline.status == 0, "the life without faults: \(baseline.stderr)")
             let calls = try #require(baseline.calls, "no sweep line: \(baseline.stderr)")
             counts[errno] = calls
-            for k in 1...max(calls, 1) { try check(try life("\(k):\(errno)", k, errno), k, errno) }
+            for k in 1...max(calls, 1) {
+                let run = try life("\(k):\(errno)", k, errno)
+                endings[run.status, default: 0] += 1
+                try check(run, k, errno)
+            }
         }
+        let calls = Self.errnos.map { "\(counts[$0] ?? 0) for \($0)" }.joined(separator: ", ")
+        print("sweep: \(name): calls \(calls); \(counts.values.reduce(0, +)) runs: \(endings[0] ?? 0) exit 0, \(endings[1] ?? 0) exit 1 with the error said")
         return counts
     }
 
@@ -111,7 +118,7 @@ import Testing
             ]
             let attachment = folder.appendingPathComponent("log.txt")
             try Data("a line of the program's log\n".utf8).write(to: attachment)
-            let counts = try sweep({ sweep, k, errno in
+            let counts = try sweep("a running-app report's life", { sweep, k, errno in
                 try reporthost(
                     ["report", "bug", "--summary", "swept", "--attach", attachment.path, "--attribute", "sweep.tag=report-\(errno)-\(k)",
                      "--config", config] + plugins,
@@ -121,7 +128,6 @@ import Testing
                     run, k: k, errno: errno, repository: folder.appendingPathComponent("report-\(errno)-\(k)"), config: config,
                     receiver: receiver, tag: "report-\(errno)-\(k)", mustBeStored: false)
             })
-            print("sweep: a running-app report's life: \(counts.sorted { $0.key < $1.key }.map { "\($0.value) calls for \($0.key)" }.joined(separator: ", "))")
             #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
         }
     }
@@ -150,7 +156,7 @@ import Testing
             let base = try prepared("crash") { (base: URL) throws in
                 #expect(try reporthost(["launch"], sweep: nil, repository: base).status == 0)
             }
-            let counts = try sweep({ sweep, k, errno in
+            let counts = try sweep("a crash file's recovery", { sweep, k, errno in
                 let repository = try copy(base, as: "crash-\(errno)-\(k)")
                 let crash = ["reporthost-crash 1", "session swept", "signal 11", "code 1", "address 0x0", "thread 1", "pid 1",
                              "time \(Int(Date().timeIntervalSince1970))", "attribute sweep.tag=crash-\(errno)-\(k)", "end", ""]
@@ -162,7 +168,6 @@ import Testing
                     run, k: k, errno: errno, repository: folder.appendingPathComponent("crash-\(errno)-\(k)"), config: config,
                     extra: handler, receiver: receiver, tag: "crash-\(errno)-\(k)", mustBeStored: true)
             })
-            print("sweep: a crash file's recovery: \(counts.sorted { $0.key < $1.key }.map { "\($0.value) calls for \($0.key)" }.joined(separator: ", "))")
             #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
         }
     }
@@ -175,7 +180,7 @@ import Testing
             let config = try configuration(receiver, required: true)
             let handler = ["--handler", try Fixtures.plugin("marker", source: markerHandler).path]
             var bases: [String: URL] = [:]
-            let counts = try sweep({ sweep, k, errno in
+            let counts = try sweep("a held report's release", { sweep, k, errno in
                 let tag = "held-\(errno)"
                 if bases[errno] == nil {
                     bases[errno] = try prepared(tag) { (base: URL) throws in
@@ -203,7 +208,6 @@ import Testing
                     #expect(receiver.received.contains { $0.uuid == id }, "\(label): terminal but never received")
                 }
             })
-            print("sweep: a held report's release: \(counts.sorted { $0.key < $1.key }.map { "\($0.value) calls for \($0.key)" }.joined(separator: ", "))")
             #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
         }
     }

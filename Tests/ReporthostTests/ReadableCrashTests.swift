@@ -328,7 +328,7 @@ import Testing
             try crashFile.write(to: crashes.appendingPathComponent("11111111-2222-3333-4444-666666666666-1-1-1-1.crash"), atomically: true, encoding: .utf8)
             // Bounded from outside: a symbolizer that opens the FIFO waits for a writer for ever.
             let launched = try ChildProcess.run(
-                "/usr/bin/timeout", ["60", Products.reporthost.path, "launch", "--repository", repository], directory: folder)
+                "/usr/bin/timeout", ["-k", "5", "60", Products.reporthost.path, "launch", "--repository", repository], directory: folder)
             #expect(launched.status == 0, "exit \(launched.status) (124: still waiting after 60 s): \(launched.stderr)")
             let (document, _) = try shown()
             let notes = document["internal_log"]?.arrayValue?.compactMap { $0["message"]?.stringValue } ?? []
