@@ -53,8 +53,16 @@ let package = Package(
         .target(name: "HTTPPost"),
         // SQLite's own system calls through the host's seam, for failure sweeps.
         .target(name: "SQLiteCalls", dependencies: ["CSQLite"]),
+        // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
+        // the ones below it, so a reference that points up is a build error.
+        .target(name: "HostCore", dependencies: ["Digest"]),
+        .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture"]),
+        .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI", "CrashCapture"]),
+        .target(name: "HostStore", dependencies: ["HostCore", "HostCapture", "HostPlugins", "CSQLite", "SQLiteCalls"]),
+        .target(name: "HostRecovery", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "Symbolize"]),
+        .target(name: "HostDelivery", dependencies: ["HostCore", "HostPlugins", "HostStore", "HTTPPost"]),
         .target(
-            name: "Host", dependencies: ["PluginAPI", "CFFI", "CSQLite", "SQLiteCalls", "Digest", "CrashCapture", "HTTPPost", "Symbolize"]),
+            name: "Host", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(
             name: "Embed", dependencies: ["Host"],
@@ -87,9 +95,18 @@ let package = Package(
         .executableTarget(name: "reporthost-bench", dependencies: ["Host", "Receiver"], path: "Benchmarks/reporthost-bench"),
         .target(name: "HostTestSupport", dependencies: ["Host", "Receiver"], path: "Tests/HostTestSupport"),
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "HostTestSupport", "PluginAPI"]),
+        .testTarget(
+            name: "HostTests",
+            dependencies: [
+                "Host", "HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "HostTestSupport", "PluginAPI",
+            ]),
         .testTarget(name: "ReceiverTests", dependencies: ["Host", "Receiver", "HostTestSupport"]),
-        .testTarget(name: "ReporthostTests", dependencies: ["Host", "Conformance", "Receiver", "HostTestSupport", "SignalForwarding"]),
+        .testTarget(
+            name: "ReporthostTests",
+            dependencies: [
+                "Host", "HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Conformance", "Receiver",
+                "HostTestSupport", "SignalForwarding",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

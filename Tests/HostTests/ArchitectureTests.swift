@@ -13,22 +13,27 @@ struct ArchitectureTests {
         ["Repository"], ["Recovery", "Delivery"], ["Session"], ["Runtime"],
     ]
 
-    static var sources: URL {
+    static var sourcesFolder: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources/Host")
+            .appendingPathComponent("Sources")
     }
+
+    /// The engine's targets, one per layer (Package.swift): their dependencies make a
+    /// wrong-way reference between them a build error. What this test adds is the order of
+    /// the folders inside a target, and that members live with their type.
+    static let engineTargets = ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Host"]
+    static var sources: [URL] { engineTargets.map { sourcesFolder.appendingPathComponent($0) } }
 
     @Test("Layers: no folder of the engine uses a name declared in a folder above or beside it, and members live with their type (read from the compiler's parse tree)")
     func noUpwardReference() throws {
-        let graph = try LayerGraph(root: Self.sources, layers: Self.layers)
+        let graph = try LayerGraph(roots: Self.sources, layers: Self.layers)
         #expect(graph.unplaced.isEmpty, "folders missing from the layer list: \(graph.unplaced)")
         #expect(graph.violations.isEmpty, "\(graph.violations.joined(separator: "\n"))")
     }
 
     @Test("Lifecycle: no code of the host outside the repository puts a record straight into a state (`seedRecord` is for tests and tools)")
     func nothingSeedsOutsideTheRepository() throws {
-        let sources = Self.sources.deletingLastPathComponent()
-        let seeding = try LayerGraph.parse(swiftFilesUnder: sources).filter { $0.memberUses.contains("seedRecord") }
+        let seeding = try LayerGraph.parse(swiftFilesUnder: [Self.sourcesFolder]).filter { $0.memberUses.contains("seedRecord") }
         #expect(seeding.map { "\($0.folder)/\($0.name)" } == [], "seedRecord is called from the host's code")
         // The check sees a call when there is one.
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("seed-\(UUID().uuidString)")
@@ -36,7 +41,7 @@ struct ArchitectureTests {
         try FileManager.default.createDirectory(at: root.appendingPathComponent("Delivery"), withIntermediateDirectories: true)
         try "func f(r: Repository) { try? r.seedRecord(d, state: .retry) }\n".write(
             to: root.appendingPathComponent("Delivery/D.swift"), atomically: true, encoding: .utf8)
-        #expect(try LayerGraph.parse(swiftFilesUnder: root).first?.memberUses.contains("seedRecord") == true)
+        #expect(try LayerGraph.parse(swiftFilesUnder: [root]).first?.memberUses.contains("seedRecord") == true)
     }
 
     /// What a program outside this package sees of the engine: the runtime, its options and
@@ -58,9 +63,9 @@ struct ArchitectureTests {
 
     @Test("Layers: ARCHITECTURE.md shows the graph the sources have (derived from the names each folder uses)")
     func documentedGraph() throws {
-        let graph = try LayerGraph(root: Self.sources, layers: Self.layers)
+        let graph = try LayerGraph(roots: Self.sources, layers: Self.layers)
         let document = try String(
-            contentsOf: Self.sources.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("ARCHITECTURE.md"),
+            contentsOf: Self.sourcesFolder.deletingLastPathComponent().appendingPathComponent("ARCHITECTURE.md"),
             encoding: .utf8)
         let begin = try #require(document.range(of: "<!-- layers:begin -->\n```\n"))
         let end = try #require(document.range(of: "```\n<!-- layers:end -->"))
@@ -79,17 +84,17 @@ struct ArchitectureTests {
         // A name in a comment or a string is not a use; a name in code is.
         try "// Engine\nlet label = \"Engine\"\nstruct Part { var owner: Engine? }\n".write(
             to: root.appendingPathComponent("Low/Part.swift"), atomically: true, encoding: .utf8)
-        let graph = try LayerGraph(root: root, layers: [["Low"], ["High"]])
+        let graph = try LayerGraph(roots: [root], layers: [["Low"], ["High"]])
         #expect(graph.violations == ["Low/Part.swift uses Engine from High"])
         // An import of a module named like a type, a comment and a string are not uses.
         try "import Engine\n// Engine\nlet label = \"Engine // not a comment\"\nstruct Part {}\n".write(
             to: root.appendingPathComponent("Low/Part.swift"), atomically: true, encoding: .utf8)
-        #expect(try LayerGraph(root: root, layers: [["Low"], ["High"]]).violations.isEmpty)
+        #expect(try LayerGraph(roots: [root], layers: [["Low"], ["High"]]).violations.isEmpty)
         // A member added to a lower folder's type from a higher folder, wherever it is used,
         // is a wrong-way edge the graph would not show (the `LiveReport.snapshot` case).
         try "extension Part {\n    var engine: Engine? { nil }\n    private var hidden: Int { 0 }\n}\n".write(
             to: root.appendingPathComponent("High/Extras.swift"), atomically: true, encoding: .utf8)
-        #expect(try LayerGraph(root: root, layers: [["Low"], ["High"]]).violations == ["High/Extras.swift adds engine to Part, which Low declares"])
+        #expect(try LayerGraph(roots: [root], layers: [["Low"], ["High"]]).violations == ["High/Extras.swift adds engine to Part, which Low declares"])
     }
 }
 
@@ -104,10 +109,10 @@ struct LayerGraph {
     var unplaced: [String] = []
     let order: [String]
 
-    init(root: URL, layers: [[String]]) throws {
+    init(roots: [URL], layers: [[String]]) throws {
         order = layers.flatMap { $0 }.reversed()
         let rank = Dictionary(uniqueKeysWithValues: layers.enumerated().flatMap { index, folders in folders.map { ($0, index) } })
-        let files = try Self.parse(swiftFilesUnder: root)
+        let files = try Self.parse(swiftFilesUnder: roots)
         unplaced = Set(files.map(\.folder)).filter { rank[$0] == nil }.sorted()
         var declaredIn: [String: Set<String>] = [:]
         for file in files {
@@ -158,11 +163,14 @@ struct LayerGraph {
     /// Parses every Swift file under `root` in one `swiftc -dump-parse` (syntax only: no
     /// module, no type checking) and reads each file's top-level declarations, extension
     /// members and uses from the tree.
-    static func parse(swiftFilesUnder root: URL) throws -> [File] {
+    /// A file's folder is the one it is in (`Sources/HostCore/Support/JSON.swift`: `Support`).
+    static func parse(swiftFilesUnder roots: [URL]) throws -> [File] {
         var paths: [String] = []
-        let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-        while let url = enumerator?.nextObject() as? URL {
-            if url.pathExtension == "swift" { paths.append(url.path) }
+        for root in roots {
+            let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+            while let url = enumerator?.nextObject() as? URL {
+                if url.pathExtension == "swift" { paths.append(url.path) }
+            }
         }
         let tree = try compilerParseTree(of: paths.sorted())
         var files: [File] = []
@@ -172,9 +180,8 @@ struct LayerGraph {
             let depth = line.prefix { $0 == " " }.count / 2
             let node = line.drop { $0 == " " }
             if node.hasPrefix("(source_file ") {
-                let path = quoted(node) ?? ""
-                let parts = path.dropFirst(root.path.count + 1).split(separator: "/")
-                files.append(File(folder: parts.count > 1 ? String(parts[0]) : "(top)", name: String(parts.last ?? "")))
+                let parts = (quoted(node) ?? "").split(separator: "/")
+                files.append(File(folder: parts.count > 1 ? String(parts[parts.count - 2]) : "(top)", name: String(parts.last ?? "")))
                 continue
             }
             guard !files.isEmpty else { continue }

@@ -1,5 +1,11 @@
 import Foundation
 @testable import Host
+@testable import HostCapture
+@testable import HostCore
+@testable import HostDelivery
+@testable import HostPlugins
+@testable import HostRecovery
+@testable import HostStore
 import Receiver
 import HostTestSupport
 import Testing

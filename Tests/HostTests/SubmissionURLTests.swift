@@ -3,6 +3,12 @@ import HostTestSupport
 import Testing
 
 @testable import Host
+@testable import HostCapture
+@testable import HostCore
+@testable import HostDelivery
+@testable import HostPlugins
+@testable import HostRecovery
+@testable import HostStore
 
 /// One URL parser for checking and sending (SPEC D-9, I-2): what libcurl would refuse is a
 /// configuration error, and a transfer's "this configuration cannot work" holds the report.

@@ -1,6 +1,12 @@
 import Foundation
 import Glibc
 @testable import Host
+@testable import HostCapture
+@testable import HostCore
+@testable import HostDelivery
+@testable import HostPlugins
+@testable import HostRecovery
+@testable import HostStore
 import Receiver
 import HostTestSupport
 import Testing

@@ -1,4 +1,10 @@
 import FoundationEssentials
+import HostCore
+import HostCapture
+import HostPlugins
+import HostStore
+import HostRecovery
+import HostDelivery
 
 /// The one place that decides what to deliver and when (`launch --watch`, embedding
 /// programs, and the one-shot commands, which make one `pass`).

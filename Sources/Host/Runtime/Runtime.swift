@@ -1,5 +1,11 @@
 import Dispatch
 import FoundationEssentials
+import HostCore
+import HostCapture
+import HostPlugins
+import HostStore
+import HostRecovery
+import HostDelivery
 
 /// Everything an entry (a CLI command, `embed.h`, `run`, `demo`) hands the engine: the
 /// configuration (file and command line already merged) and how this entry runs. Filled by

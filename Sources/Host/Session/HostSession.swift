@@ -1,4 +1,10 @@
 import FoundationEssentials
+import HostCore
+import HostCapture
+import HostPlugins
+import HostStore
+import HostRecovery
+import HostDelivery
 
 /// One launch of a host over its repository (SPEC I-2): takes the lock, recovers what
 /// earlier launches left (crash files, interrupted saves and chains, abnormal exits), marks

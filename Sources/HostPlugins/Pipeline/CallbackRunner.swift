@@ -1,0 +1,139 @@
+import PluginAPI
+import HostCore
+import HostCapture
+
+/// How a chain runs its callbacks.
+package enum ChainMode: Sendable, Equatable {
+    /// A running-app report: callbacks on the main thread; wait for completion (SPEC H-8).
+    case runningApp
+    /// A report raised with `--terminating`: wait for each method to return; its handle
+    /// closes then (SPEC H-11).
+    case terminating
+    /// A recovered report: callbacks off the main thread; wait only for the method to
+    /// return, about 3 s (SPEC H-9).
+    case recovered
+}
+
+/// Runs one handler callback under the completion contract (SPEC H-7 … H-11).
+struct CallbackRunner {
+    let invoker: Invoker
+    let limits: Limits
+    let closures: ClosurePool
+
+    /// A callback whose handle stays open until bundling (recovered reports): its
+    /// completion may still arrive before then (SPEC H-9).
+    struct Pending {
+        var closureSlot: Int?
+        var completion: CallbackCompletion
+    }
+
+    /// How a callback ended, for the chain: whether it ran fully (`plugins.required`).
+    enum Outcome {
+        /// It returned (and completed, where the mode waits for completion).
+        case ran
+        /// It returned; its handle stays open until bundling, as its completion may still
+        /// arrive (recovered reports, SPEC H-9).
+        case open(Pending)
+        /// It did not run fully: skipped, timed out, abandoned or not called (the event's words).
+        case fellShort(String)
+    }
+
+    /// The host stopped waiting for a callback: later calls of its completion are late.
+    func release(_ callback: Pending) {
+        if let slot = callback.closureSlot { closures.release(slot) } else { callback.completion.close() }
+    }
+
+    /// Runs `step` of `handler` for `report`.
+    func run(
+        _ handler: Handler, in slot: HandlerSlot, step: HandlerStep, report: LiveReport, mode: ChainMode,
+        budgetDeadline: HostInstant
+    ) throws(HostError) -> Outcome {
+        let name = handler.name
+        let label = "\(name).on_\(step.rawValue)_report_created"
+        let handle = report.openHandle(
+            for: Contributor(handler: name, source: slot.source(step), budgetKey: "\(slot.rawValue).\(step.rawValue)"))
+        let finish: CallFinish = mode == .runningApp ? .completedAndReturned : .returned
+        let tracker = CallTracker(finish: finish)
+        let observer = invoker.observer
+        let completion = CallbackCompletion(
+            onFirst: {
+                report.complete(handle)
+                tracker.markCompleted()
+                observer?(.completed(call: label))
+            },
+            onIgnored: { kind in
+                report.record(kind == .second ? .secondCompletion(label) : .lateCompletion(label), by: name)
+            })
+        let closure = handler.needsClosure ? try closures.acquire(for: completion) : nil
+        let limitMs = mode == .recovered ? limits.recoveredReturnMs : limits.callbackTimeoutMs
+        let before = observer == nil ? nil : report.content
+        defer {
+            if let observer, let before, case let after = report.content, after != before {
+                observer(.changed(call: label, before: before, after: after))
+            }
+        }
+        let notCalled = Locked(false)
+        let result = invoker.perform(
+            label, on: mode == .recovered ? .own : .main, limitMs: limitMs, budgetDeadline: budgetDeadline,
+            tracker: tracker
+        ) { [closures] in
+            // An async method's body runs after `invoke` returns: hold its changes from the start.
+            if mode == .recovered && handler.isAsync(step) { report.holdChanges(of: handle) }
+            let called = handler.invoke(
+                step, handle: handle, isTerminating: mode == .terminating, completion: closure?.code,
+                swiftCompletion: completion.swiftClosure, capture: invoker.capture)
+            // The closure's window starts now that the method has returned (never while it runs).
+            if let closure { closures.methodReturned(closure.slot) }
+            if !called {
+                notCalled.withLock { $0 = true }
+                tracker.markCompleted()
+            }
+            if mode == .recovered { report.holdChanges(of: handle) }
+        }
+        if let closure, tracker.neverStarted { closures.methodReturned(closure.slot) }
+        // A callback whose completion arrived (its changes count) ran, even when its method
+        // returned late; `shortfall` is the event of one that did not.
+        let event: RuleEvent?
+        var shortfall: RuleEvent? = nil
+        if notCalled.withLock({ $0 }) {
+            event = .notCalled(label)
+            shortfall = event
+        } else {
+            switch result {
+            case .finished:
+                // Recovered: a change made after the method returned counts if completion arrives
+                // before bundling (SPEC H-9), so the handle stays open until then.
+                if mode == .recovered && !completion.isCompleted {
+                    return .open(Pending(closureSlot: closure?.slot, completion: completion))
+                }
+                event = nil
+            case .skipped(let budgetSpent):
+                let why = budgetSpent
+                    ? "the report's \(limits.reportBudgetMs) ms budget was spent"
+                    : "the main thread could not start it within \(limitMs) ms"
+                event = .skipped(label, why)
+                shortfall = event
+            case .timedOut(let budgetSpent, let completed):
+                let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
+                if mode == .runningApp && completed {
+                    event = .returnedLate(label, within: within)
+                } else if mode == .runningApp {
+                    event = .timedOut(label, awaited: .notCompleted, within: within, outcome: "the report goes on without it")
+                    shortfall = event
+                } else {
+                    event = .timedOut(label, awaited: .notReturned, within: within, outcome: "abandoned")
+                    shortfall = event
+                }
+            case .stopped:
+                event = .skipped(label, "the host is stopping")
+                shortfall = event
+            }
+        }
+        if let event { report.record(event, by: name) }
+        // The completion is marked late before the handle closes, so a call racing the close
+        // is noted as late, never taken for a completion.
+        release(Pending(closureSlot: closure?.slot, completion: completion))
+        report.close(handle)
+        return shortfall.map { .fellShort($0.message) } ?? .ran
+    }
+}

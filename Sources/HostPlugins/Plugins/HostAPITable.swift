@@ -1,0 +1,408 @@
+import CFFI
+import FoundationEssentials
+import Glibc
+import PluginAPI
+import HostCore
+import HostCapture
+
+/// Builds the `rh_host_api` table a host hands to its plugins (ABI: "Host functions").
+///
+/// Report functions are plain C functions that find the handle in the process-wide
+/// registry. `log` and `set_host_attribute` carry no handle, so each host gets its own
+/// pair, made as libffi closures whose user data is the host's id. Tables, names and
+/// closures are allocated once per host and never freed: a table stays valid for the life
+/// of the process.
+package enum HostAPITable {
+    package static let hostVersion = "0.1.0"
+
+    /// Every table ever made: never freed (a plugin may keep the pointer for the life of the
+    /// process), and kept reachable here so a leak checker sees them as intended.
+    private static let tables = Locked<[SendablePointer<rh_host_api>]>([])
+
+    /// A table for host `hostID`; throws when libffi cannot make the per-host functions.
+    static func make(hostID: UInt32, faults: Faults) throws(HostError) -> UnsafePointer<rh_host_api> {
+        let table = UnsafeMutablePointer<rh_host_api>.allocate(capacity: 1)
+        tables.withLock { $0.append(SendablePointer(pointer: table)) }
+        table.initialize(to: rh_host_api())
+        table.pointee.abi_major = UInt32(RH_ABI_VERSION_MAJOR)
+        table.pointee.abi_minor = UInt32(RH_ABI_VERSION_MINOR)
+        table.pointee.struct_size = UInt32(MemoryLayout<rh_host_api>.size)
+        table.pointee.host_name = UnsafePointer(strdup("reporthost"))
+        table.pointee.host_version = UnsafePointer(strdup(hostVersion))
+        fillReportFunctions(table)
+        let userData = UnsafeMutableRawPointer(bitPattern: UInt(hostID))
+        table.pointee.log = unsafeBitCast(
+            try PermanentClosure.make(.log, userData: userData, faults: faults), to: (@convention(c) (OpaquePointer?, rh_log_level, UnsafePointer<CChar>?) -> Void).self)
+        table.pointee.set_host_attribute = unsafeBitCast(
+            try PermanentClosure.make(.setHostAttribute, userData: userData, faults: faults),
+            to: (@convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> rh_status).self)
+        return UnsafePointer(table)
+    }
+
+    // MARK: Per-host functions
+
+    static func log(hostID: UInt32, report: OpaquePointer?, level: Int32, message: UnsafePointer<CChar>?) {
+        guard let message else { return }
+        // Never more than a text may hold (the log line keeps 4 KiB of it).
+        let length = strnlen(message, ReportContent.textMaxBytes)
+        let text = String(decoding: UnsafeRawBufferPointer(start: message, count: length), as: UTF8.self)
+        let level = LogLevel(rawValue: level) ?? .info
+        if let handle = handle(report) {
+            handle.log(level, text)
+        } else {
+            HostDirectory.shared.entry(hostID)?.log.log(level, text, handler: "plugin")
+        }
+    }
+
+    static func setHostAttribute(hostID: UInt32, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) -> rh_status {
+        guard let key = string(key) else { return RH_ERR_INVALID }
+        var newValue: String?
+        if let value {
+            guard let decoded = string(value) else { return RH_ERR_INVALID }
+            newValue = decoded
+        }
+        guard let entry = HostDirectory.shared.entry(hostID) else { return RH_ERR_CLOSED }
+        return entry.attributes.set(key, newValue) ? RH_OK : RH_ERR_INVALID
+    }
+
+    // MARK: Conversions
+
+    static func handle(_ pointer: OpaquePointer?) -> ReportHandle? {
+        guard let pointer else { return nil }
+        return ReportHandle(rawValue: UInt64(UInt(bitPattern: UnsafeRawPointer(pointer))))
+    }
+
+    static func pointer(_ handle: ReportHandle) -> OpaquePointer {
+        OpaquePointer(bitPattern: UInt(handle.rawValue))!
+    }
+
+    /// A plugin's string, nil for NULL or invalid UTF-8. Read no further than a few bytes past
+    /// `ReportContent.textMaxBytes` (up to a character boundary): a longer string is never
+    /// copied whole, and the setter still sees it is over the limit, cuts and notes it.
+    static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+        guard let pointer else { return nil }
+        let limit = ReportContent.textMaxBytes + 4
+        let length = strnlen(pointer, limit)
+        // Validated in place: no copy before the String's own (none for a short one).
+        guard length >= limit else { return String(validatingCString: pointer) }
+        let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
+        return String(validating: ReportContent.completeCharacters(Array(bytes)), as: UTF8.self)
+    }
+
+    static func status(_ body: () throws(ReportError) -> Void) -> rh_status {
+        do {
+            try body()
+            return RH_OK
+        } catch {
+            return error.rawValue
+        }
+    }
+
+    /// Notes a refused argument in the report's internal log and answers RH_ERR_INVALID.
+    static func invalid(_ handle: ReportHandle, _ operation: String, _ what: String) -> rh_status {
+        handle.noteInvalid(operation, what)
+        return RH_ERR_INVALID
+    }
+
+    /// A label count past what a report holds, refused before the array is read (a count is
+    /// outside input: mapping 2^40 elements would end the host; a `size_t` past `Int.max`
+    /// arrives negative); nil when it may be read.
+    static func refuseLabelCount(_ handle: ReportHandle, _ operation: String, _ count: Int) -> rh_status? {
+        guard count < 0 || count > ReportContent.labelsMax else { return nil }
+        handle.note(.countRefused(operation, "labels", limit: ReportContent.labelsMax), during: operation)
+        return RH_ERR_INVALID
+    }
+
+    /// Notes label elements that were dropped (R-5 keeps the rest).
+    static func noteDropped(_ handle: ReportHandle, _ operation: String, _ values: [String?]) {
+        let dropped = values.filter { $0 == nil }.count
+        if dropped > 0 { handle.noteInvalid(operation, "\(dropped) element(s) dropped") }
+    }
+
+    /// snprintf-style copy-out (ABI: string getters).
+    static func copyOut(
+        _ body: () throws(ReportError) -> String, _ buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int,
+        _ lengthOut: UnsafeMutablePointer<Int>?
+    ) -> rh_status {
+        lengthOut?.pointee = 0
+        guard buffer != nil || capacity == 0 else { return RH_ERR_INVALID }
+        do {
+            let value = try body()
+            return value.utf8CString.withUnsafeBufferPointer { bytes in
+                let length = bytes.count - 1
+                lengthOut?.pointee = length
+                if let buffer, capacity > 0 {
+                    let copied = min(length, capacity - 1)
+                    memcpy(buffer, bytes.baseAddress!, copied)
+                    buffer[copied] = 0
+                }
+                return capacity <= length ? RH_ERR_TRUNCATED : RH_OK
+            }
+        } catch {
+            return error.rawValue
+        }
+    }
+
+    /// The strings of a C array; NULL elements and invalid UTF-8 become nil (dropped later).
+    static func strings(_ array: UnsafePointer<UnsafePointer<CChar>?>?, _ count: Int) -> [String?]? {
+        guard count > 0 else { return [] }
+        guard let array else { return nil }
+        return (0..<count).map { string(array[$0]) }
+    }
+
+    // MARK: Report functions
+
+    private static func fillReportFunctions(_ t: UnsafeMutablePointer<rh_host_api>) {
+        t.pointee.report_type = { r in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return (try? h.type().rawValue) ?? RH_ERR_CLOSED
+        }
+        t.pointee.report_trigger = { r in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return (try? h.trigger().rawValue) ?? RH_ERR_CLOSED
+        }
+        t.pointee.report_id = { r, buf, cap, len in
+            guard let h = HostAPITable.handle(r) else { len?.pointee = 0; return RH_ERR_CLOSED }
+            return HostAPITable.copyOut({ () throws(ReportError) in try h.reportID() }, buf, cap, len)
+        }
+        t.pointee.summary = { r, buf, cap, len in
+            guard let h = HostAPITable.handle(r) else { len?.pointee = 0; return RH_ERR_CLOSED }
+            return HostAPITable.copyOut({ () throws(ReportError) in try h.summary() }, buf, cap, len)
+        }
+        t.pointee.set_summary = { r, value in HostAPITable.setText(r, value) { h, v throws(ReportError) in try h.setSummary(v) } }
+        t.pointee.description = { r, buf, cap, len in
+            guard let h = HostAPITable.handle(r) else { len?.pointee = 0; return RH_ERR_CLOSED }
+            return HostAPITable.copyOut({ () throws(ReportError) in try h.description() }, buf, cap, len)
+        }
+        t.pointee.set_description = { r, value in
+            HostAPITable.setText(r, value) { h, v throws(ReportError) in try h.setDescription(v) }
+        }
+        t.pointee.email = { r, buf, cap, len in
+            guard let h = HostAPITable.handle(r) else { len?.pointee = 0; return RH_ERR_CLOSED }
+            return HostAPITable.copyOut({ () throws(ReportError) in try h.email() }, buf, cap, len)
+        }
+        t.pointee.set_email = { r, value in HostAPITable.setText(r, value) { h, v throws(ReportError) in try h.setEmail(v) } }
+        t.pointee.severity = { r in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            do throws(ReportError) { return try h.severity() } catch { return error.rawValue }
+        }
+        t.pointee.set_severity = { r, value in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return HostAPITable.status { () throws(ReportError) in try h.setSeverity(value) }
+        }
+
+        t.pointee.attribute = { r, key, buf, cap, len in
+            guard let h = HostAPITable.handle(r) else { len?.pointee = 0; return RH_ERR_CLOSED }
+            guard let key = HostAPITable.string(key) else { len?.pointee = 0; return RH_ERR_INVALID }
+            return HostAPITable.copyOut({ () throws(ReportError) in try h.attribute(key) }, buf, cap, len)
+        }
+        t.pointee.set_attribute = { r, key, value in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            // Each string is read once.
+            let text = HostAPITable.string(value)
+            guard let key = HostAPITable.string(key), value == nil || text != nil else {
+                return HostAPITable.invalid(h, "set_attribute", "key or value refused")
+            }
+            return HostAPITable.status { () throws(ReportError) in try h.setAttribute(key, text) }
+        }
+        t.pointee.remove_attribute = { r, key in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let key = HostAPITable.string(key) else { return RH_ERR_INVALID }
+            return HostAPITable.status { () throws(ReportError) in try h.removeAttribute(key) }
+        }
+        t.pointee.clear_attributes = { r in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return HostAPITable.status { () throws(ReportError) in try h.clearAttributes() }
+        }
+        t.pointee.each_attribute = { r, visit, ctx in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let visit else { return RH_ERR_INVALID }
+            do throws(ReportError) {
+                for (key, value) in try h.attributes() {
+                    let goOn = key.withCString { k in value.withCString { v in visit(ctx, k, v) } }
+                    if !goOn { break }
+                }
+                return RH_OK
+            } catch {
+                return error.rawValue
+            }
+        }
+
+        t.pointee.set_labels = { r, labels, count in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            if let refused = HostAPITable.refuseLabelCount(h, "set_labels", count) { return refused }
+            guard let values = HostAPITable.strings(labels, count) else { return HostAPITable.invalid(h, "set_labels", "NULL array refused") }
+            HostAPITable.noteDropped(h, "set_labels", values)
+            return HostAPITable.status { () throws(ReportError) in try h.setLabels(values) }
+        }
+        t.pointee.add_label = { r, label in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let label = HostAPITable.string(label) else { return HostAPITable.invalid(h, "add_label", "label refused") }
+            return HostAPITable.status { () throws(ReportError) in try h.addLabel(label) }
+        }
+        t.pointee.add_labels = { r, labels, count in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            if let refused = HostAPITable.refuseLabelCount(h, "add_labels", count) { return refused }
+            guard let values = HostAPITable.strings(labels, count) else { return HostAPITable.invalid(h, "add_labels", "NULL array refused") }
+            HostAPITable.noteDropped(h, "add_labels", values)
+            return HostAPITable.status { () throws(ReportError) in try h.addLabels(values) }
+        }
+        t.pointee.remove_label = { r, label in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let label = HostAPITable.string(label) else { return RH_ERR_INVALID }
+            return HostAPITable.status { () throws(ReportError) in try h.removeLabel(label) }
+        }
+        t.pointee.clear_labels = { r in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return HostAPITable.status { () throws(ReportError) in try h.clearLabels() }
+        }
+        t.pointee.has_label = { r, label in
+            guard let h = HostAPITable.handle(r), let label = HostAPITable.string(label) else { return false }
+            return (try? h.hasLabel(label)) ?? false
+        }
+        t.pointee.each_label = { r, visit, ctx in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let visit else { return RH_ERR_INVALID }
+            do throws(ReportError) {
+                for label in try h.labels() where !label.withCString({ visit(ctx, $0) }) { break }
+                return RH_OK
+            } catch {
+                return error.rawValue
+            }
+        }
+
+        t.pointee.add_attachment = { r, name, filename, data, size in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let name = HostAPITable.string(name), filename == nil || HostAPITable.string(filename) != nil,
+                data != nil || size == 0
+            else { return RH_ERR_INVALID }
+            return HostAPITable.status { () throws(ReportError) in
+                try h.addAttachment(name: name, filename: HostAPITable.string(filename) ?? name, size: UInt(bitPattern: size)) {
+                    data.map { Data(bytes: $0, count: size) } ?? Data()
+                }
+            }
+        }
+        t.pointee.attachment_data = { r, name, buf, cap, len in
+            len?.pointee = 0
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let name = HostAPITable.string(name), buf != nil || cap == 0 else { return RH_ERR_INVALID }
+            do throws(ReportError) {
+                let data = try h.attachmentData(name)
+                len?.pointee = data.count
+                // A capacity past Int.max (a size_t the plugin meant as "large") is large.
+                let capacity = cap < 0 ? Int.max : cap
+                if let buf {
+                    data.withUnsafeBytes { bytes in
+                        if let base = bytes.baseAddress { memcpy(buf, base, min(capacity, bytes.count)) }
+                    }
+                }
+                return capacity < data.count ? RH_ERR_TRUNCATED : RH_OK
+            } catch {
+                return error.rawValue
+            }
+        }
+        t.pointee.remove_attachment = { r, name in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let name = HostAPITable.string(name) else { return RH_ERR_INVALID }
+            return HostAPITable.status { () throws(ReportError) in try h.removeAttachment(name) }
+        }
+        t.pointee.clear_attachments = { r in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return HostAPITable.status { () throws(ReportError) in try h.clearAttachments() }
+        }
+        t.pointee.each_attachment = { r, visit, ctx in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let visit else { return RH_ERR_INVALID }
+            do throws(ReportError) {
+                for item in try h.attachments() {
+                    let goOn = item.name.withCString { n in item.filename.withCString { f in visit(ctx, n, f, item.size) } }
+                    if !goOn { break }
+                }
+                return RH_OK
+            } catch {
+                return error.rawValue
+            }
+        }
+    }
+
+    private static func setText(
+        _ r: OpaquePointer?, _ value: UnsafePointer<CChar>?,
+        _ body: (ReportHandle, String?) throws(ReportError) -> Void
+    ) -> rh_status {
+        guard let h = handle(r) else { return RH_ERR_CLOSED }
+        guard value == nil || string(value) != nil else { return invalid(h, "set text field", "value refused") }
+        return status { () throws(ReportError) in try body(h, string(value)) }
+    }
+}
+
+/// libffi closures that live for the process: the per-host `log` and `set_host_attribute`.
+enum PermanentClosure {
+    enum Function { case log, setHostAttribute }
+
+    private typealias Trampoline = @convention(c) (
+        UnsafeMutablePointer<ffi_cif>?, UnsafeMutableRawPointer?,
+        UnsafeMutablePointer<UnsafeMutableRawPointer?>?, UnsafeMutableRawPointer?
+    ) -> Void
+
+    private static let logTrampoline: Trampoline = { _, _, args, userData in
+        guard let args else { return }
+        HostAPITable.log(
+            hostID: UInt32(UInt(bitPattern: userData)),
+            report: args[0]!.load(as: OpaquePointer?.self),
+            level: args[1]!.load(as: Int32.self),
+            message: args[2]!.load(as: UnsafePointer<CChar>?.self))
+    }
+
+    private static let setHostAttributeTrampoline: Trampoline = { _, result, args, userData in
+        guard let args, let result else { return }
+        let status = HostAPITable.setHostAttribute(
+            hostID: UInt32(UInt(bitPattern: userData)),
+            key: args[0]!.load(as: UnsafePointer<CChar>?.self),
+            value: args[1]!.load(as: UnsafePointer<CChar>?.self))
+        // libffi widens integral results to a full register (ffi_sarg).
+        result.assumingMemoryBound(to: Int.self).pointee = Int(status)
+    }
+
+    /// The call interfaces, prepared once: `void (rh_report *, int32_t, const char *)` and
+    /// `int32_t (const char *, const char *)`.
+    private static let interfaces: (log: SendablePointer<ffi_cif>, set: SendablePointer<ffi_cif>)? = {
+        func prepare(_ result: UnsafeMutablePointer<ffi_type>, _ arguments: [UnsafeMutablePointer<ffi_type>])
+            -> SendablePointer<ffi_cif>?
+        {
+            let types = UnsafeMutablePointer<UnsafeMutablePointer<ffi_type>?>.allocate(capacity: arguments.count)
+            for (i, type) in arguments.enumerated() { types[i] = type }
+            let cif = UnsafeMutablePointer<ffi_cif>.allocate(capacity: 1)
+            guard ffi_prep_cif(cif, rh_ffi_default_abi(), UInt32(arguments.count), result, types) == FFI_OK else {
+                return nil
+            }
+            return SendablePointer(pointer: cif)
+        }
+        guard let log = prepare(rh_ffi_type_void(), [rh_ffi_type_pointer(), rh_ffi_type_sint32(), rh_ffi_type_pointer()]),
+            let set = prepare(rh_ffi_type_sint32(), [rh_ffi_type_pointer(), rh_ffi_type_pointer()])
+        else { return nil }
+        return (log, set)
+    }()
+
+    static func make(_ function: Function, userData: UnsafeMutableRawPointer?, faults: Faults) throws(HostError) -> UnsafeMutableRawPointer {
+        guard let interfaces else { throw .runtime("libffi could not prepare the host table's call interfaces") }
+        var code: UnsafeMutableRawPointer?
+        guard !faults.denyClosures, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code else {
+            throw ClosureAllocation.failure
+        }
+        let (cif, trampoline) =
+            switch function {
+            case .log: (interfaces.log.pointer, logTrampoline)
+            case .setHostAttribute: (interfaces.set.pointer, setHostAttributeTrampoline)
+            }
+        guard ffi_prep_closure_loc(raw.assumingMemoryBound(to: ffi_closure.self), cif, trampoline, userData, code) == FFI_OK
+        else { throw .runtime("libffi could not prepare a host-table closure") }
+        return code
+    }
+}
+
+/// The start-up error of systems that forbid writable+executable memory (`Faults.denyClosures`
+/// simulates one).
+enum ClosureAllocation {
+    static let failure = HostError.runtime(
+        "libffi cannot allocate closures (ffi_closure_alloc failed): this system forbids writable+executable memory, which plugin completions need")
+}

@@ -1,0 +1,407 @@
+import FoundationEssentials
+import Glibc
+import HostCore
+import HostCapture
+import HostPlugins
+import HostStore
+
+/// What a launch finds and finishes before its own work (SPEC D-1, D-2, D-16, H-13), in
+/// this order: interrupted purges, new crash files, abnormal exits, then every chain that
+/// has not finished.
+package struct Recovery {
+    package let host: ReportHost
+    package let repository: Repository
+
+    package init(host: ReportHost, repository: Repository) {
+        self.host = host
+        self.repository = repository
+    }
+
+    var log: HostLogger { host.logger }
+
+    /// What a start must know before it loads plugins: the crash files written inside a plugin
+    /// call (the writer names them `*.plugin.crash`), so a plugin that crashed the last launch
+    /// is quarantined before it is opened. Everything else waits for `collect`, which an
+    /// embedding program runs in the background: a start never waits for a backlog.
+    package func collectPluginCrashes() throws(HostError) {
+        try storing { () throws(StorageError) in
+            _ = try saveCrashFiles(crashFiles(named: CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
+        }
+    }
+
+    /// What needs no plugin, in this order: interrupted purges, every crash file (oldest first,
+    /// in batches), how a `watched` program ended (`reporthost run`), abnormal exits.
+    package func collect(currentSession: String, watched: ProgramExit?, batch: Int = crashFilesPerBatch) throws(HostError) {
+        try storing { () throws(StorageError) in
+            try resumePurges()
+            if let watched, watched.endedNormally { try discardCrashFiles(of: watched) }
+            let saved = try saveCrashFiles(crashFiles(), watched: watched, batch: batch)
+            if let watched { try recordKilled(watched, savedNow: saved) }
+            try recordAbnormalExits(currentSession: currentSession)
+        }
+    }
+
+    /// How many crash files one transaction saves: a backlog of thousands costs a flush and a
+    /// folder sync per this many files, not four flushes per file.
+    package static let crashFilesPerBatch = 128
+
+    /// Runs or settles every chain that has not finished, with the handlers loaded now. The
+    /// chains of reports held for a required slot are `rerunHeldChains`' (never ahead of a
+    /// command's own report).
+    package func finish(currentSession: String) throws(HostError) -> [ReportDocument] {
+        try finishChains(currentSession: currentSession)
+    }
+
+    /// D-2: a save whose purge was interrupted: purge now.
+    private func resumePurges() throws(StorageError) {
+        let records = try repository.records(in: [.pendingPurge])
+        if !records.isEmpty { try purge(records.map { ($0.crashFile, $0.rowID) }) }
+    }
+
+    /// D-1 steps 1 and 2 for `paths`, oldest first, `batch` files at a time: each file's
+    /// payload, attributes and attachment copies are saved in one transaction for the batch
+    /// (flushed), then the files are unlinked with one folder sync, then the records are
+    /// marked purged in one transaction. That last commit does not wait for the disk: a power
+    /// loss before the next flush leaves them `pending_purge`, and `resumePurges` finds their
+    /// files gone and marks them again. A file that cannot be read is set aside on its own.
+    /// Returns the names of the files saved.
+    private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) -> [String] {
+        var saved: [String] = []
+        let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
+        var reader = CrashReader(watched: watched)
+        for start in stride(from: 0, to: files.count, by: max(1, batch)) {
+            var read: [(save: Repository.CrashSave, crash: CrashFile)] = []
+            for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
+                // SIGINT or SIGTERM: what is read is saved, the rest waits for the next launch.
+                if host.isInterrupted { break }
+                switch CrashFile.read(path, modifiedAt: modified, system: repository.system) {
+                case .success(let crash): read.append((try reader.save(crash, path: path, recovery: self), crash))
+                case .failure(let rejection) where rejection.vanished: log.debug("crash file \(path) went before it was read: skipped")
+                case .failure(let rejection) where rejection.transient:
+                    log.warn("crash file \(path) could not be read now (\(rejection.reason)): left for the next launch")
+                case .failure(let rejection): try reject(path, because: rejection.reason, modified: modified)
+                }
+            }
+            guard !read.isEmpty else { continue }
+            let rowIDs = try repository.saveCrashes(read.map(\.save))
+            log.debug("\(rowIDs.count) crash file(s) saved as records \(rowIDs.first ?? 0)…\(rowIDs.last ?? 0)")
+            for (item, rowID) in zip(read, rowIDs) { try skipChainsTheCrashInterrupted(item.crash, record: rowID) }
+            host.faults.hit(.afterSave)
+            try purge(zip(read, rowIDs).map { ($0.save.crashFile, $1) })
+            saved += read.map { LocalPaths.fileName($0.save.crashFile) }
+        }
+        if host.isInterrupted && saved.count < files.count {
+            log.info("interrupted: \(files.count - saved.count) crash file(s) left for the next launch")
+        }
+        return saved
+    }
+
+    /// Turns the crash files of one recovery into saves, with what they share: the module files
+    /// symbolication opened, and each session's registered attachments.
+    private struct CrashReader {
+        let watched: ProgramExit?
+        let symbolCache = SymbolCache()
+        var registered: [String: [String: FileIdentity]] = [:]
+
+        init(watched: ProgramExit?) { self.watched = watched }
+
+        /// The report `crash` (read from `path`) becomes, its plugin quarantined when at fault.
+        mutating func save(_ crash: CrashFile, path: String, recovery: Recovery) throws(StorageError) -> Repository.CrashSave {
+            let culprit = try recovery.quarantineCulprit(of: crash)
+            let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
+            // Symbolicated here, on the machine that crashed, while its files are the ones that
+            // ran (each checked by build id).
+            let symbols = ElfSymbols(for: crash, cache: symbolCache)
+            var attachments: [String: FileIdentity] = [:]
+            if let session = crash.session {
+                if registered[session] == nil { registered[session] = try recovery.repository.crashAttachments(of: session) }
+                attachments = registered[session] ?? [:]
+            }
+            return Repository.CrashSave(
+                document: FoundReports.crash(
+                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments),
+                crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
+        }
+    }
+
+    /// The crash files in `crashes/` whose name `include` accepts, by path. Names are filtered
+    /// before any path is made: a start looks at a backlog's names only.
+    private func crashFiles(named include: (String) -> Bool = { _ in true }) -> [String] {
+        let folder = repository.crashesFolder
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { name in
+            (name.hasSuffix(".crash") || name.hasSuffix(".crash.partial")) && include(name) && !CrashFile.isBeingWritten(name)
+        }.map { folder.appendingPathComponent($0, isDirectory: false).path }
+    }
+
+    /// A watched program that went on after a fault and ended normally survived it
+    /// (its own handler recovered, e.g. a runtime that uses SIGSEGV on purpose): its own
+    /// crash files are not crashes. Each is deleted with a debug line. Those of a process it
+    /// forked (same session, another pid) are reports: a worker's crash is one whatever its
+    /// master's status.
+    func discardCrashFiles(of program: ProgramExit) throws(StorageError) {
+        for path in crashFiles(named: program.wrote) {
+            guard unlink(path) == 0 else {
+                throw StorageError(path: path, message: "cannot discard the crash file (\(String(cString: strerror(errno))))")
+            }
+            log.debug("crash file \(path) discarded: \(program.program) survived the fault and exited with status 0")
+        }
+        DurableFile.syncDirectory(repository.crashesFolder)
+    }
+
+    /// A file in `crashes/` that cannot be read as a crash file (not a regular file, too large,
+    /// no header, an I/O error): kept aside in `crashes/rejected/`, never read again, and
+    /// reported as a crash report saying what could be read, so nothing is silently dropped
+    /// and nothing is retried forever.
+    private func reject(_ path: String, because reason: String, modified: Date) throws(StorageError) {
+        let rejected = repository.crashesFolder.appendingPathComponent("rejected")
+        _ = Paths.makeFolder(rejected.path)
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        let aside = rejected.appendingPathComponent("\(Int64(Date().timeIntervalSince1970))-\(name)").path
+        if rename(path, aside) != 0 {
+            if errno == ENOENT && access(path, F_OK) != 0 { return }  // gone meanwhile: nothing to set aside or report
+            // It cannot even be moved: it must not be found again on every launch.
+            guard unlink(path) == 0 || errno == ENOENT else {
+                // Never the end of the command (another launch may hold it, a folder may be
+                // read-only): the next launch tries again.
+                log.error("crash file \(path) could not be read (\(reason)), moved or removed (\(String(cString: strerror(errno)))): left in place")
+                return
+            }
+        }
+        DurableFile.syncDirectory(repository.crashesFolder)
+        let moved = FileManager.default.fileExists(atPath: aside)
+        // The report names the file by its name; the local log says where it is.
+        let kept = moved ? "kept as crashes/rejected/\(LocalPaths.fileName(aside))" : "removed: it could not be moved"
+        try repository.saveFound(FoundReports.unreadableCrashFile(named: name, reason: reason, kept: kept, modified: modified))
+        log.warn("crash file \(path) could not be read (\(reason)); \(moved ? "kept as \(aside)" : kept)")
+    }
+
+    /// Quarantines the plugin a crash happened in, when the plugin (not host code it called
+    /// back into) was at fault; returns the entry.
+    private func quarantineCulprit(of crash: CrashFile) throws(StorageError) -> QuarantineEntry? {
+        guard let plugin = crash.plugin, !plugin.digest.isEmpty else { return nil }
+        // The program that crashed is the first module of its map; its code is the host's.
+        guard crash.blamesPlugin(hostModules: Set(crash.modules.prefix(1).map(\.path))) else {
+            log.warn("the host crashed (SIG\(crash.signalName)) in its own code during \(plugin.displayName).\(plugin.callback); the plugin is not quarantined")
+            return nil
+        }
+        let entry = QuarantineEntry(
+            path: plugin.path, name: plugin.displayName, digest: plugin.digest, signal: crash.signalName,
+            callback: plugin.callback, at: crash.time)
+        try repository.quarantine(entry)
+        log.warn("plugin \(plugin.displayName) (\(plugin.path)) crashed the host with SIG\(crash.signalName) in \(plugin.callback): quarantined")
+        return entry
+    }
+
+    /// A crash of a session that was recovering ended that launch while it ran the chain over
+    /// recovered reports: neither that crash nor the report whose chain crashed goes through
+    /// the chain again (whatever the cause: a crash loop otherwise).
+    private func skipChainsTheCrashInterrupted(_ crash: CrashFile, record rowID: Int64) throws(StorageError) {
+        // Only a crash while a recovered report's chain ran: an embedding program recovers in
+        // the background, and its own crash then has nothing to do with the recovery.
+        guard let session = crash.session, let state = try repository.sessionState(session), state.phase == .recovering,
+            let interrupted = state.chainRecord
+        else { return }
+        try repository.skipChain(rowID, reason: "the crash happened while the host was recovering earlier reports")
+        try repository.skipChain(interrupted, reason: "the handler chain over this report crashed the host (SIG\(crash.signalName))")
+    }
+
+    /// D-1 step 2 for saved records: their crash files are unlinked, the folder synced once,
+    /// and the records marked purged in one transaction. A file that cannot be unlinked leaves
+    /// its record `pending_purge` (the others are marked; the next launch tries again), with an
+    /// error logged: never the end of the command.
+    private func purge(_ saved: [(path: String?, rowID: Int64)]) throws(StorageError) {
+        var purged: [Int64] = []
+        var folders: Set<String> = []
+        for (path, rowID) in saved {
+            if let path, unlink(path) != 0, errno != ENOENT {
+                log.error("crash file \(path) saved but not purged (\(String(cString: strerror(errno)))): it is sent once a launch purges it")
+                continue
+            }
+            if let path { folders.insert(Paths.folder(of: path)) }
+            purged.append(rowID)
+        }
+        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder)) }
+        try repository.crashFilesPurged(purged)
+        host.faults.hit(.afterPurge)
+    }
+
+    /// D-16: a session mark without a crash file of that session is an abnormal exit.
+    private func recordAbnormalExits(currentSession: String) throws(StorageError) {
+        let ended = try repository.sessions(except: currentSession)
+        // Read only when there is a session to look at: it reads every record.
+        let sessionsWithCrashes = ended.isEmpty ? [] : try repository.sessionsWithCrashReports()
+        for (session, startedAt, phase) in ended {
+            // Another process on this repository (an embedding program's second copy) still runs it.
+            if repository.isAlive(session) { continue }
+            if !sessionsWithCrashes.contains(session) {
+                // It died while running chains over recovered reports: running this one through
+                // the same chain would likely end this launch too.
+                let duringRecovery = phase == .recovering
+                try repository.saveFound(
+                    FoundReports.abnormalExit(session: session, startedAt: startedAt, duringRecovery: duringRecovery),
+                    session: session, replacingSessionMark: true, runsChain: !duringRecovery)
+                log.info("session \(session) ended abnormally: recorded")
+            } else {
+                try repository.clearSession(session)
+            }
+        }
+    }
+
+    /// Runs or settles every chain that has not finished: native reports get the chain in
+    /// recovered mode under a new id (H-13); a running-app report goes as journaled, without
+    /// its callbacks' changes; a dialog report the user had not sent is dropped.
+    private func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
+        var documents: [ReportDocument] = []
+        let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain], crashes: false) }
+        // A journal of this session, or of another process still running (an embedding
+        // program raises while its recovery runs), is a chain in progress, not an interrupted one.
+        // A backlog's records mostly come from a few sessions: each is looked at once.
+        var alive: [String: Bool] = [currentSession: true]
+        func isRunning(_ session: String) -> Bool {
+            if let known = alive[session] { return known }
+            let running = repository.isAlive(session)
+            alive[session] = running
+            return running
+        }
+        for record in pending where !(record.session.map(isRunning) ?? false) {
+            // SIGINT or SIGTERM: the rest stay pending; the next launch finishes them (D-2).
+            if host.isInterrupted { break }
+            if record.trigger.isRecovered {
+                if let document = try rerunChain(record, session: currentSession) { documents.append(document) }
+            } else if record.dialogPending {
+                try storing { () throws(StorageError) in try repository.discard(record.rowID) }
+                log.info("dialog report \(record.reportID) was never sent by its user: dropped")
+            } else if !required.isEmpty {
+                // Sent without the callbacks' changes (H-13) would be sent without the required slot.
+                try hold(record.rowID, id: record.reportID, "the host stopped during the handler chain", notes: [], chainEnded: false)
+            } else {
+                var document = record.document
+                document.content.attachments = try storing { () throws(StorageError) in try repository.attachments(of: record.rowID) }
+                document.internalLog.append(InternalLogEntry(
+                    level: .warn, handler: "host",
+                    message: "the host stopped during the handler chain; the report is sent without the callbacks' changes"))
+                try storing { () throws(StorageError) in try repository.chainFinished(record.rowID, document: document, flush: false) }
+                log.info("report \(record.reportID) recovered from the journal")
+            }
+        }
+        return documents
+    }
+
+    private var required: Set<PluginSlot> { host.configuration.requiredSlots }
+
+    /// `plugins.required`: the chain of each report held for a required slot runs again, from
+    /// the document it had before, once every required slot can run (a rebuilt plugin, a
+    /// cleared quarantine), under the rules of its kind: a running-app report's completions
+    /// are waited for as when it was raised. At most `limit` per call, oldest first, each only
+    /// when its back-off allows: a rerun that ends held again waits `rerunBackoff` before the
+    /// next. One whose chain ended the host `maxChainRuns` times in a row stays held.
+    package func rerunHeldChains(currentSession: String, limit: Int = heldRerunsPerLaunch, now: Date = Date()) throws(HostError) -> [ReportDocument] {
+        guard required.allSatisfy(host.canRun) else { return [] }
+        var documents: [ReportDocument] = []
+        let due = try storing { () throws(StorageError) in try repository.heldForRequired(dueBy: now, limit: limit) }
+        for (record, chainRuns, reruns) in due where !host.isInterrupted {
+            guard chainRuns < Self.maxChainRuns else { continue }
+            log.info("report \(record.reportID) was held (\(record.held ?? "")); its required slots can run now: the chain runs again")
+            let rerun = Rerun(next: now.addingTimeInterval(Self.rerunBackoff(afterReruns: reruns + 1)))
+            if let document = try rerunChain(record, session: currentSession, releasingHold: true, rerun: rerun) { documents.append(document) }
+        }
+        return documents
+    }
+
+    /// How many held reports one call of `rerunHeldChains` reruns at most: a backlog of held
+    /// reports whose slot is slow costs a launch a few chains, not all of them.
+    package static let heldRerunsPerLaunch = 4
+
+    /// The wait before the next rerun of a report whose `reruns`-th rerun ended held again:
+    /// a minute, doubling, at most a day.
+    static func rerunBackoff(afterReruns reruns: Int) -> TimeInterval {
+        min(60 * pow(2, Double(max(0, min(reruns, 20) - 1))), 86_400)
+    }
+
+    /// A rerun of a held report's chain: when the next may come if this one ends held again.
+    struct Rerun {
+        let next: Date
+    }
+
+    /// Holds `record` under `plugins.required`, noting why on it and in the host's log.
+    private func hold(
+        _ rowID: Int64, id: String, _ reason: String, notes: [InternalLogEntry], chainEnded: Bool, session: String? = nil,
+        rerun: Rerun? = nil
+    ) throws(HostError) {
+        try storing { () throws(StorageError) in
+            try repository.holdForRequired(
+                rowID, reason: reason, notes: notes, chainEnded: chainEnded, clearingChainOf: session, rerunAt: rerun?.next)
+        }
+        let again = rerun.map { "; rerun not before \(ReportDocument.timestamp($0.next))" } ?? ""
+        log.warn("report \(id) held, not sent: \(reason)\(again)")
+    }
+
+    /// A chain that ended the host this many times is not run again: the report goes without it.
+    static let maxChainRuns = 3
+
+    /// The report's chain again under a new id (H-13); nil when the report is held.
+    private func rerunChain(
+        _ record: ReportRecord, session: String, releasingHold: Bool = false, rerun: Rerun? = nil
+    ) throws(HostError) -> ReportDocument? {
+        let newID = randomUUID()
+        // A crash from here on names this record as the one whose chain crashed.
+        let chain = try storing { () throws(StorageError) in
+            try repository.reopenChain(record.rowID, newID: newID, session: session, releasingHold: releasingHold)
+        }
+        let report = LiveReport(
+            trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
+            events: host.events)
+        let hostAttributes = host.attributes.snapshot
+        report.edit { content in
+            content = record.document.content
+            content.attributes = hostAttributes.merging(record.document.content.attributes) { _, crashed in crashed }
+            content.attachments = chain.attachments
+        }
+        for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
+        host.noteQuarantine(on: report)
+        let document: ReportDocument
+        if !required.isEmpty, let withoutChain = chain.skipReason.map({ "the handler chain was skipped: \($0)" })
+            ?? (chain.runs > Self.maxChainRuns ? "the handler chain ended the host \(chain.runs - 1) times" : nil)
+        {
+            // Sent without the chain would be sent without the required slot.
+            try hold(record.rowID, id: newID, withoutChain, notes: [], chainEnded: false, session: session, rerun: rerun)
+            _ = report.bundle()
+            return nil
+        } else if let skipReason = chain.skipReason {
+            report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
+            document = report.bundle()
+        } else if chain.runs > Self.maxChainRuns {
+            // Every earlier launch died in this chain (a plugin that crashes on this report):
+            // without this, the report would keep every later launch from delivering anything.
+            report.note(.warn, handler: "host", "the handler chain ended the host \(chain.runs - 1) times; the report is sent without it")
+            document = report.bundle()
+        } else {
+            host.faults.hit(.duringHandlers)
+            // A held running-app report runs as one (its completions waited for), in a later
+            // process than the one that raised it; a crash or an abnormal exit as recovered.
+            let mode: ChainMode = rerun != nil && !record.trigger.isRecovered ? .runningApp : .recovered
+            guard let run = try host.chain(report, mode: mode) else { return nil }  // no dialog: never nil
+            document = run.document
+            if let unmet = run.unmet(required) {
+                let notes = Array(document.internalLog.dropFirst(record.document.internalLog.count))
+                try hold(record.rowID, id: newID, unmet, notes: notes, chainEnded: true, session: session, rerun: rerun)
+                return nil
+            }
+        }
+        // Not flushed: the admission before its first attempt flushes it (see `chainFinished`).
+        try storing { () throws(StorageError) in
+            try repository.chainFinished(record.rowID, document: document, session: session, flush: false)
+        }
+        log.info("recovered \(document.trigger.name) report \(document.id)")
+        return document
+    }
+
+    /// When `path` was last written (now, when it cannot be read): one `stat`, where
+    /// FileManager's attributes would build a dictionary of them all for every crash file.
+    static func modificationDate(_ path: String) -> Date {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return Date() }
+        return Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec) + TimeInterval(info.st_mtim.tv_nsec) / 1e9)
+    }
+}

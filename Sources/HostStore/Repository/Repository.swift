@@ -1,0 +1,399 @@
+import CSQLite
+import FoundationEssentials
+import Glibc
+import HostCore
+import HostCapture
+import HostPlugins
+
+/// Where a stored report is in its life (SPEC I, `status --json` states).
+package enum RecordState: String, Sendable, CaseIterable {
+    /// Saved from a crash file that is not yet purged.
+    case pendingPurge = "pending_purge"
+    /// Saved or journaled; the handler chain has not finished.
+    case pendingChain = "pending_chain"
+    /// Handled; no admitted attempt yet.
+    case awaitingFirstAttempt = "awaiting_first_attempt"
+    case submitting
+    case retry
+    case terminal
+    /// Stored, and not sent until its reason clears (`ReportRecord.held`): a configuration
+    /// failure found only at delivery (D-9).
+    case held
+}
+
+/// Why a record is `held`. Stored as `<kind>: <details>`, so the kind that releases it can
+/// find it.
+package enum HoldReason: Sendable, Equatable {
+    /// The submission configuration failed at delivery; a valid one releases it (D-9).
+    case configuration(String)
+    /// A slot listed in `plugins.required` did not run fully; a launch whose required slots
+    /// can all run runs the chain again (SPEC I-7).
+    case required(String)
+
+    var stored: String {
+        switch self {
+        case .configuration(let details): "configuration: \(details)"
+        case .required(let details): "\(Self.requiredKind) \(details)"
+        }
+    }
+
+    static let requiredKind = "required:"
+}
+
+/// One stored report.
+package struct ReportRecord: Sendable {
+    package var rowID: Int64
+    package var document: ReportDocument
+    package var state: RecordState
+    package var attempts: Int
+    package var nextAttemptAt: Date?
+    /// The crash payload (signal, threads, modules) of a native report.
+    package var crash: JSONValue?
+    /// The original crash file, until it is purged.
+    package var crashFile: String?
+    package var session: String?
+    /// A dialog report the user has not sent yet (dropped if the host dies, SPEC H-13).
+    package var dialogPending: Bool
+    package var outcome: String?
+    package var bytes: Int
+    /// When the record last changed state (for a retry kept under behaviour `none`: when its
+    /// attempt failed).
+    package var updatedAt: Date
+    /// Why a `held` record is held.
+    package var held: String?
+
+    package var reportID: String { document.id }
+    package var trigger: Trigger { document.trigger }
+}
+
+/// The local repository (SPEC I-7): `reporthost.sqlite` (WAL, synchronous=FULL), the lock
+/// file, `crashes/` and `attachments/` (copies, one folder per record) in one folder.
+///
+/// Writes that later steps depend on are durable before the call returns: SQLite commits
+/// with `synchronous=FULL`, attachment files are fsync'd before the row that names them.
+///
+/// # Thread safety
+/// The connection serializes its statements; callers run one launch at a time (the lock).
+package final class Repository: Sendable {
+    package let folder: URL
+    let database: Database
+    /// Maintenance targets checked after each save (SPEC D-12).
+    package let limits: StorageLimits
+    /// Writes attachment copies (tests inject ENOSPC or EIO here).
+    package let system: SystemCalls
+    /// Where maintenance says what it did (one line per eviction pass, D-12).
+    let logger: HostLogger
+
+    package static let databaseName = "reporthost.sqlite"
+    package static let lockName = "reporthost.lock"
+    static let schemaVersion = 11
+
+    package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
+    package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
+    package var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
+
+    init(
+        folder: URL, database: Database, limits: StorageLimits = StorageLimits(), system: SystemCalls = .live,
+        logger: HostLogger = HostLogger(destinations: [])
+    ) {
+        self.folder = folder
+        self.database = database
+        self.limits = limits
+        self.system = system
+        self.logger = logger
+    }
+
+    /// Opens the repository in `folder`, creating the folder, its sub-folders and the
+    /// database when missing, and migrating the schema.
+    package static func open(
+        folder: URL, limits: StorageLimits = StorageLimits(), faults: Faults = Faults(), system: SystemCalls = .live,
+        logger: HostLogger = HostLogger(destinations: [])
+    ) throws(StorageError) -> Repository {
+        for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
+            if case .failure(let failure) = Paths.makeFolder(sub.path) {
+                throw StorageError(path: sub.path, message: "cannot create the folder (\(failure))")
+            }
+        }
+        createPrivately(folder.appendingPathComponent(databaseName).path)
+        let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
+        let repository = Repository(folder: folder, database: database, limits: limits, system: system, logger: logger)
+        try repository.migrate()
+        repository.database.keepLog()
+        return repository
+    }
+
+    /// Extends the write-ahead log with zeros to `logBytes` when it is shorter. A flush after
+    /// an append that grows the file costs about twice one that overwrites (measured here:
+    /// 0.36 against 0.19 ms for a report's two commits). Zeros past the last frame are never
+    /// read as frames (each frame carries the log's salt and a checksum). Done under the write
+    /// lock, so no other process appends meanwhile; on any failure (a full disk) the file is
+    /// cut back to its size and the log simply grows as it would have. Once per repository
+    /// (the log is kept, `Database.keepLog`); recovery does it, off an embedding program's start.
+    ///
+    /// Only where the disk keeps `spareAfterLogBytes` free after it: on a small file system
+    /// (a container's tmpfs) those 4 MB would be the room a report and its attachments need.
+    package func preallocateLog() throws(StorageError) {
+        // Every launch asks: a log already at its size takes no lock.
+        var info = stat()
+        if stat(databasePath + "-wal", &info) == 0 && Int(info.st_size) >= Self.logBytes { return }
+        guard let free = system.freeBytes(folder.path), free >= Int64(Self.logBytes + Self.spareAfterLogBytes) else { return }
+        try database.transaction(.committed) { () throws(StorageError) in
+            // The log exists from the transaction's start.
+            guard case .success(let fd) = system.open(databasePath + "-wal", O_WRONLY) else { return }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, Int(info.st_size) < Self.logBytes, lseek(fd, info.st_size, SEEK_SET) >= 0 else { return }
+            let zeros = [UInt8](repeating: 0, count: 64 * 1024)
+            var offset = Int(info.st_size)
+            while offset < Self.logBytes {
+                let count = min(zeros.count, Self.logBytes - offset)
+                let written = zeros.withUnsafeBytes { system.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                guard case .success = written else { break }
+                offset += count
+            }
+            guard offset == Self.logBytes, case .success = system.fsync(fd) else {
+                ftruncate(fd, info.st_size)
+                return
+            }
+        }
+    }
+
+    /// The size the write-ahead log is kept at: what it grows to between two automatic
+    /// checkpoints (1,000 pages and their frame headers), so a commit overwrites blocks the
+    /// log already has and its flush writes no file size or block allocation.
+    package static let logBytes = 1_000 * (4_096 + 24) + 32
+
+    /// What the disk must keep free after the log's preallocation (see `preallocateLog`).
+    package static let spareAfterLogBytes = 64 * 1024 * 1024
+
+    /// Gives a full disk the log's spare blocks back: a checkpoint that, when it takes every
+    /// frame (no other process reading), cuts the log to nothing. The next launch on a disk
+    /// with room preallocates it again.
+    func giveBackLogSpace() {
+        do throws(StorageError) {
+            try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            logger.debug("the disk is full: the write-ahead log's spare blocks were given back")
+        } catch {
+            logger.debug("the disk is full and the write-ahead log could not be cut back: \(error)")
+        }
+    }
+
+    /// Opens an existing repository for reading only (`status`); nil when there is none.
+    /// Creates nothing.
+    package static func openForReading(folder: URL) throws(StorageError) -> Repository? {
+        let path = folder.appendingPathComponent(databaseName).path
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true))
+        let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
+        guard version <= schemaVersion else {
+            throw StorageError(path: path, message: "schema version \(version) is newer than this host's \(schemaVersion)")
+        }
+        return repository
+    }
+
+    /// `openForReading` for commands a person points at a folder (`status`, `show`): a folder
+    /// that does not exist is an error naming it (a misspelled path must not read as an empty
+    /// repository); an existing folder that holds none is nil.
+    package static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
+        var isFolder = false
+        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) else {
+            throw StorageError(path: folder.path, message: "no such repository folder")
+        }
+        guard isFolder else { throw StorageError(path: folder.path, message: "not a folder") }
+        return try openForReading(folder: folder)
+    }
+
+    // MARK: Reading records (the schema is in Schema.swift; a record's life in
+    // RecordLifecycle.swift; attachment copies, the admission window, sessions and eviction
+    // each in a file of their own)
+
+    static let columns =
+        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held"
+    /// `columns` with NULL for the crash payload.
+    static let columnsWithoutCrash = columns.replacing(" crash,", with: " NULL,")
+
+    /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
+    /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
+    /// - Parameter crashes: false leaves `crash` nil, unread and unparsed (recovery's chains do
+    ///   not look at the payload, often most of a crash record).
+    package func records(in states: [RecordState] = [], crashes: Bool = true) throws(StorageError) -> [ReportRecord] {
+        try rows(in: states, crashes: crashes).compactMap { row in try? record(from: row) }
+    }
+
+    /// A record's columns without its document or crash payload: what `status` lists and what
+    /// a delivery pass orders, read without parsing a single document.
+    package struct Summary: Sendable {
+        package var rowID: Int64
+        package var reportID: String
+        package var trigger: Trigger
+        package var state: RecordState
+        package var attempts: Int
+        package var nextAttemptAt: Date?
+        package var createdAt: Date
+        package var bytes: Int
+        package var outcome: String?
+        package var held: String?
+        package var session: String?
+        package var updatedAt: Date
+    }
+
+    /// What a row must hold to be read as a record, checked by SQLite: a known trigger, and a
+    /// document that is JSON with the id, trigger and time every document has (looked into only
+    /// once it is known to be JSON: json_type fails on anything else). The index
+    /// `readable_by_state` holds only the rows that meet it (checked as a row is written).
+    /// The triggers are compared one by one: an `IN` list makes SQLite build a temporary table
+    /// each time it checks a row, twice per update of a record.
+    static let readable = """
+        (\(Trigger.allCases.map { "trigger = '\($0.name)'" }.joined(separator: " OR "))) AND CASE WHEN json_valid(document)
+        THEN json_type(document, '$.report_id') IS 'text' AND json_type(document, '$.trigger') IS 'text'
+        AND json_type(document, '$.created_at') IS 'text' ELSE 0 END
+        """
+
+    /// Summaries of the records in `states` (all when empty), oldest first, through the index
+    /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out: the
+    /// index holds none, so no document is read here.
+    package func summaries(in states: [RecordState] = [], limit: Int? = nil) throws(StorageError) -> [Summary] {
+        let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND "
+        return try summaries(where: filter + Self.readable, states.map { .text($0.rawValue) }, order: "created_at, rowid", limit: limit)
+    }
+
+    private func summaries(where condition: String, _ values: [SQLValue], order: String, limit: Int?) throws(StorageError) -> [Summary] {
+        try database.query(
+            """
+            SELECT rowid, report_id, trigger, state, attempts, next_attempt_at, created_at, bytes, outcome, held, session, updated_at
+            FROM reports INDEXED BY readable_by_state WHERE \(condition) ORDER BY \(order) \(limit.map { "LIMIT \($0)" } ?? "")
+            """,
+            values
+        ) { row in
+            guard let trigger = row.text(2).flatMap(Trigger.init(name:)) else { return nil }
+            return Summary(
+                rowID: row.int(0) ?? 0, reportID: row.text(1) ?? "", trigger: trigger,
+                state: row.text(3).flatMap(RecordState.init(rawValue:)) ?? .terminal,
+                attempts: Int(clamping: min(max(row.int(4) ?? 0, 0), 1_000_000)), nextAttemptAt: row.int(5).map(Self.date),
+                createdAt: Self.date(row.int(6) ?? 0), bytes: Int(row.int(7) ?? 0), outcome: row.text(8), held: row.text(9),
+                session: row.text(10), updatedAt: Self.date(row.int(11) ?? 0))
+        }
+    }
+
+    /// Which records a delivery pass sends as one group (D-6), read a page at a time.
+    package struct DueGroup: Sendable {
+        package var state: RecordState
+        /// true: crash reports only (natives); false: the others; nil: any.
+        package var natives: Bool?
+        /// Only this session's records (a secondary sends only its own).
+        package var session: String?
+        /// Retries due by this time: their stored time, or (kept under `retry: none`, no time
+        /// stored) their last change plus the interval.
+        package var dueBy: (now: Date, intervalSeconds: Int)?
+        package var newestFirst = false
+
+        package init(state: RecordState, natives: Bool? = nil, session: String? = nil) {
+            self.state = state
+            self.natives = natives
+            self.session = session
+        }
+    }
+
+    /// The next `limit` records of `group` after `cursor` (the last of the previous page; nil
+    /// for the first), through the index on state: a pass's first request never waits for the
+    /// rest of the backlog to be read.
+    package func page(of group: DueGroup, after cursor: Summary?, limit: Int) throws(StorageError) -> [Summary] {
+        var conditions = ["state = ?", Self.readable]
+        var values: [SQLValue] = [.text(group.state.rawValue)]
+        if let natives = group.natives {
+            let crashes = Trigger.allCases.filter(\.isRecovered).map { "'\($0.name)'" }.joined(separator: ", ")
+            conditions.append("trigger \(natives ? "IN" : "NOT IN") (\(crashes))")
+        }
+        if let session = group.session {
+            conditions.append("session = ?")
+            values.append(.text(session))
+        }
+        if let dueBy = group.dueBy {
+            // Never early: now rounded down, as due times are stored.
+            conditions.append("coalesce(next_attempt_at, updated_at + ?) <= ?")
+            values += [.integer(Int64(dueBy.intervalSeconds) * 1000), .integer(Self.milliseconds(dueBy.now, rounding: .down))]
+        }
+        let order = group.newestFirst ? "DESC" : "ASC"
+        if let cursor {
+            conditions.append("(created_at, rowid) \(group.newestFirst ? "<" : ">") (?, ?)")
+            values += [.integer(Self.milliseconds(cursor.createdAt)), .integer(cursor.rowID)]
+        }
+        return try summaries(
+            where: conditions.joined(separator: " AND "), values, order: "created_at \(order), rowid \(order)", limit: limit)
+    }
+
+    /// One record, read whole; nil when it is gone or cannot be read.
+    package func record(_ rowID: Int64) throws(StorageError) -> ReportRecord? {
+        try database.query("SELECT \(Self.columns) FROM reports WHERE rowid = ?", [.integer(rowID)]).first
+            .flatMap { row in try? record(from: row) }
+    }
+
+    /// The sessions that have a crash report stored (D-16: they are not abnormal exits).
+    package func sessionsWithCrashReports() throws(StorageError) -> Set<String> {
+        let rows = try database.query(
+            "SELECT DISTINCT session FROM reports WHERE trigger = ? AND session IS NOT NULL", [.text(Trigger.crash.name)])
+        return Set(rows.compactMap { $0.first?.string })
+    }
+
+    /// The rows `records` skips, with why (`status` reports them; nothing is deleted, D-13).
+    package func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
+        // A repository whose rows are all in the index (all readable) reads no document here.
+        let counts = try database.query(
+            "SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM reports INDEXED BY readable_by_state WHERE \(Self.readable))")
+        if let counts = counts.first, counts[0].int == counts[1].int { return [] }
+        // NULL (a NULL trigger or document) counts as unreadable.
+        let damaged = try database.query("SELECT \(Self.columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0) ORDER BY rowid")
+        return damaged.compactMap { row -> (rowID: Int64, reason: String)? in
+            do throws(StorageError) {
+                _ = try record(from: row)
+                return nil
+            } catch {
+                return (row[0].int ?? 0, error.message)
+            }
+        }
+    }
+
+    /// The rows in `states` (all when empty). By state through `readable_by_state`, the one
+    /// index on state: the rows it leaves out are those `record(from:)` cannot read.
+    private func rows(in states: [RecordState], crashes: Bool = true) throws(StorageError) -> [[SQLValue]] {
+        let filter = states.isEmpty
+            ? "" : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable)"
+        let columns = crashes ? Self.columns : Self.columnsWithoutCrash
+        return try database.query(
+            "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
+    }
+
+    private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
+        let rowID = row[0].int ?? 0
+        guard let text = row[1].string, let json = try? JSONValue.parse(text), let document = ReportDocument(json: json) else {
+            throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document")
+        }
+        return ReportRecord(
+            rowID: rowID, document: document, state: row[2].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
+            attempts: Int(clamping: min(max(row[3].int ?? 0, 0), 1_000_000)), nextAttemptAt: row[4].int.map(Self.date),
+            crash: row[5].string.flatMap { try? JSONValue.parse($0) }, crashFile: row[6].string, session: row[7].string,
+            dialogPending: row[8].int == 1, outcome: row[9].string, bytes: Int(row[10].int ?? 0),
+            updatedAt: Self.date(row[11].int ?? 0), held: row[12].string)
+    }
+
+    // MARK: Sizes
+
+    /// The physical size of the database file (SPEC D-12 measures this file only).
+    package var databaseBytes: Int {
+        var status = stat()
+        return stat(databasePath, &status) == 0 ? Int(status.st_size) : 0
+    }
+
+    static func size(of document: ReportDocument, serialized: String? = nil) -> Int {
+        (serialized ?? document.json.serialized()).utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
+    }
+
+    /// Milliseconds since 1970, saturating: no date, however far off, traps. A due time is
+    /// rounded down (`.down`): stored rounded up, "due now" would not be due at that instant.
+    static func milliseconds(_ date: Date, rounding: FloatingPointRoundingRule = .toNearestOrAwayFromZero) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(rounding)
+        guard !value.isNaN else { return 0 }
+        return Int64(exactly: value) ?? (value > 0 ? Int64.max : Int64.min)
+    }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}

@@ -1,0 +1,139 @@
+import HostCore
+import HostCapture
+import HostPlugins
+/// The repository's schema and its migrations: each version adds to the one before, in its
+/// own transaction, and a database newer than this host is refused (never downgraded).
+extension Repository {
+    func migrate() throws(StorageError) {
+        let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
+        if version > Self.schemaVersion {
+            throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(Self.schemaVersion)")
+        }
+        try database.execute("PRAGMA journal_mode=WAL")
+        try database.execute("PRAGMA synchronous=FULL")
+        if version < 1 {
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE reports(
+                        rowid INTEGER PRIMARY KEY,
+                        report_id TEXT NOT NULL UNIQUE,
+                        trigger TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at INTEGER,
+                        created_at INTEGER NOT NULL,
+                        document TEXT NOT NULL,
+                        crash TEXT,
+                        crash_file TEXT,
+                        session TEXT,
+                        dialog_pending INTEGER NOT NULL DEFAULT 0,
+                        outcome TEXT,
+                        bytes INTEGER NOT NULL DEFAULT 0,
+                        updated_at INTEGER NOT NULL);
+                    CREATE TABLE attachments(
+                        record INTEGER NOT NULL,
+                        position INTEGER NOT NULL,
+                        name TEXT NOT NULL,
+                        filename TEXT NOT NULL,
+                        source TEXT NOT NULL,
+                        size INTEGER NOT NULL,
+                        PRIMARY KEY(record, position));
+                    CREATE TABLE sessions(id TEXT PRIMARY KEY, pid INTEGER NOT NULL, started_at INTEGER NOT NULL);
+                    PRAGMA user_version = 1;
+                    """)
+            }
+        }
+        if version < 2 {
+            // The local admission window (SPEC D-7), shared by every process on this repository.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("CREATE TABLE admissions(at INTEGER NOT NULL); PRAGMA user_version = 2;")
+            }
+        }
+        if version < 3 {
+            // Copies get their own file names (replaced only after the rows naming the new ones
+            // commit), and chains count their runs (a record whose chain keeps killing the host
+            // is sent without callbacks after three).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    ALTER TABLE attachments ADD COLUMN file TEXT;
+                    ALTER TABLE reports ADD COLUMN chain_runs INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE sessions ADD COLUMN phase TEXT NOT NULL DEFAULT 'running';
+                    PRAGMA user_version = 3;
+                    """)
+            }
+        }
+        if version < 4 {
+            // Plugins that crashed the host (kept across launches), the record a recovering
+            // session was running the chain over, and records to store without the chain.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE quarantine(
+                        path TEXT NOT NULL,
+                        digest TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        signal TEXT NOT NULL,
+                        callback TEXT NOT NULL,
+                        at INTEGER NOT NULL,
+                        crashes INTEGER NOT NULL DEFAULT 1,
+                        PRIMARY KEY(path, digest));
+                    ALTER TABLE sessions ADD COLUMN chain_record INTEGER;
+                    ALTER TABLE reports ADD COLUMN skip_chain TEXT;
+                    PRAGMA user_version = 4;
+                    """)
+            }
+        }
+        if version < 5 {
+            // Each copy's sha256, taken once when it is written (older rows: from the copy,
+            // when it is first streamed).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("ALTER TABLE attachments ADD COLUMN sha256 TEXT; PRAGMA user_version = 5;")
+            }
+        }
+        if version < 6 {
+            // Held records say why (SPEC status states), and evictions are counted for `status`.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    ALTER TABLE reports ADD COLUMN held TEXT;
+                    CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                    PRAGMA user_version = 6;
+                    """)
+            }
+        }
+        if version < 7 {
+            // The files a session registered for its crash files, with device and inode: the
+            // only files a crash file's `attachment` lines may name.
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE crash_attachments(session TEXT NOT NULL, path TEXT NOT NULL, device INTEGER NOT NULL,
+                                                   inode INTEGER NOT NULL, PRIMARY KEY(session, path));
+                    PRAGMA user_version = 7;
+                    """)
+            }
+        }
+        if version < 10 {
+            // The readable rows by state, oldest first: SQLite checks a document once, when it
+            // is written; a delivery pass, recovery, a launch's lookups and `status` find the
+            // rows they need without reading the others. It replaces schema 8's index on
+            // state (every write paid for both) and schema 9's version of itself, made under
+            // an `IN` list of triggers (SQLite uses a partial index only for the predicate it
+            // was made with).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    DROP INDEX IF EXISTS reports_by_state;
+                    DROP INDEX IF EXISTS readable_by_state;
+                    CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(Self.readable);
+                    PRAGMA user_version = 10;
+                    """)
+            }
+        }
+        if version < 11 {
+            // How many reruns of a held report's chain ended held again: its back-off. (A
+            // repository whose version was set back by hand may have the column already.)
+            let columns = try database.query("SELECT name FROM pragma_table_info('reports')").compactMap { $0.first?.string }
+            if !columns.contains("held_reruns") {
+                try database.execute("ALTER TABLE reports ADD COLUMN held_reruns INTEGER NOT NULL DEFAULT 0")
+            }
+            try database.execute("PRAGMA user_version = 11")
+        }
+    }
+}
