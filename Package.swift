@@ -57,7 +57,7 @@ let package = Package(
         // the ones below it, so a reference that points up is a build error.
         .target(name: "HostCore", dependencies: ["Digest"]),
         .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture"]),
-        .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI", "CrashCapture"]),
+        .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI"]),
         .target(name: "HostStore", dependencies: ["HostCore", "HostCapture", "HostPlugins", "CSQLite", "SQLiteCalls"]),
         .target(name: "HostRecovery", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "Symbolize"]),
         .target(name: "HostDelivery", dependencies: ["HostCore", "HostPlugins", "HostStore", "HTTPPost"]),

@@ -84,9 +84,9 @@ package struct CrashCapture: Sendable {
 
     /// Runs `body` marked as `call` of plugin `id` on this thread, so a crash inside it names
     /// the plugin and the member.
-    package func inPlugin<T>(_ id: Int32, _ call: rh_crash_call, _ body: () throws -> T) rethrows -> T {
+    package func inPlugin<T>(_ id: Int32, _ call: PluginCall, _ body: () throws -> T) rethrows -> T {
         guard isLive, id > 0 else { return try body() }
-        let previous = rh_crash_enter_plugin(id, call)
+        let previous = rh_crash_enter_plugin(id, call.marker)
         defer { rh_crash_leave_plugin(previous) }
         return try body()
     }
@@ -95,5 +95,27 @@ package struct CrashCapture: Sendable {
     package static func crash(_ signal: Int32) -> Never {
         rh_crash_now(signal)
         fatalError("signal \(signal) did not end the process")
+    }
+}
+
+/// A plugin member a thread is in, as a crash file names it (the writer's `rh_crash_call`):
+/// the engine's other layers never see the C constants.
+package enum PluginCall: Sendable {
+    /// `dlopen`: the library's constructors.
+    case load
+    case entry, before, after, destroy, addFields, checkFields, attachments, attachmentsAsync
+
+    var marker: rh_crash_call {
+        switch self {
+        case .load: RH_CRASH_CALL_LOAD
+        case .entry: RH_CRASH_CALL_ENTRY
+        case .before: RH_CRASH_CALL_BEFORE
+        case .after: RH_CRASH_CALL_AFTER
+        case .destroy: RH_CRASH_CALL_DESTROY
+        case .addFields: RH_CRASH_CALL_ADD_FIELDS
+        case .checkFields: RH_CRASH_CALL_CHECK_FIELDS
+        case .attachments: RH_CRASH_CALL_ATTACHMENTS
+        case .attachmentsAsync: RH_CRASH_CALL_ATTACHMENTS_ASYNC
+        }
     }
 }

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import CrashCapture
 import PluginAPI
 import HostCore
 import HostCapture
@@ -99,21 +98,21 @@ package enum Delegate: Sendable {
 
     func addFields(_ handle: ReportHandle) {
         switch self {
-        case .plugin(let p): _ = p.call(RH_CRASH_CALL_ADD_FIELDS) { p.delegate?.add_fields_before_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
+        case .plugin(let p): _ = p.call(.addFields) { p.delegate?.add_fields_before_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
         case .swift(let box): box.delegate?.addFields(handle)
         }
     }
 
     func checkFields(_ handle: ReportHandle) {
         switch self {
-        case .plugin(let p): _ = p.call(RH_CRASH_CALL_CHECK_FIELDS) { p.delegate?.check_fields_after_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
+        case .plugin(let p): _ = p.call(.checkFields) { p.delegate?.check_fields_after_report_created?(p.handler.context, HostAPITable.pointer(handle)) }
         case .swift(let box): box.delegate?.checkFields(handle)
         }
     }
 
     func attachments(_ handle: ReportHandle) {
         switch self {
-        case .plugin(let p): _ = p.call(RH_CRASH_CALL_ATTACHMENTS) { p.delegate?.attachments_for_report?(p.handler.context, HostAPITable.pointer(handle)) }
+        case .plugin(let p): _ = p.call(.attachments) { p.delegate?.attachments_for_report?(p.handler.context, HostAPITable.pointer(handle)) }
         case .swift(let box): box.delegate?.attachments(handle)
         }
     }
@@ -122,7 +121,7 @@ package enum Delegate: Sendable {
         _ handle: ReportHandle, decision: rh_attachments_decision?, swiftDecision: @escaping @Sendable ([OfferedAttachment]?) -> Void
     ) {
         switch self {
-        case .plugin(let p): _ = p.call(RH_CRASH_CALL_ATTACHMENTS_ASYNC) { p.delegate?.attachments_for_report_async?(p.handler.context, HostAPITable.pointer(handle), decision) }
+        case .plugin(let p): _ = p.call(.attachmentsAsync) { p.delegate?.attachments_for_report_async?(p.handler.context, HostAPITable.pointer(handle), decision) }
         case .swift(let box): box.delegate?.attachments(handle, decide: swiftDecision)
         }
     }

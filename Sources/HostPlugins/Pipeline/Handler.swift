@@ -1,4 +1,3 @@
-import CrashCapture
 import PluginAPI
 import HostCore
 import HostCapture
@@ -83,7 +82,7 @@ package enum Handler: Sendable {
         switch self {
         case .plugin(let plugin):
             let callback = step == .before ? plugin.handler.on_before_report_created : plugin.handler.on_after_report_created
-            let member = step == .before ? RH_CRASH_CALL_BEFORE : RH_CRASH_CALL_AFTER
+            let member: PluginCall = step == .before ? .before : .after
             return plugin.call(member) {
                 callback?(plugin.handler.context, HostAPITable.pointer(handle), isTerminating, completion)
             } != nil

@@ -1,4 +1,3 @@
-import CrashCapture
 import HostCore
 import HostCapture
 

@@ -1,4 +1,3 @@
-import CrashCapture
 import FoundationEssentials
 import Glibc
 import PluginAPI
@@ -27,7 +26,7 @@ package enum PluginLoader {
         let crashID = capture.registerPlugin(path: identity.realPath, digest: identity.digest)
         // Opened by its real path: the module map then names the file the crash attribution
         // names (a plugin reached through a symbolic link is still recognised as itself).
-        let opened = capture.inPlugin(crashID, RH_CRASH_CALL_LOAD) {
+        let opened = capture.inPlugin(crashID, .load) {
             dlopen(identity.realPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
         }
         guard let image = opened else {
@@ -36,7 +35,7 @@ package enum PluginLoader {
         capture.refreshModules()
         guard let symbol = dlsym(image, "rh_plugin_entry") else { throw fail(.noEntry) }
         let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
-        guard let descriptor = capture.inPlugin(crashID, RH_CRASH_CALL_ENTRY, { entry(table) }) else {
+        guard let descriptor = capture.inPlugin(crashID, .entry, { entry(table) }) else {
             throw fail(.entryReturnedNull)
         }
 
@@ -176,7 +175,7 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// crash inside it names the plugin and the member. nil, without calling, once the
     /// plugin is destroyed: a chain that read the slot before the plugin was replaced must
     /// not call into it.
-    func call<T>(_ member: rh_crash_call, _ body: () -> T) -> T? {
+    func call<T>(_ member: PluginCall, _ body: () -> T) -> T? {
         let admitted = state.withLock { state -> Bool in
             guard !state.destroyed else { return false }
             state.inFlight += 1
@@ -200,7 +199,7 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
         guard let outcome else { return true }
         if outcome, let destroy = handler.destroy {
-            capture.inPlugin(crashID, RH_CRASH_CALL_DESTROY) { destroy(handler.context) }
+            capture.inPlugin(crashID, .destroy) { destroy(handler.context) }
         }
         return outcome
     }
