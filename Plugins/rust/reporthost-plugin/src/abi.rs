@@ -1,6 +1,9 @@
 //! ABI version 1.0, transcribed from `Sources/PluginAPI/include/reporthost/*.h` (ABI.md).
-//! Member order and sizes are fixed by the ABI. Plugins use the safe types of the crate
-//! root; these are for what the safe layer does not cover yet (a delegate).
+//! Member order and sizes are fixed by the ABI; a test (`PluginAPITests`, "the Rust crate's
+//! ABI") compiles a C and a Rust program that print every struct's size, every member's
+//! offset and every constant from the header and from this file, and diffs them. Plugins
+//! use the safe types of the crate root; these are for what the safe layer does not cover
+//! yet (a delegate).
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
@@ -74,6 +77,30 @@ pub struct rh_host_api {
 
 pub type Callback = Option<unsafe extern "C" fn(*mut c_void, *mut rh_report, bool, rh_completion)>;
 
+/// An attachment a delegate offers (`handler.h`).
+#[repr(C)]
+pub struct rh_attachment {
+    pub name: *const c_char,
+    pub filename: *const c_char,
+    pub data: *const c_void,
+    pub size: usize,
+}
+
+/// The decision of `attachments_for_report_async`: a libffi closure owned by the host.
+pub type rh_attachments_decision = Option<unsafe extern "C" fn(*const rh_attachment, usize)>;
+
+/// The optional delegate interface (`handler.h`), used only in the delegate slot.
+#[repr(C)]
+pub struct rh_delegate {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub struct_size: u32,
+    pub add_fields_before_report_created: Option<unsafe extern "C" fn(*mut c_void, *mut rh_report)>,
+    pub check_fields_after_report_created: Option<unsafe extern "C" fn(*mut c_void, *mut rh_report)>,
+    pub attachments_for_report: Option<unsafe extern "C" fn(*mut c_void, *mut rh_report)>,
+    pub attachments_for_report_async: Option<unsafe extern "C" fn(*mut c_void, *mut rh_report, rh_attachments_decision)>,
+}
+
 #[repr(C)]
 pub struct rh_handler {
     pub abi_major: u32,
@@ -85,5 +112,5 @@ pub struct rh_handler {
     pub on_before_report_created: Callback,
     pub on_after_report_created: Callback,
     pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
-    pub delegate: *const c_void,
+    pub delegate: *const rh_delegate,
 }
