@@ -38,9 +38,9 @@ package final class LocalReceiver: Sendable {
     package let port: UInt16
     package let folder: URL
     private let listener: Int32
-    private let state: Locked<State>
+    let state: Locked<State>
 
-    private struct State {
+    struct State {
         var script: [Response]
         var received: [Received] = []
         var stopped = false
@@ -51,7 +51,7 @@ package final class LocalReceiver: Sendable {
         var mostAtOnce = 0
     }
 
-    private struct Connection {
+    struct Connection {
         /// Since when it waits for a request head; nil while it reads a body or answers.
         var waitingForHead: HostInstant?
         /// Closed to make room for a new client: no longer counted.
@@ -86,8 +86,8 @@ package final class LocalReceiver: Sendable {
 
         package init() {}
     }
-    private let onReceive: @Sendable (Received) -> Void
-    private let keepInMemory: Bool
+    let onReceive: @Sendable (Received) -> Void
+    let keepInMemory: Bool
 
     /// A `--respond` word that is not an HTTP status, `reset` or `stall`.
     package struct ScriptError: Error, CustomStringConvertible {
@@ -345,216 +345,5 @@ package final class LocalReceiver: Sendable {
                 if headers["connection"]?.lowercased() == "close" { return }
             }
         }
-    }
-
-    /// Why a submission was not stored.
-    private enum StoreFailure: Error {
-        /// Not a Backtrace submission (no multipart body, no JSON report with a uuid).
-        case badSubmission
-        /// The files could not be written (a full disk, a read-only folder).
-        case storage(String)
-    }
-
-    /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`. Takes
-    /// what Backtrace clients send: a multipart body (`upload_file` and `attachment_<name>`
-    /// parts), or the JSON report itself as the body (`Content-Type: application/json`).
-    private func store(body: Data, contentType: String, target: String, answer: Response) -> Result<Received, StoreFailure> {
-        var report: JSONValue?
-        var attachments: [String: Data] = [:]
-        if contentType.lowercased().hasPrefix("application/json") {
-            report = try? JSONValue.parse(body)
-        } else if let boundary = contentType.components(separatedBy: "boundary=").last, contentType.contains("multipart/form-data") {
-            for part in Multipart.parts(of: body, boundary: boundary) {
-                if part.name == "upload_file" {
-                    report = try? JSONValue.parse(part.data)
-                } else if part.name.hasPrefix("attachment_") {
-                    let name = String(part.name.dropFirst("attachment_".count))
-                    // A name that is not a plain file name is refused before anything is stored.
-                    guard Self.isPlainFileName(name) else { return .failure(.badSubmission) }
-                    attachments[name] = part.data
-                }
-            }
-        }
-        guard let report, let uuid = report["uuid"]?.stringValue, UUID(uuidString: uuid) != nil else { return .failure(.badSubmission) }
-        let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
-        let received = Received(uuid: uuid, report: report, attachments: attachments, query: query, answer: answer)
-        do throws(StorageError) {
-            if !attachments.isEmpty {
-                let attachmentFolder = try Self.ownFolder(folder.appendingPathComponent(uuid))
-                for (name, data) in attachments { try Self.writeInside(attachmentFolder, name: name, data: data) }
-            }
-            // The report last: its file says the submission is whole.
-            try Self.writeInside(folder, name: "\(uuid).json", data: Data(report.serialized(pretty: true).utf8))
-        } catch {
-            return .failure(.storage(error.message))
-        }
-        if keepInMemory { state.withLock { $0.received.append(received) } }
-        onReceive(received)
-        return .success(received)
-    }
-}
-
-// Writing only inside the receiver's folder, whatever is planted in it.
-extension LocalReceiver {
-    /// Not empty, not `.` or `..`, no `/`, `\` or NUL.
-    static func isPlainFileName(_ name: String) -> Bool {
-        !name.isEmpty && name != "." && name != ".." && !name.contains { "/\\\u{0}".contains($0) }
-    }
-
-    /// `url` as a folder of the receiver's own: created 0700, or an existing real folder (a
-    /// symbolic link planted under that name is refused, never followed).
-    static func ownFolder(_ url: URL) throws(StorageError) -> URL {
-        if mkdir(url.path, 0o700) != 0 && errno != EEXIST {
-            throw StorageError(path: url.path, message: "cannot create the folder (\(String(cString: strerror(errno))))")
-        }
-        var status = stat()
-        guard lstat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
-            throw StorageError(path: url.path, message: "not a folder of the receiver's own (a link or a file is in the way)")
-        }
-        return url
-    }
-
-    /// Writes `data` as `folder/name` (0600, fsync'd): into a new file opened with
-    /// `O_EXCL | O_NOFOLLOW` under a temporary name, then renamed over `name`. A symbolic link
-    /// planted as `name` is replaced, never written through.
-    static func writeInside(_ folder: URL, name: String, data: Data) throws(StorageError) {
-        let final = folder.appendingPathComponent(name).path
-        let temporary = folder.appendingPathComponent(".\(UUID().uuidString).partial").path
-        try DurableFile.createNew(data, at: URL(fileURLWithPath: temporary))
-        guard rename(temporary, final) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw StorageError(path: final, message: "cannot store (\(reason))")
-        }
-        DurableFile.syncDirectory(folder)
-    }
-}
-
-/// Reads an HTTP request off a socket, within the receiver's limits.
-private struct SocketReader {
-    let fd: Int32
-    let limits: LocalReceiver.Limits
-    var buffer = Data()
-    /// Where the next search for a separator starts (no byte is scanned twice).
-    private var scanned = 0
-    /// When the request being read must have arrived (nil: no limit).
-    var deadline: HostInstant?
-
-    init(fd: Int32, limits: LocalReceiver.Limits) {
-        self.fd = fd
-        self.limits = limits
-    }
-
-    /// Why a request could not be read.
-    enum Failure: Error, Equatable {
-        /// The client closed the connection, reset it, stayed silent past the idle timeout,
-        /// or was still sending past the request deadline.
-        case closed
-        case headTooLarge
-        case bodyTooLarge
-        case malformed(String)
-
-        var status: Int {
-            switch self {
-            case .closed, .malformed: 400
-            case .headTooLarge: 431
-            case .bodyTooLarge: 413
-            }
-        }
-
-        var message: String {
-            switch self {
-            case .closed: "closed"
-            case .headTooLarge: "request head over the limit"
-            case .bodyTooLarge: "request body over the limit"
-            case .malformed(let what): what
-            }
-        }
-    }
-
-    mutating func fill() -> Bool {
-        if let deadline, SystemClock().now() >= deadline { return false }
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        let count = recv(fd, &chunk, chunk.count, 0)
-        guard count > 0 else { return false }
-        buffer.append(contentsOf: chunk[..<count])
-        return true
-    }
-
-    /// Takes bytes up to `separator` (consumed, not returned), reading at most `limit`.
-    private mutating func take(upTo separator: Data, limit: Int, tooLarge: Failure) -> Result<Data, Failure> {
-        while true {
-            let from = buffer.startIndex + max(0, scanned - (separator.count - 1))
-            if let range = buffer[from...].firstRange(of: separator) {
-                let taken = Data(buffer[buffer.startIndex..<range.lowerBound])
-                buffer.removeSubrange(buffer.startIndex..<range.upperBound)
-                scanned = 0
-                return taken.count <= limit ? .success(taken) : .failure(tooLarge)
-            }
-            scanned = buffer.count
-            guard buffer.count <= limit else { return .failure(tooLarge) }
-            guard fill() else { return .failure(.closed) }
-        }
-    }
-
-    mutating func readHead() -> Result<String, Failure> {
-        take(upTo: Data("\r\n\r\n".utf8), limit: limits.maxHeadBytes, tooLarge: .headTooLarge)
-            .map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    mutating func read(count: Int) -> Result<Data, Failure> {
-        while buffer.count < count { guard fill() else { return .failure(.closed) } }
-        let data = Data(buffer.prefix(count))
-        buffer.removeFirst(count)
-        return .success(data)
-    }
-
-    mutating func readChunked() -> Result<Data, Failure> {
-        var body = Data()
-        while true {
-            let line: String
-            switch take(upTo: Data("\r\n".utf8), limit: 1024, tooLarge: .malformed("chunk size line too long")) {
-            case .success(let data): line = String(decoding: data, as: UTF8.self)
-            case .failure(let failure): return .failure(failure)
-            }
-            // Hex digits only: no sign, no overflow past the body limit.
-            let digits = line.split(separator: ";").first.map { $0.trimmed } ?? ""
-            guard !digits.isEmpty, digits.count <= 16, digits.allSatisfy(\.isHexDigit), let size = UInt(digits, radix: 16) else {
-                return .failure(.malformed("bad chunk size '\(line.prefix(32))'"))
-            }
-            if size == 0 {
-                _ = take(upTo: Data("\r\n".utf8), limit: limits.maxHeadBytes, tooLarge: .headTooLarge)
-                return .success(body)
-            }
-            guard size <= UInt(limits.maxBodyBytes - body.count) else { return .failure(.bodyTooLarge) }
-            switch read(count: Int(size)) {
-            case .success(let chunk): body.append(chunk)
-            case .failure(let failure): return .failure(failure)
-            }
-            if case .failure(let failure) = take(upTo: Data("\r\n".utf8), limit: 0, tooLarge: .malformed("chunk not followed by CRLF")) {
-                return .failure(failure)
-            }
-        }
-    }
-
-    /// A complete JSON answer.
-    func answer(_ status: Int, _ message: String, rxid: String = "", extra: String = "") {
-        let escaped = message.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
-        let text = "{\"response\":\"\(escaped)\",\"_rxid\":\"\(rxid)\"}"
-        write("HTTP/1.1 \(status) \(status < 300 ? "OK" : "Error")\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(text.utf8.count)\r\n\r\n\(text)")
-    }
-
-    func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes.withUnsafeMutableBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return 0 }
-                return send(fd, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            guard sent > 0 else { return }
-            offset += sent
-        }
-        bytes.removeAll()
     }
 }

@@ -1,0 +1,76 @@
+import CFFI
+import FoundationEssentials
+import HostCore
+import PluginAPI
+
+/// libffi closures that live for the process: the per-host `log` and `set_host_attribute`.
+enum PermanentClosure {
+    enum Function { case log, setHostAttribute }
+
+    private typealias Trampoline = @convention(c) (
+        UnsafeMutablePointer<ffi_cif>?, UnsafeMutableRawPointer?,
+        UnsafeMutablePointer<UnsafeMutableRawPointer?>?, UnsafeMutableRawPointer?
+    ) -> Void
+
+    private static let logTrampoline: Trampoline = { _, _, args, userData in
+        guard let args else { return }
+        HostAPITable.log(
+            hostID: UInt32(UInt(bitPattern: userData)),
+            report: args[0]!.load(as: OpaquePointer?.self),
+            level: args[1]!.load(as: Int32.self),
+            message: args[2]!.load(as: UnsafePointer<CChar>?.self))
+    }
+
+    private static let setHostAttributeTrampoline: Trampoline = { _, result, args, userData in
+        guard let args, let result else { return }
+        let status = HostAPITable.setHostAttribute(
+            hostID: UInt32(UInt(bitPattern: userData)),
+            key: args[0]!.load(as: UnsafePointer<CChar>?.self),
+            value: args[1]!.load(as: UnsafePointer<CChar>?.self))
+        // libffi widens integral results to a full register (ffi_sarg).
+        result.assumingMemoryBound(to: Int.self).pointee = Int(status)
+    }
+
+    /// The call interfaces, prepared once: `void (rh_report *, int32_t, const char *)` and
+    /// `int32_t (const char *, const char *)`.
+    private static let interfaces: (log: SendablePointer<ffi_cif>, set: SendablePointer<ffi_cif>)? = {
+        func prepare(_ result: UnsafeMutablePointer<ffi_type>, _ arguments: [UnsafeMutablePointer<ffi_type>])
+            -> SendablePointer<ffi_cif>?
+        {
+            let types = UnsafeMutablePointer<UnsafeMutablePointer<ffi_type>?>.allocate(capacity: arguments.count)
+            for (i, type) in arguments.enumerated() { types[i] = type }
+            let cif = UnsafeMutablePointer<ffi_cif>.allocate(capacity: 1)
+            guard ffi_prep_cif(cif, rh_ffi_default_abi(), UInt32(arguments.count), result, types) == FFI_OK else {
+                return nil
+            }
+            return SendablePointer(pointer: cif)
+        }
+        guard let log = prepare(rh_ffi_type_void(), [rh_ffi_type_pointer(), rh_ffi_type_sint32(), rh_ffi_type_pointer()]),
+            let set = prepare(rh_ffi_type_sint32(), [rh_ffi_type_pointer(), rh_ffi_type_pointer()])
+        else { return nil }
+        return (log, set)
+    }()
+
+    static func make(_ function: Function, userData: UnsafeMutableRawPointer?, faults: Faults) throws(HostError) -> UnsafeMutableRawPointer {
+        guard let interfaces else { throw .runtime("libffi could not prepare the host table's call interfaces") }
+        var code: UnsafeMutableRawPointer?
+        guard !faults.denyClosures, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code else {
+            throw ClosureAllocation.failure
+        }
+        let (cif, trampoline) =
+            switch function {
+            case .log: (interfaces.log.pointer, logTrampoline)
+            case .setHostAttribute: (interfaces.set.pointer, setHostAttributeTrampoline)
+            }
+        guard ffi_prep_closure_loc(raw.assumingMemoryBound(to: ffi_closure.self), cif, trampoline, userData, code) == FFI_OK
+        else { throw .runtime("libffi could not prepare a host-table closure") }
+        return code
+    }
+}
+
+/// The start-up error of systems that forbid writable+executable memory (`Faults.denyClosures`
+/// simulates one).
+enum ClosureAllocation {
+    static let failure = HostError.runtime(
+        "libffi cannot allocate closures (ffi_closure_alloc failed): this system forbids writable+executable memory, which plugin completions need")
+}

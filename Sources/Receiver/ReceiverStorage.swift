@@ -1,0 +1,88 @@
+import FoundationEssentials
+import Glibc
+import Host
+
+// Storing what clients submit: a report's JSON and its attachments, inside the receiver's folder.
+extension LocalReceiver {
+    /// Why a submission was not stored.
+    enum StoreFailure: Error {
+        /// Not a Backtrace submission (no multipart body, no JSON report with a uuid).
+        case badSubmission
+        /// The files could not be written (a full disk, a read-only folder).
+        case storage(String)
+    }
+
+    /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`. Takes
+    /// what Backtrace clients send: a multipart body (`upload_file` and `attachment_<name>`
+    /// parts), or the JSON report itself as the body (`Content-Type: application/json`).
+    func store(body: Data, contentType: String, target: String, answer: Response) -> Result<Received, StoreFailure> {
+        var report: JSONValue?
+        var attachments: [String: Data] = [:]
+        if contentType.lowercased().hasPrefix("application/json") {
+            report = try? JSONValue.parse(body)
+        } else if let boundary = contentType.components(separatedBy: "boundary=").last, contentType.contains("multipart/form-data") {
+            for part in Multipart.parts(of: body, boundary: boundary) {
+                if part.name == "upload_file" {
+                    report = try? JSONValue.parse(part.data)
+                } else if part.name.hasPrefix("attachment_") {
+                    let name = String(part.name.dropFirst("attachment_".count))
+                    // A name that is not a plain file name is refused before anything is stored.
+                    guard Self.isPlainFileName(name) else { return .failure(.badSubmission) }
+                    attachments[name] = part.data
+                }
+            }
+        }
+        guard let report, let uuid = report["uuid"]?.stringValue, UUID(uuidString: uuid) != nil else { return .failure(.badSubmission) }
+        let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+        let received = Received(uuid: uuid, report: report, attachments: attachments, query: query, answer: answer)
+        do throws(StorageError) {
+            if !attachments.isEmpty {
+                let attachmentFolder = try Self.ownFolder(folder.appendingPathComponent(uuid))
+                for (name, data) in attachments { try Self.writeInside(attachmentFolder, name: name, data: data) }
+            }
+            // The report last: its file says the submission is whole.
+            try Self.writeInside(folder, name: "\(uuid).json", data: Data(report.serialized(pretty: true).utf8))
+        } catch {
+            return .failure(.storage(error.message))
+        }
+        if keepInMemory { state.withLock { $0.received.append(received) } }
+        onReceive(received)
+        return .success(received)
+    }
+}
+
+// Writing only inside the receiver's folder, whatever is planted in it.
+extension LocalReceiver {
+    /// Not empty, not `.` or `..`, no `/`, `\` or NUL.
+    static func isPlainFileName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.contains { "/\\\u{0}".contains($0) }
+    }
+
+    /// `url` as a folder of the receiver's own: created 0700, or an existing real folder (a
+    /// symbolic link planted under that name is refused, never followed).
+    static func ownFolder(_ url: URL) throws(StorageError) -> URL {
+        if mkdir(url.path, 0o700) != 0 && errno != EEXIST {
+            throw StorageError(path: url.path, message: "cannot create the folder (\(String(cString: strerror(errno))))")
+        }
+        var status = stat()
+        guard lstat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw StorageError(path: url.path, message: "not a folder of the receiver's own (a link or a file is in the way)")
+        }
+        return url
+    }
+
+    /// Writes `data` as `folder/name` (0600, fsync'd): into a new file opened with
+    /// `O_EXCL | O_NOFOLLOW` under a temporary name, then renamed over `name`. A symbolic link
+    /// planted as `name` is replaced, never written through.
+    static func writeInside(_ folder: URL, name: String, data: Data) throws(StorageError) {
+        let final = folder.appendingPathComponent(name).path
+        let temporary = folder.appendingPathComponent(".\(UUID().uuidString).partial").path
+        try DurableFile.createNew(data, at: URL(fileURLWithPath: temporary))
+        guard rename(temporary, final) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw StorageError(path: final, message: "cannot store (\(reason))")
+        }
+        DurableFile.syncDirectory(folder)
+    }
+}
