@@ -7,12 +7,11 @@ import Testing
 /// Crash files racing recovery (SPEC D-1, D-2): a live process (a secondary, a forked child,
 /// another `run`) may still be writing a `.partial` while a launch lists the folder.
 @Suite struct CrashRaceTests {
-    let folder = makeTemporaryDirectory("crash-race")
-    var repository: String { folder.appendingPathComponent("repo").path }
+    let fixture = CommandFixture("crash-race")
+    var folder: URL { fixture.folder }
+    var repository: String { fixture.repository }
 
-    func run(_ arguments: [String]) throws -> ChildProcess.Result {
-        try ChildProcess.reporthost(arguments + ["--repository", repository], directory: folder)
-    }
+    func run(_ arguments: [String]) throws -> ChildProcess.Result { try fixture.run(arguments) }
 
     func crashNumbers() throws -> [String] {
         let status = try run(["status", "--json", "--all"])

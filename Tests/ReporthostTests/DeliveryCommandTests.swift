@@ -8,14 +8,10 @@ import Testing
 /// Delivery through the real executable: initial attempts (I-3) and the submission fault
 /// points (I-6, D-4) with real SIGKILLs and a real loopback receiver.
 @Suite struct DeliveryCommandTests {
-    let folder = makeTemporaryDirectory("delivery-cli")
+    let fixture = CommandFixture("delivery-cli")
+    var folder: URL { fixture.folder }
 
-    func config(_ receiver: LocalReceiver) throws -> String {
-        let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
-        try #"{"submission": {"url": "\#(receiver.url)", "timeoutMs": 3000}, "retry": {"intervalSeconds": 0}}"#
-            .write(to: file, atomically: true, encoding: .utf8)
-        return file.path
-    }
+    func config(_ receiver: LocalReceiver) throws -> String { try fixture.configuration(url: receiver.url) }
 
     func reporthost(_ arguments: [String], repository: String, crashAt: FaultPoint? = nil) throws -> ChildProcess.Result {
         try ChildProcess.reporthost(

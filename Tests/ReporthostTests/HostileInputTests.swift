@@ -9,30 +9,20 @@ import Testing
 /// D-13, I-4): crash files left by a dying process, a hostile server, a closed or full
 /// stderr, damaged rows. Each case here ended the host before it was fixed.
 @Suite struct HostileInputTests {
-    let folder = makeTemporaryDirectory("hostile")
-    var repository: String { folder.appendingPathComponent("repo").path }
+    let fixture = CommandFixture("hostile")
+    var folder: URL { fixture.folder }
+    var repository: String { fixture.repository }
     var crashes: URL { folder.appendingPathComponent("repo/crashes") }
 
     /// Runs `reporthost`, killed after `limitSeconds` (a hang fails the test, never the suite).
     @discardableResult
     func run(_ arguments: [String], limitSeconds: Int = 60) throws -> ChildProcess.Result {
-        try ChildProcess.run(
-            "/usr/bin/timeout", ["-s", "KILL", String(limitSeconds), Products.reporthost.path] + arguments + ["--repository", repository],
-            directory: folder)
+        try fixture.run(arguments, limitSeconds: limitSeconds)
     }
 
-    func status() throws -> JSONValue {
-        let result = try run(["status", "--json"])
-        #expect(result.status == 0, "\(result.stderr)")
-        return try JSONValue.parse(result.stdout)
-    }
+    func status() throws -> JSONValue { try fixture.status() }
 
-    func config(_ url: String, timeoutMs: Int = 3_000) throws -> String {
-        let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
-        try #"{"submission": {"url": "\#(url)", "timeoutMs": \#(timeoutMs)}, "retry": {"intervalSeconds": 0}}"#
-            .write(to: file, atomically: true, encoding: .utf8)
-        return file.path
-    }
+    func config(_ url: String, timeoutMs: Int = 3_000) throws -> String { try fixture.configuration(url: url, timeoutMs: timeoutMs) }
 
     /// Damages the repository's database behind the host's back (Python's sqlite3).
     func damage(_ sql: String) throws {

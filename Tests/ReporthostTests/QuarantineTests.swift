@@ -9,26 +9,16 @@ import Testing
 /// crash loop (SPEC I: `quarantine`, crashed_in_plugin; D-1, D-16, H-13), with real child
 /// processes, real signals, real SQLite files and a real loopback receiver.
 @Suite struct QuarantineTests {
-    let folder = makeTemporaryDirectory("quarantine")
-    var repository: String { folder.appendingPathComponent("repo").path }
+    let fixture = CommandFixture("quarantine")
+    var folder: URL { fixture.folder }
+    var repository: String { fixture.repository }
 
     @discardableResult
-    func run(_ arguments: [String]) throws -> ChildProcess.Result {
-        try ChildProcess.reporthost(arguments + ["--repository", repository], directory: folder)
-    }
+    func run(_ arguments: [String]) throws -> ChildProcess.Result { try fixture.run(arguments) }
 
-    func status() throws -> JSONValue {
-        let result = try run(["status", "--json"])
-        #expect(result.status == 0, "\(result.stderr)")
-        return try JSONValue.parse(result.stdout)
-    }
+    func status() throws -> JSONValue { try fixture.status() }
 
-    func config(_ receiver: LocalReceiver) throws -> String {
-        let file = folder.appendingPathComponent("c-\(UUID().uuidString).json")
-        try #"{"submission": {"url": "\#(receiver.url)", "timeoutMs": 3000}, "retry": {"intervalSeconds": 0}}"#
-            .write(to: file, atomically: true, encoding: .utf8)
-        return file.path
-    }
+    func config(_ receiver: LocalReceiver) throws -> String { try fixture.configuration(url: receiver.url) }
 
     /// A handler whose before-callback runs `fault` when `condition` holds.
     static func crasher(_ name: String, when condition: String, fault: String = "volatile int *p = NULL; *p = 1;") -> String {

@@ -7,23 +7,18 @@ import Testing
 /// The repository and crash recovery (SPEC D-1, D-2, D-3, D-13, D-16, H-13, I-2, I-6, I-7)
 /// with real child processes, real SQLite files and real SIGKILLs.
 @Suite struct RecoveryTests {
-    let folder = makeTemporaryDirectory("recovery")
-    var repository: String { folder.appendingPathComponent("repo").path }
+    let fixture = CommandFixture("recovery")
+    var folder: URL { fixture.folder }
+    var repository: String { fixture.repository }
 
     @discardableResult
     func run(_ arguments: [String], crashAt: FaultPoint? = nil, environment: [String: String] = [:]) throws -> ChildProcess.Result {
-        var env = environment
-        if let crashAt { env["REPORTHOST_CRASH_AT"] = crashAt.rawValue }
-        return try ChildProcess.reporthost(arguments + ["--repository", repository], environment: env, directory: folder)
+        try fixture.run(arguments, crashAt: crashAt, environment: environment)
     }
 
-    func status() throws -> JSONValue {
-        let result = try run(["status", "--json"])
-        #expect(result.status == 0, "\(result.stderr)")
-        return try JSONValue.parse(result.stdout)
-    }
+    func status() throws -> JSONValue { try fixture.status() }
 
-    func records() throws -> [JSONValue] { try status()["records"]?.arrayValue ?? [] }
+    func records() throws -> [JSONValue] { try fixture.records() }
 
     var crashFiles: [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: repository + "/crashes")) ?? []

@@ -10,14 +10,13 @@ import Testing
 /// a kill is stored `held`, never sent; its chain runs again once the slot can run. Real
 /// child processes, real plugins, real SQLite files and a real loopback receiver.
 @Suite struct RequiredSlotTests {
-    let folder = makeTemporaryDirectory("required")
-    var repository: String { folder.appendingPathComponent("repo").path }
+    let fixture = CommandFixture("required")
+    var folder: URL { fixture.folder }
+    var repository: String { fixture.repository }
 
     @discardableResult
     func run(_ arguments: [String], crashAt: FaultPoint? = nil) throws -> ChildProcess.Result {
-        var environment: [String: String] = [:]
-        if let crashAt { environment["REPORTHOST_CRASH_AT"] = crashAt.rawValue }
-        return try ChildProcess.reporthost(arguments + ["--repository", repository], environment: environment, directory: folder)
+        try fixture.run(arguments, crashAt: crashAt)
     }
 
     func records() throws -> [ReportRecord] {
