@@ -34,8 +34,9 @@ import Testing
         let output = sourceFile.deletingPathExtension()
         try Fixtures.compile([
             "-std=c11", "-O1", "-Wall", "-Werror", "-pthread", "-I", library.appendingPathComponent("include").path,
-            sourceFile.path, library.appendingPathComponent("crash_capture.c").path, "-o", output.path,
-        ])
+            sourceFile.path,
+        ] + (try FileManager.default.contentsOfDirectory(atPath: library.path)).filter { $0.hasSuffix(".c") }.sorted()
+            .map { library.appendingPathComponent($0).path } + ["-o", output.path])
         return output
     }
 
