@@ -84,7 +84,7 @@ public func embedSetAttribute(_ handle: OpaquePointer?, _ key: UnsafePointer<CCh
     guard let key = text(key), !key.isEmpty, !key.contains("="), !key.contains("\n") else { return errInvalid }
     if value != nil && text(value) == nil { return errInvalid }
     return embedded.call {
-        return embedded.host.attributes.set(key, text(value)) ? ok : errInvalid
+        return embedded.runtime.setAttribute(key, text(value)) ? ok : errInvalid
     } ?? errStopped
 }
 
@@ -113,7 +113,7 @@ public func embedReport(
             copy(document.id, into: reportID, capacity: 37)
             return ok
         } catch {
-            embedded.host.logger.error("rh_embed_report: \(error)")
+            embedded.runtime.logger.error("rh_embed_report: \(error)")
             return errStorage
         }
     } ?? errStopped

@@ -26,16 +26,16 @@ final class EmbeddedHost: Sendable {
         let mainThread = ThreadExecutor(name: "reporthost-main")
         do {
             // A second copy of the program runs as a secondary: it never waits for the lock.
-            runtime = try Runtime.start(RuntimeOptions(configuration: configuration, mainExecutor: mainThread))
+            var options = RuntimeOptions(configuration: configuration, mainExecutor: mainThread)
+            options.delivery = .worker
+            runtime = try Runtime.start(options)
         } catch {
             mainThread.finish()
             throw error
         }
         self.mainThread = mainThread
-        runtime.startWorker()
+        _ = try? runtime.deliver()  // the worker: never throws
     }
-
-    var host: ReportHost { runtime.host }
 
     /// Whether the caller is the process that started the host (not a forked child).
     var isOwnerProcess: Bool { getpid() == owner }
@@ -81,7 +81,7 @@ final class EmbeddedHost: Sendable {
             case .failure(.tooLarge(let size, _)): attachment.declaredSize = UInt(clamping: size)
             case .failure(let failure):
                 // Dropped and noted: an empty attachment is refused with a note.
-                host.logger.warn("attachment \(path) could not be read (\(failure)); dropped")
+                runtime.logger.warn("attachment \(path) could not be read (\(failure)); dropped")
             }
             request.attachments.append(attachment)
         }

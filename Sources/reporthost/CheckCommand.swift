@@ -67,7 +67,7 @@ enum CheckCommand {
             if arguments.flag("in-process") {
                 // Run for a parent `check`: a crash leaves a crash file naming the plugin call.
                 if let crashes = ProcessInfo.processInfo.environment[crashesFolderVariable] {
-                    CrashCapture.process.install(crashes: URL(fileURLWithPath: crashes), session: "check", attributes: [:])
+                    Runtime.captureCrashes(into: URL(fileURLWithPath: crashes), session: "check")
                 }
                 // Under a parent run, copies go to its folder, which it removes even when this
                 // child crashes or is killed.

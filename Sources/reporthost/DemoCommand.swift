@@ -45,6 +45,7 @@ enum DemoCommand {
         var options = RuntimeOptions(configuration: configuration, mainExecutor: DispatchQueue.main)
         options.logLevel = try arguments.logLevel() ?? .warn
         options.faults = Switches.faults
+        options.delivery = .onePass(retries: true)
         options.observer = { event in
             if case .changed(let call, let before, let after) = event {
                 changes.withLock { $0.append("  \(call):\n" + describe(before, after)) }
@@ -59,14 +60,14 @@ enum DemoCommand {
         output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
 
         for (title, handler, request) in demoReports() {
-            try runtime.host.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
+            try runtime.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
             changes.withLock { $0 = [] }
             guard let document = try runtime.raise(request) else { continue }
             output.write("\n== \(title): wrapper-sim, then \(handler)\n")
             output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
             output.write(document.json.serialized(pretty: true) + "\n")
         }
-        let summary = try runtime.drain(retries: true)
+        let summary = try runtime.deliver()
         output.write("\n== delivered to the local receiver: \(summary.accepted) accepted, \(summary.retained) retained, \(summary.terminal) rejected\n")
         output.write(received.withLock { $0 }.joined(separator: "\n") + "\n")
         return summary.retained == 0 && summary.terminal == 0 ? 0 : 1

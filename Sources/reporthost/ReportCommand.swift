@@ -14,16 +14,18 @@ enum ReportCommand {
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         // Everything the command line can get wrong is checked before the host starts.
         var request = try makeRequest(arguments)
-        let runtime = try Runtime.start(try arguments.runtimeOptions())
+        var options = try arguments.runtimeOptions()
+        // Initial attempts only, recovered reports first; retries are left to `launch` (I-3).
+        options.delivery = .onePass(retries: false)
+        let runtime = try Runtime.start(options)
         defer { runtime.stop() }
         let signals = InterruptHandler(runtime: runtime)
         try runtime.recover()
         request.dialog = request.dialog.map { DialogInProgress(presenter: $0, signals: signals) }
         guard let document = try runtime.raise(request) else { return 0 }  // the user cancelled the dialog
         if arguments.flag("print") { output.write(document.json.serialized(pretty: true) + "\n") }
-        // Initial attempts only, recovered reports first; retries are left to `launch` (I-3).
         // After SIGINT/SIGTERM the report is stored; a later launch delivers it (H-15).
-        if !runtime.isInterrupted { _ = try runtime.drain(retries: false) }
+        if !runtime.isInterrupted { try runtime.deliver() }
         return 0
     }
 

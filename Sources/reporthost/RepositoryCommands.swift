@@ -17,6 +17,8 @@ enum LaunchCommand {
         let started = Locked<Runtime?>(nil)
         let signals = InterruptHandler(runtime: { started.withLock { $0 } }) { stopped.update { $0 = true } }
         if watch { options.whenLockHeld = .waitToBePrimary(giveUp: { stopped.read { $0 } }) }
+        // One pass with the retries due, or (`--watch`) the worker until SIGINT or SIGTERM.
+        options.delivery = watch ? .worker : .onePass(retries: true)
         let runtime: Runtime
         switch Result(catching: { () throws(HostError) in try Runtime.start(options) }) {
         case .success(let started): runtime = started
@@ -32,18 +34,21 @@ enum LaunchCommand {
         }
         try runtime.recover()
         try runtime.rerunHeld()
-        let summary = try runtime.drain(retries: true)
-        runtime.logger.info("launch: \(runtime.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
-        if watch {
-            // The one delivery worker decides what is due and when to wake, as in an
-            // embedding program; this thread waits for SIGINT or SIGTERM.
-            let logger = runtime.logger
-            runtime.startWorker { pass in
-                guard pass != Deliverer.Summary() else { return }
-                logger.info("watch: \(pass.accepted) delivered, \(pass.retained) retained, \(pass.terminal) terminal")
-            }
-            _ = stopped.wait(until: nil, clock: SystemClock(), for: { $0 }, then: { value, _ in value })
+        guard watch else {
+            let summary = try runtime.deliver()
+            runtime.logger.info("launch: \(runtime.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
+            withExtendedLifetime(signals) {}
+            return 0
         }
+        // The one delivery worker decides what is due and when to wake, as in an embedding
+        // program; this thread waits for SIGINT or SIGTERM.
+        runtime.logger.info("launch: \(runtime.recovered.count) recovered; watching until SIGINT or SIGTERM")
+        let logger = runtime.logger
+        try runtime.deliver { pass in
+            guard pass != Deliverer.Summary() else { return }
+            logger.info("watch: \(pass.accepted) delivered, \(pass.retained) retained, \(pass.terminal) terminal")
+        }
+        _ = stopped.wait(until: nil, clock: SystemClock(), for: { $0 }, then: { value, _ in value })
         withExtendedLifetime(signals) {}
         return 0
     }
@@ -265,14 +270,12 @@ enum QuarantineCommand {
         }
         do throws(StorageError) {
             if arguments.flag("clear") {
+                let path = arguments.positionals.first.map { PluginIdentity(path: $0).realPath }
                 // Nothing to clear where there is no repository: create nothing.
-                guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(Repository.databaseName).path) else {
+                guard let cleared = try Repository.clearQuarantine(inFolder: folder, path: path) else {
                     output.write("no plugin is quarantined\n")
                     return 0
                 }
-                let repository = try Repository.open(folder: folder)
-                let path = arguments.positionals.first.map { PluginIdentity(path: $0).realPath }
-                let cleared = try repository.clearQuarantine(path: path)
                 output.write("cleared \(cleared) quarantine entr\(cleared == 1 ? "y" : "ies")\(path.map { " for \($0)" } ?? "")\n")
                 return 0
             }

@@ -34,13 +34,9 @@ enum RunCommand {
         }
         if let problem = Watchability.problem(with: program) { logger.warn("run: \(problem)") }
         let session = UUID().uuidString.lowercased()
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = ([library] + (environment["LD_PRELOAD"].map { [$0] } ?? [])).joined(separator: ":")
-        environment["REPORTHOST_CAPTURE_DIR"] = crashes.path
-        environment["REPORTHOST_CAPTURE_SESSION"] = session
-        environment["REPORTHOST_CAPTURE_ATTRIBUTES"] = configuration.attributes
-            .filter { !$0.key.contains("=") && !$0.key.contains("\n") && !$0.value.contains("\n") }
-            .sorted { $0.key < $1.key }.prefix(64).map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
+        let environment = PreloadEnvironment.make(
+            from: ProcessInfo.processInfo.environment, library: library, crashes: crashes, session: session,
+            configuration: configuration)
 
         // Handlers before the child: a signal sent to `run` is never fatal to it (which would
         // orphan the child), and one sent while the child starts still reaches it.
@@ -65,10 +61,11 @@ enum RunCommand {
         do {
             var watching = options
             watching.watchedProgram = exit
+            watching.delivery = .onePass(retries: false)
             let runtime = try Runtime.start(watching)
             defer { runtime.stop() }
             try runtime.recover()
-            let summary = try runtime.drain(retries: false)
+            let summary = try runtime.deliver()
             if summary.accepted > 0 { logger.info("run: \(summary.accepted) report(s) delivered") }
         } catch {
             writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")

@@ -27,6 +27,20 @@ public struct RuntimeOptions: Sendable {
     /// crash files, with its name and output, or an `abnormal_exit` for a signal that left
     /// none; crash files of a fault it survived are discarded) and `recover` runs the chains.
     public var watchedProgram: ProgramExit?
+    /// How `Runtime.deliver` delivers for this entry.
+    public var delivery = Delivery.none
+
+    /// How an entry delivers what is stored (`Runtime.deliver`).
+    public enum Delivery: Sendable, Equatable {
+        /// Nothing is sent (`crash`: the next launch delivers).
+        case none
+        /// One pass: initial attempts, recovered reports first, and with `retries` (a primary
+        /// only) the due retries (`report` and `run` make initial attempts only, SPEC I-3).
+        case onePass(retries: Bool)
+        /// The one delivery worker, in the background until stop: a pass at once, whenever a
+        /// report is raised and when the next retry is due (`launch --watch`, embedding programs).
+        case worker
+    }
 
     /// SPEC I-2: every entry runs at once as a secondary when the lock is held, except
     /// `launch --watch`, which waits to become primary.
@@ -56,7 +70,7 @@ public struct RuntimeOptions: Sendable {
 /// # Thread safety
 /// Safe from any thread except the main executor's (raising waits for work queued there).
 public final class Runtime: Sendable {
-    package let host: ReportHost
+    let host: ReportHost
     let session: HostSession
     private let worker = Locked<DeliveryWorker?>(nil)
     private let stopped = Locked(false)
@@ -75,10 +89,13 @@ public final class Runtime: Sendable {
     /// The plugin ABI version it implements, `major.minor`.
     public static var pluginABI: String { "\(PluginLoader.hostVersion.major).\(PluginLoader.hostVersion.minor)" }
 
-    private init(host: ReportHost, session: HostSession) {
+    private init(host: ReportHost, session: HostSession, delivery: RuntimeOptions.Delivery) {
         self.host = host
         self.session = session
+        self.delivery = delivery
     }
+
+    private let delivery: RuntimeOptions.Delivery
 
     /// Validates `options` whole, then opens the repository: lock (or a secondary session),
     /// session mark, crash capture, crash files, the configured plugins. Runs no callback.
@@ -114,7 +131,7 @@ public final class Runtime: Sendable {
             host.stop()
             throw error
         }
-        return Runtime(host: host, session: session)
+        return Runtime(host: host, session: session, delivery: options.delivery)
     }
 
     /// The process that holds the repository lock, when it is not this one (it wrote its pid
@@ -138,12 +155,44 @@ public final class Runtime: Sendable {
         host.crashCapture.addAttachment(path: path)
     }
 
+    /// Installs crash capture for a process that checks a plugin without a repository
+    /// (`reporthost check`'s child): a crash leaves a crash file in `crashes` naming the
+    /// plugin call it happened in. False when capture could not be installed.
+    @discardableResult
+    package static func captureCrashes(into crashes: URL, session: String) -> Bool {
+        CrashCapture.process.install(crashes: crashes, session: session, attributes: [:])
+    }
+
+    /// Sets (a nil value removes) a host-wide attribute: every later report and the crash
+    /// writer carry it. False when the key or value cannot be kept (SPEC R-4).
+    public func setAttribute(_ key: String, _ value: String?) -> Bool { host.attributes.set(key, value) }
+
+    /// Loads the plugin at `path` into `slot`, replacing what the slot held (the demo moves
+    /// through the sample handlers so).
+    package func loadPlugin(at path: String, into slot: PluginSlot) throws(HostError) {
+        _ = try host.loadPlugin(at: path, into: slot)
+    }
+
     /// Raises a running-app report and stores it (journaled first, SPEC H-13); nil when the
     /// user cancelled the dialog.
     public func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         let document = try session.raise(request)
         worker.withLock { $0 }?.wake()
         return document
+    }
+
+    /// Delivers as the options say (`RuntimeOptions.delivery`): one pass (its summary), or
+    /// the worker started (`onPass` sees each of its passes; an empty summary is returned), or
+    /// nothing.
+    @discardableResult
+    package func deliver(onPass: @escaping @Sendable (Deliverer.Summary) -> Void = { _ in }) throws(HostError) -> Deliverer.Summary {
+        switch delivery {
+        case .none: return Deliverer.Summary()
+        case .onePass(let retries): return try drain(retries: retries)
+        case .worker:
+            startWorker(onPass: onPass)
+            return Deliverer.Summary()
+        }
     }
 
     /// One delivery pass now, the worker's own (one-shot commands drain once): initial
@@ -153,12 +202,10 @@ public final class Runtime: Sendable {
         try DeliveryWorker.pass(session.deliverer(transport: transport), retries: retries && isPrimary)
     }
 
-    /// Starts the one delivery worker (`launch --watch`, embedding programs): it recovers
-    /// (once per session), then delivers at once, whenever a report is raised, and when the
-    /// next retry is due; `onPass` sees each pass's summary.
-    public func startWorker() { startWorker(onPass: { _ in }) }
-
-    package func startWorker(onPass: @escaping @Sendable (Deliverer.Summary) -> Void) {
+    /// Starts the one delivery worker (`RuntimeOptions.Delivery.worker`): it recovers (once
+    /// per session), then delivers at once, whenever a report is raised, and when the next
+    /// retry is due; `onPass` sees each pass's summary.
+    private func startWorker(onPass: @escaping @Sendable (Deliverer.Summary) -> Void) {
         worker.withLock { worker in
             if worker == nil { worker = DeliveryWorker(session: session, onPass: onPass) }
         }

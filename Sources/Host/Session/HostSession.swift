@@ -157,10 +157,7 @@ package final class HostSession: Sendable {
         recoveredDocuments.withLock { $0 += recovered }
         try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
-        try Deliverer(
-            repository: repository, configuration: host.configuration, transport: NoTransport(), logger: host.logger,
-            faults: host.faults
-        ).settleInterrupted()
+        try storing { () throws(StorageError) in try repository.settleInterruptedSubmissions(retry: host.configuration.retry) }
         _ = try host.launch()
         return recovered
     }

@@ -334,17 +334,9 @@ package struct Deliverer: Sendable {
         return wake.map { max($0, floor) } ?? floor
     }
 
-    /// D-9: a record found `submitting` at launch (the host died mid-request) counts that
-    /// attempt as a retryable transport failure, due now.
+    /// D-9: the repository's step for records found `submitting` at launch, under this
+    /// deliverer's retry policy and clock.
     package func settleInterrupted() throws(HostError) {
-        let interrupted = try storing { () throws(StorageError) in try repository.records(in: [.submitting]) }
-        var summary = Summary()
-        for record in interrupted {
-            try storing { () throws(StorageError) in
-                try retain(
-                    record, attempts: record.attempts, reason: "interrupted during submission", retryAfter: nil, dueNow: true,
-                    into: &summary)
-            }
-        }
+        try storing { () throws(StorageError) in try repository.settleInterruptedSubmissions(retry: configuration.retry, now: now()) }
     }
 }

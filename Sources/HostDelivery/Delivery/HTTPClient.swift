@@ -265,12 +265,3 @@ package enum LibcurlURL {
         String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
-
-/// For passes that only settle records and never send.
-package struct NoTransport: SubmissionTransport {
-    package init() {}
-
-    package func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult {
-        .transportFailure("no transport")
-    }
-}

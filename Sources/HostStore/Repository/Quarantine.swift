@@ -1,3 +1,4 @@
+import FoundationEssentials
 import HostCore
 import HostCapture
 import HostPlugins
@@ -77,5 +78,20 @@ extension Repository {
     /// Why a record must be stored without the chain, if it must.
     package func skipChainReason(_ rowID: Int64) throws(StorageError) -> String? {
         try database.query("SELECT skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first?.first?.string
+    }
+
+    /// `quarantine --clear [PATH]` on the repository in `folder`: the rows go in one
+    /// transaction on a connection of its own, which waits for a primary's write like any
+    /// other (another process may hold the repository and go on), and creates or migrates
+    /// nothing. nil when the folder holds no repository.
+    package static func clearQuarantine(inFolder folder: URL, path: String?) throws(StorageError) -> Int? {
+        let databasePath = folder.appendingPathComponent(databaseName).path
+        guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
+        let repository = Repository(folder: folder, database: try Database(path: databasePath, create: false))
+        let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
+        guard version <= schemaVersion else {
+            throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(schemaVersion)")
+        }
+        return try repository.clearQuarantine(path: path)
     }
 }

@@ -212,6 +212,25 @@ extension Repository {
             [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
     }
 
+    /// D-9: every record found `submitting` at launch (the host died mid-request) counts
+    /// that attempt as a retryable failure, due now; terminal once `retry` allows no more
+    /// (`limit` failed retries). The step a launch takes before it delivers: no transport,
+    /// no request.
+    package func settleInterruptedSubmissions(retry: RetryPolicy, now: Date = Date()) throws(StorageError) {
+        let reason = "interrupted during submission"
+        for record in try records(in: [.submitting], crashes: false) {
+            let failedRetries = record.attempts - 1  // the initial attempt is not a retry (D-11)
+            if retry.behaviour == .interval && failedRetries >= retry.limit {
+                try finish(record.rowID, outcome: "retries exhausted after \(record.attempts) attempts: \(reason)")
+                logger.warn("report \(record.reportID): \(reason); retries exhausted: terminal")
+            } else {
+                let next = retry.behaviour == .interval ? now : nil
+                try retryLater(record.rowID, reason: reason, at: next)
+                logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
+            }
+        }
+    }
+
     /// Holds a record admitted for an attempt that never left: the library that sends found
     /// the configuration unusable (D-9). The admission's attempt is given back.
     package func holdUnsent(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
