@@ -159,4 +159,19 @@ import Testing
         #expect(BoundedFile.read(file.path, limit: 1_000) == .success(try Data(contentsOf: file)))
         #expect(BoundedFile.read(file.path, limit: 5) == .failure(.tooLarge(size: 23, limit: 5)))
     }
+
+    @Test("I-6: the seam's other kinds fail on demand: copies a failed removal left (the k-th unlink) are swept by the next launch, and a folder that cannot be listed sweeps nothing")
+    func removalAndListingFail() throws {
+        let folder = folder.appendingPathComponent("removal")
+        let failing = try Repository.open(
+            folder: folder, system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(.unlink, from: 1, count: 1, errno: EIO)])))
+        let rowID = try failing.seedRecord(document(attachment: Data("copy".utf8)), state: .awaitingFirstAttempt)
+        try failing.finish(rowID, outcome: "accepted (HTTP 200)")
+        let copies = failing.attachmentsFolder.appendingPathComponent("\(rowID)").path
+        #expect(FileManager.default.fileExists(atPath: copies), "the first removal failed: the copies stay")
+        let blind = try Repository.open(folder: folder, system: SystemCalls(faults: FaultPlan([FaultPlan.Fault(.inspect, errno: EIO)])))
+        #expect(try blind.sweepLeftovers() == 0)
+        #expect(try Repository.open(folder: folder).sweepLeftovers() == 1)
+        #expect(!FileManager.default.fileExists(atPath: copies))
+    }
 }

@@ -38,7 +38,7 @@ final class DeliveryWorker: Sendable {
     /// How long to sleep after a pass that gave `last`: until the earliest retry due or the
     /// admission window's next opening, at most `maxSleepMs`.
     static func sleepMs(after last: Deliverer.Summary, deliverer: Deliverer) -> Int {
-        let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: Date())
+        let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: SystemCalls.live.now())
         let due = wake.map { max(0, $0.timeIntervalSinceNow * 1000) } ?? Double(maxSleepMs)
         return Int(min(due, Double(maxSleepMs)))
     }

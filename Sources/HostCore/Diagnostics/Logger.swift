@@ -60,9 +60,8 @@ package final class FileDestination: LogDestination {
         case .success(let opened): fd = opened
         case .failure(let error): throw .io(path: path, reason: "cannot open the log file (\(error))")
         }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            close(fd)
+        guard let info = system.fstat(fd), (info.st_mode & S_IFMT) == S_IFREG else {
+            system.close(fd)
             throw .io(path: path, reason: "the log file is not a regular file")
         }
         self.level = level
@@ -74,7 +73,7 @@ package final class FileDestination: LogDestination {
         descriptor.withLock { _ = system.writeAll($0, line + "\n") }
     }
 
-    deinit { descriptor.withLock { _ = close($0) } }
+    deinit { descriptor.withLock { _ = system.close($0) } }
 }
 
 /// Collects lines in memory; for tests and for callers that show logs themselves.

@@ -99,7 +99,7 @@ package final class LiveReport: Sendable {
     package var type: ReportType { trigger.type }
 
     package init(
-        trigger: Trigger, id: String = randomUUID(), createdAt: Date = Date(),
+        trigger: Trigger, id: String = randomUUID(), createdAt: Date = SystemCalls.live.now(),
         hostID: UInt32 = 0, hostLog: HostLogger = .silent, events: @escaping RuleEventSink = { _, _ in }
     ) {
         self.id = id

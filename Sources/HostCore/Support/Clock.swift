@@ -39,8 +39,7 @@ package struct SystemClock: HostClock {
     package init() {}
 
     package func now() -> HostInstant {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let ts = SystemCalls.live.monotonicNow()
         return HostInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 

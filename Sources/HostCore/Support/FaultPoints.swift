@@ -49,6 +49,6 @@ package struct Faults: Sendable, Equatable {
 
     /// Dies here with SIGKILL if `point` is armed.
     package func hit(_ point: FaultPoint) {
-        if crashAt == point { kill(getpid(), SIGKILL) }
+        if crashAt == point { SystemCalls.live.kill(getpid(), SIGKILL) }
     }
 }

@@ -4,7 +4,7 @@ import Glibc
 /// File paths as the host resolves them.
 package enum Paths {
     /// Makes `path` absolute against `base` (the working directory by default).
-    package static func absolute(_ path: String, relativeTo base: String = FileManager.default.currentDirectoryPath) -> String {
+    package static func absolute(_ path: String, relativeTo base: String = SystemCalls.live.currentFolder) -> String {
         let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: base).appendingPathComponent(path)
         return url.standardizedFileURL.path
     }
@@ -29,12 +29,12 @@ package enum Paths {
     /// (0700: report contents are personal data). An existing folder is left as it is.
     package static func makeFolder(_ path: String) -> Result<Void, FolderFailure> {
         var isFolder = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+        if SystemCalls.live.fileExists(path, isFolder: &isFolder) {
             return isFolder ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))
         }
         let parent = folder(of: path)
         if !parent.isEmpty, parent != path, case .failure(let failure) = makeFolder(parent) { return .failure(failure) }
-        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+        guard SystemCalls.live.mkdir(path, 0o700) == 0 || errno == EEXIST else {
             return .failure(FolderFailure(path: path, reason: String(cString: strerror(errno)).lowercased()))
         }
         return .success(())

@@ -15,16 +15,16 @@ package enum SHA256 {
     /// The lowercase hex digest of the regular file at `path`, read in bounded chunks; nil
     /// when it cannot be opened or read, is not a regular file, or is larger than `limit`.
     package static func hex(ofFileAt path: String, limit: Int = 1 << 30) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        let system = SystemCalls.live
+        let fd = system.openRaw(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
+        defer { system.close(fd) }
+        guard let info = system.fstat(fd), (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
         var hasher = Hasher()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var total = 0
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { system.readRaw(fd, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             guard count >= 0 else { return nil }
             if count == 0 { break }

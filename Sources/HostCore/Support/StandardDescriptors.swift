@@ -9,12 +9,13 @@ package enum StandardDescriptors {
     @discardableResult
     package static func holdClosed() -> [Int32] {
         var held: [Int32] = []
-        for fd in STDIN_FILENO...STDERR_FILENO where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
-            let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
+        let system = SystemCalls.live
+        for fd in STDIN_FILENO...STDERR_FILENO where system.fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+            let placeholder = system.openRaw("/dev/null", O_RDWR | O_CLOEXEC)
             if placeholder == fd {
                 held.append(fd)
             } else if placeholder >= 0 {
-                close(placeholder)
+                system.close(placeholder)
             }
         }
         return held
@@ -34,9 +35,10 @@ package enum DescriptorLimit {
     /// error (exit 1) saying what to change when it does not.
     package static func ensure() throws(HostError) {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < minimum else { return }
+        let system = SystemCalls.live
+        guard system.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < minimum else { return }
         let raised = rlimit(rlim_cur: min(minimum, limit.rlim_max), rlim_max: limit.rlim_max)
-        if raised.rlim_cur > limit.rlim_cur { var raised = raised; _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) }
+        if raised.rlim_cur > limit.rlim_cur { var raised = raised; _ = system.setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) }
         guard raised.rlim_cur < minimum else { return }
         throw .runtime(
             "only \(limit.rlim_cur) open file descriptors are allowed (ulimit -n, hard limit \(limit.rlim_max)); "

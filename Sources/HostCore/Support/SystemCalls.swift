@@ -18,16 +18,32 @@ package struct SystemError: Error, Equatable, Sendable, CustomStringConvertible 
 package enum SystemCall: String, Sendable, CaseIterable {
     /// `open` creates when its flags have O_CREAT: only that can fail for space.
     case open, create, read, write, fsync, rename, unlink, truncate
+    /// `mkdir` and `rmdir`.
+    case folder
+    /// `stat`, `lstat`, `fstat`, `access`, `realpath`, `statvfs`: what a file is.
+    case inspect
+    /// `close`.
+    case close
+    /// `flock`.
+    case lock
+    /// `chmod`, `lseek`, `fcntl`, `pipe`, `getrlimit`, `setrlimit`: a descriptor's or a
+    /// file's settings.
+    case control
+    /// `dlopen` and `dlsym`.
+    case load
+    /// `kill`, `waitpid`: other processes.
+    case process
     /// Starting a helper program (`Subprocess`); never injected.
     case spawn
 
     /// Whether a real call of this kind can fail with `errno` (a sweep fails only those):
-    /// ENOSPC where the disk is written, EINTR where a signal can interrupt it, EIO anywhere.
+    /// ENOSPC where the disk is written, EINTR where a signal can interrupt it, EIO where a
+    /// disk is read or written.
     package func canFail(with errno: Int32) -> Bool {
         switch errno {
-        case ENOSPC: [.create, .write, .fsync, .rename, .truncate].contains(self)
+        case ENOSPC: [.create, .write, .fsync, .rename, .truncate, .folder].contains(self)
         case EINTR: [.open, .create, .read, .write, .fsync].contains(self)
-        default: self != .spawn
+        default: [.open, .create, .read, .write, .fsync, .rename, .unlink, .truncate].contains(self)
         }
     }
 }
@@ -106,7 +122,7 @@ package struct SystemCalls: Sendable {
     /// The real calls, without faults.
     package static let live = SystemCalls()
 
-    private func injected(_ call: SystemCall) -> SystemError? {
+    func injected(_ call: SystemCall) -> SystemError? {
         faults?.failure(of: call).map { SystemError(call, $0) }
     }
 
@@ -163,8 +179,8 @@ package struct SystemCalls: Sendable {
     /// The bytes an unprivileged writer may still use on the file system holding `path`; nil
     /// when it cannot be known.
     package func freeBytes(_ path: String) -> Int64? {
-        var info = statvfs()
-        guard statvfs(path, &info) == 0 else { return nil }
+        var info = Glibc.statvfs()
+        guard rawStatvfs(path, &info) == 0 else { return nil }
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
@@ -172,7 +188,7 @@ package struct SystemCalls: Sendable {
     @discardableResult
     package func syncDirectory(_ path: String) -> Result<Void, SystemError> {
         open(path, O_RDONLY | O_DIRECTORY).flatMap { fd in
-            defer { close(fd) }
+            defer { Glibc.close(fd) }
             return fsync(fd)
         }
     }
@@ -184,14 +200,14 @@ package struct SystemCalls: Sendable {
         switch open(path, O_RDONLY | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) {
         case .failure(let error): return .failure(.system(call: error.call.rawValue, errno: error.errno))
         case .success(let fd):
-            var info = stat()
-            guard fstat(fd, &info) == 0 else {
+            var info = Glibc.stat()
+            guard Glibc.fstat(fd, &info) == 0 else {
                 let number = errno
-                close(fd)
+                Glibc.close(fd)
                 return .failure(.system(call: "fstat", errno: number))
             }
             guard (info.st_mode & S_IFMT) == S_IFREG else {
-                close(fd)
+                Glibc.close(fd)
                 return .failure(.notRegular)
             }
             return .success((fd, Int64(info.st_size)))
@@ -202,7 +218,7 @@ package struct SystemCalls: Sendable {
     /// chunks (memory bounded by the buffer, not the file). Fails past the limit.
     package func stream(_ path: String, to output: Int32, limit: Int) -> Result<Int, BoundedFile.Failure> {
         openRegular(path).flatMap { file in
-            defer { close(file.fd) }
+            defer { Glibc.close(file.fd) }
             guard file.size <= Int64(limit) else { return .failure(.tooLarge(size: file.size, limit: limit)) }
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             var total = 0
@@ -221,3 +237,5 @@ package struct SystemCalls: Sendable {
         }
     }
 }
+
+private func rawStatvfs(_ path: String, _ info: inout statvfs) -> Int32 { statvfs(path, &info) }

@@ -48,9 +48,10 @@ public final class ThreadExecutor: MainExecutor {
 /// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
 /// bytes Linux keeps.
 package func nameCurrentThread(_ name: String) {
-    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+    let system = SystemCalls.live
+    let fd = system.openRaw("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
     guard fd >= 0 else { return }
-    defer { close(fd) }
+    defer { system.close(fd) }
     let bytes = Array(name.utf8.prefix(15))
     _ = bytes.withUnsafeBytes { SystemCalls.live.writeAll(fd, $0) }
 }

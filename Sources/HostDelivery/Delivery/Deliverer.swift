@@ -25,7 +25,7 @@ package struct Deliverer: Sendable {
 
     package init(
         repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
-        now: @escaping @Sendable () -> Date = { Date() }, system: SystemCalls = .live,
+        now: @escaping @Sendable () -> Date = { SystemCalls.live.now() }, system: SystemCalls = .live,
         faults: Faults = Faults(), ownSession: String? = nil
     ) {
         self.ownSession = ownSession
@@ -152,7 +152,7 @@ package struct Deliverer: Sendable {
     /// stop (the local window is full, or the host is stopping).
     private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
         let built = try bodies(for: window, into: &summary)
-        defer { for item in built { if case .file(let file) = item.body.content { unlink(file.path) } } }
+        defer { for item in built { if case .file(let file) = item.body.content { system.unlink(file.path) } } }
         guard !built.isEmpty else { return true }
         let admissions = try storing { () throws(StorageError) in
             try repository.admit(built.map(\.record.rowID), perMinute: configuration.reportsPerMin, now: now())
@@ -201,7 +201,7 @@ package struct Deliverer: Sendable {
             do {
                 built.append(try body(record, file: file))
             } catch {
-                try? FileManager.default.removeItem(at: file)
+                system.removeItem(file.path)
                 logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
                 summary.notBuilt += 1
             }
@@ -220,7 +220,7 @@ package struct Deliverer: Sendable {
         // A copy counts as present when it is a regular file within the attachment limit.
         let present = files.filter { copy in
             guard case .success(let file) = system.openRegular(copy.file.path) else { return false }
-            close(file.fd)
+            system.close(file.fd)
             return file.size <= Int64(ReportContent.attachmentMaxBytes)
         }
         for missing in files where !present.contains(where: { $0.file == missing.file }) {

@@ -26,7 +26,7 @@ package struct MultipartBody: Sendable {
         case .success(let opened): fd = opened
         case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
         }
-        defer { close(fd) }
+        defer { system.close(fd) }
         func put(_ text: String) throws(StorageError) {
             if case .failure(let error) = system.writeAll(fd, text) {
                 throw StorageError(path: url.path, message: "cannot write the request body (\(error))")

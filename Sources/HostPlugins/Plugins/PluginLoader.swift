@@ -18,8 +18,9 @@ package enum PluginLoader {
         let path = Paths.absolute(path)
         func fail(_ reason: PluginLoadError.Reason) -> PluginLoadError { PluginLoadError(path: path, reason: reason) }
 
-        guard FileManager.default.fileExists(atPath: path) else { throw fail(.missingFile) }
-        guard Glibc.access(path, R_OK) == 0 else { throw fail(.unreadable) }
+        let system = SystemCalls.live
+        guard system.fileExists(path) else { throw fail(.missingFile) }
+        guard system.access(path, R_OK) == 0 else { throw fail(.unreadable) }
         // Registered with the crash writer before it is opened: a crash in its constructors
         // or its entry names it too.
         let identity = known ?? PluginIdentity(path: path)
@@ -27,13 +28,13 @@ package enum PluginLoader {
         // Opened by its real path: the module map then names the file the crash attribution
         // names (a plugin reached through a symbolic link is still recognised as itself).
         let opened = capture.inPlugin(crashID, .load) {
-            dlopen(identity.realPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+            system.dlopen(identity.realPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
         }
         guard let image = opened else {
             throw fail(.notLoadable(dlerror: dlerror().map { String(cString: $0) } ?? "unknown dlopen error"))
         }
         capture.refreshModules()
-        guard let symbol = dlsym(image, "rh_plugin_entry") else { throw fail(.noEntry) }
+        guard let symbol = system.dlsym(image, "rh_plugin_entry") else { throw fail(.noEntry) }
         let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
         guard let descriptor = capture.inPlugin(crashID, .entry, { entry(table) }) else {
             throw fail(.entryReturnedNull)
@@ -72,10 +73,10 @@ package enum PluginLoader {
         let table = SendableTable(pointer: table)
         // nil: timed out.
         let declared = mainExecutor.sync(timeoutMilliseconds: timeoutMs) { () -> DeclaredVersion in
-            guard let image = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            guard let image = SystemCalls.live.dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
                 return .notLoadable(dlerror().map { String(cString: $0) } ?? "dlopen failed")
             }
-            guard let symbol = dlsym(image, "rh_plugin_entry") else { return .noEntry }
+            guard let symbol = SystemCalls.live.dlsym(image, "rh_plugin_entry") else { return .noEntry }
             let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
             guard let descriptor = entry(table.pointer) else { return .noEntry }
             let header = UnsafeRawPointer(descriptor).bindMemory(to: UInt32.self, capacity: 2)
@@ -128,10 +129,7 @@ package struct PluginIdentity: Sendable, Hashable {
 
     package init(path: String) {
         let absolute = Paths.absolute(path)
-        realPath = Glibc.realpath(absolute, nil).map { resolved in
-            defer { free(resolved) }
-            return String(cString: resolved)
-        } ?? absolute
+        realPath = SystemCalls.live.realpath(absolute) ?? absolute
         digest = SHA256.hex(ofFileAt: realPath) ?? ""
     }
 }

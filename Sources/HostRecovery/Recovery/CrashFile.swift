@@ -95,7 +95,7 @@ package struct CrashFile: Sendable {
     /// writer is gone: read now, it would be stored cut short, and stored again once renamed.
     package static func isBeingWritten(_ name: String) -> Bool {
         guard name.hasSuffix(".partial"), let pid = writerPID(ofName: name) else { return false }
-        return kill(pid, 0) == 0 || errno == EPERM
+        return SystemCalls.live.kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// The largest crash file read (the writer's own output stays far below).
@@ -161,7 +161,7 @@ package struct CrashFile: Sendable {
 
     package init?(path: String, data: Data, modifiedAt fileTime: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
-        let fallbackTime = Self.plausible(fileTime) ?? Date()
+        let fallbackTime = Self.plausible(fileTime) ?? SystemCalls.live.now()
         // Lines end at "\n" or "\r\n" and nowhere else, a lone CR included: the writer encodes
         // every control byte of a value (%XX), so a value can neither end a line nor start a
         // field. Split as bytes: a backlog holds thousands of files of a hundred lines.
@@ -231,7 +231,7 @@ package struct CrashFile: Sendable {
     /// record whose dates cannot be stored).
     static func plausibleTime(_ text: String) -> Date? {
         guard let seconds = Int64(text) else { return nil }
-        let latest = Int64(Date().timeIntervalSince1970) + 86_400
+        let latest = Int64(SystemCalls.live.now().timeIntervalSince1970) + 86_400
         guard seconds >= 946_684_800, seconds <= latest else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(seconds))
     }

@@ -80,7 +80,7 @@ enum FoundReports {
         content.summary = "An unreadable crash file was found (\(reason))"
         return make(
             .crash, content, [note(.warn, "crash file \(name) could not be read: \(reason); \(kept)")],
-            createdAt: CrashFile.plausible(modified) ?? Date())
+            createdAt: CrashFile.plausible(modified) ?? SystemCalls.live.now())
     }
 
     /// D-16: a session that never stopped cleanly and left no crash file. One that died while
@@ -106,7 +106,7 @@ enum FoundReports {
         ]) { _, exit in exit }
         if let output = standardError(of: exit) { content.attachments = [output] }
         let cause = "\(exit.program) (session \(exit.session)) ended by \(signalName) (a signal the crash writer cannot catch, or before it was installed)"
-        return make(.abnormalExit, content, [note(.info, cause)], createdAt: Date())
+        return make(.abnormalExit, content, [note(.info, cause)], createdAt: SystemCalls.live.now())
     }
 
     private static func standardError(of exit: ProgramExit) -> Attachment? {

@@ -128,7 +128,7 @@ package struct Recovery {
     /// before any path is made: a start looks at a backlog's names only.
     private func crashFiles(named include: (String) -> Bool = { _ in true }) -> [String] {
         let folder = repository.crashesFolder
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        let names = repository.system.entries(ofFolder: folder.path) ?? []
         return names.filter { name in
             (name.hasSuffix(".crash") || name.hasSuffix(".crash.partial")) && include(name) && !CrashFile.isBeingWritten(name)
         }.map { folder.appendingPathComponent($0, isDirectory: false).path }
@@ -141,7 +141,7 @@ package struct Recovery {
     /// master's status.
     func discardCrashFiles(of program: ProgramExit) throws(StorageError) {
         for path in crashFiles(named: program.wrote) {
-            guard unlink(path) == 0 else {
+            guard repository.system.unlink(path) == 0 else {
                 throw StorageError(path: path, message: "cannot discard the crash file (\(String(cString: strerror(errno))))")
             }
             log.debug("crash file \(path) discarded: \(program.program) survived the fault and exited with status 0")
@@ -157,11 +157,12 @@ package struct Recovery {
         let rejected = repository.crashesFolder.appendingPathComponent("rejected")
         _ = Paths.makeFolder(rejected.path)
         let name = URL(fileURLWithPath: path).lastPathComponent
-        let aside = rejected.appendingPathComponent("\(Int64(Date().timeIntervalSince1970))-\(name)").path
-        if rename(path, aside) != 0 {
-            if errno == ENOENT && access(path, F_OK) != 0 { return }  // gone meanwhile: nothing to set aside or report
+        let aside = rejected.appendingPathComponent("\(Int64(SystemCalls.live.now().timeIntervalSince1970))-\(name)").path
+        let system = repository.system
+        if case .failure(let error) = system.rename(path, aside) {
+            if error.errno == ENOENT && system.access(path, F_OK) != 0 { return }  // gone meanwhile: nothing to set aside or report
             // It cannot even be moved: it must not be found again on every launch.
-            guard unlink(path) == 0 || errno == ENOENT else {
+            guard system.unlink(path) == 0 || errno == ENOENT else {
                 // Never the end of the command (another launch may hold it, a folder may be
                 // read-only): the next launch tries again.
                 log.error("crash file \(path) could not be read (\(reason)), moved or removed (\(String(cString: strerror(errno)))): left in place")
@@ -169,7 +170,7 @@ package struct Recovery {
             }
         }
         DurableFile.syncDirectory(repository.crashesFolder)
-        let moved = FileManager.default.fileExists(atPath: aside)
+        let moved = system.fileExists(aside)
         // The report names the file by its name; the local log says where it is.
         let kept = moved ? "kept as crashes/rejected/\(LocalPaths.fileName(aside))" : "removed: it could not be moved"
         try repository.saveFound(FoundReports.unreadableCrashFile(named: name, reason: reason, kept: kept, modified: modified))
@@ -214,7 +215,7 @@ package struct Recovery {
         var purged: [Int64] = []
         var folders: Set<String> = []
         for (path, rowID) in saved {
-            if let path, unlink(path) != 0, errno != ENOENT {
+            if let path, repository.system.unlink(path) != 0, errno != ENOENT {
                 log.error("crash file \(path) saved but not purged (\(String(cString: strerror(errno)))): it is sent once a launch purges it")
                 continue
             }
@@ -296,7 +297,7 @@ package struct Recovery {
     /// are waited for as when it was raised. At most `limit` per call, oldest first, each only
     /// when its back-off allows: a rerun that ends held again waits `rerunBackoff` before the
     /// next. One whose chain ended the host `maxChainRuns` times in a row stays held.
-    package func rerunHeldChains(currentSession: String, limit: Int = heldRerunsPerLaunch, now: Date = Date()) throws(HostError) -> [ReportDocument] {
+    package func rerunHeldChains(currentSession: String, limit: Int = heldRerunsPerLaunch, now: Date = SystemCalls.live.now()) throws(HostError) -> [ReportDocument] {
         guard required.allSatisfy(host.canRun) else { return [] }
         var documents: [ReportDocument] = []
         let due = try storing { () throws(StorageError) in try repository.heldForRequired(dueBy: now, limit: limit) }
@@ -400,8 +401,7 @@ package struct Recovery {
     /// When `path` was last written (now, when it cannot be read): one `stat`, where
     /// FileManager's attributes would build a dictionary of them all for every crash file.
     static func modificationDate(_ path: String) -> Date {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return Date() }
+        guard let info = SystemCalls.live.stat(path) else { return SystemCalls.live.now() }
         return Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec) + TimeInterval(info.st_mtim.tv_nsec) / 1e9)
     }
 }

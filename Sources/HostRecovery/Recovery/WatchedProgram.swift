@@ -81,7 +81,7 @@ extension Recovery {
     }
 
     private func leftCrashFiles(_ exit: ProgramExit) -> Bool {
-        ((try? FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path)) ?? [])
+        (repository.system.entries(ofFolder: repository.crashesFolder.path) ?? [])
             .contains(where: exit.wrote)
     }
 }

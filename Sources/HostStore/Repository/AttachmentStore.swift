@@ -68,7 +68,7 @@ extension Repository {
             for attachment in attachments {
                 let file: URL
                 if let reused = existing.first(where: {
-                    $0.size == attachment.size && $0.sha256 == attachment.sha256 && FileManager.default.fileExists(atPath: $0.file.path)
+                    $0.size == attachment.size && $0.sha256 == attachment.sha256 && system.fileExists($0.file.path)
                 }) {
                     file = reused.file
                     kept.insert(file)
@@ -94,11 +94,11 @@ extension Repository {
                 position += 1
             }
         } catch {
-            for file in copies.written { try? FileManager.default.removeItem(at: file) }
+            for file in copies.written { system.removeItem(file.path) }
             throw error
         }
         if !copies.written.isEmpty { DurableFile.syncDirectory(folder) }
-        if !copies.omitted.isEmpty && copies.written.isEmpty && kept.isEmpty { rmdir(folder.path) }  // made for nothing
+        if !copies.omitted.isEmpty && copies.written.isEmpty && kept.isEmpty { system.rmdir(folder.path) }  // made for nothing
         copies.replaced = Array(Set(existing.map(\.file)).subtracting(kept))
         return copies
     }

@@ -25,7 +25,7 @@ package enum DurableFile {
         case .success(let opened): fd = opened
         case .failure(let error): throw StorageError(path: url.path, message: "cannot create (\(error))", error)
         }
-        defer { close(fd) }
+        defer { system.close(fd) }
         var failure: StorageError?
         if case .failure(let error) = system.writeAll(fd, data) {
             failure = StorageError(path: url.path, message: "cannot write (\(error))", error)
@@ -33,7 +33,7 @@ package enum DurableFile {
             failure = StorageError(path: url.path, message: "cannot sync (\(error))", error)
         }
         if let failure {
-            unlink(url.path)
+            system.unlink(url.path)
             throw failure
         }
     }

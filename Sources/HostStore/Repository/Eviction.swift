@@ -106,23 +106,22 @@ extension Repository {
     /// files and folders went.
     @discardableResult
     package func sweepLeftovers() throws(StorageError) -> Int {
-        let files = FileManager.default
         var removed = 0
-        for name in (try? files.contentsOfDirectory(atPath: folder.path)) ?? [] where name.hasPrefix("outgoing-") {
-            if (try? files.removeItem(at: folder.appendingPathComponent(name))) != nil { removed += 1 }
+        for name in system.entries(ofFolder: folder.path) ?? [] where name.hasPrefix("outgoing-") {
+            if system.removeItem(folder.appendingPathComponent(name).path) { removed += 1 }
         }
         var named: [String: Set<String>] = [:]
         for row in try database.query("SELECT record, position, file FROM attachments") {
             named[String(row[0].int ?? 0), default: []].insert(row[2].string ?? String(row[1].int ?? 0))
         }
-        for record in (try? files.contentsOfDirectory(atPath: attachmentsFolder.path)) ?? [] {
+        for record in system.entries(ofFolder: attachmentsFolder.path) ?? [] {
             let recordFolder = attachmentsFolder.appendingPathComponent(record)
             guard let kept = named[record] else {
-                if (try? files.removeItem(at: recordFolder)) != nil { removed += 1 }
+                if system.removeItem(recordFolder.path) { removed += 1 }
                 continue
             }
-            for copy in (try? files.contentsOfDirectory(atPath: recordFolder.path)) ?? [] where !kept.contains(copy) {
-                if (try? files.removeItem(at: recordFolder.appendingPathComponent(copy))) != nil { removed += 1 }
+            for copy in system.entries(ofFolder: recordFolder.path) ?? [] where !kept.contains(copy) {
+                if system.removeItem(recordFolder.appendingPathComponent(copy).path) { removed += 1 }
             }
         }
         return removed

@@ -23,49 +23,52 @@ package final class FileLock: Sendable {
     package static func take(
         _ path: String, waitMilliseconds: Int, giveUp: () -> Bool = { false }
     ) throws(StorageError) -> FileLock? {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let system = SystemCalls.live
+        let fd = system.openRaw(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
         }
         let clock = SystemClock()
         let deadline = clock.now().advanced(byMilliseconds: max(0, waitMilliseconds))
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        while system.flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR, clock.now() < deadline, !giveUp() else {
-                close(fd)
+                system.close(fd)
                 return nil
             }
             usleep(20_000)  // flock has no timed wait; poll briefly
         }
         // The holder names itself, so a process that finds the lock held can say who has it.
         let pid = Array("\(getpid())\n".utf8)
-        if ftruncate(fd, 0) == 0 { _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } }
+        if system.ftruncate(fd, 0) == 0 { _ = pid.withUnsafeBytes { system.pwrite(fd, $0.baseAddress, $0.count, 0) } }
         return FileLock(path: path, descriptor: fd)
     }
 
     /// The pid the holder of the lock on `path` wrote, while the lock is held.
     package static func holder(of path: String) -> Int32? {
         guard isHeld(path) else { return nil }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let system = SystemCalls.live
+        let fd = system.openRaw(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        defer { system.close(fd) }
         var bytes = [UInt8](repeating: 0, count: 32)
-        let count = read(fd, &bytes, bytes.count)
+        let count = bytes.withUnsafeMutableBytes { system.readRaw(fd, $0.baseAddress, $0.count) }
         return Int32(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self).trimmed)
     }
 
     /// Whether some open file holds the lock on `path` now (false when the file is missing).
     package static func isHeld(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let system = SystemCalls.live
+        let fd = system.openRaw(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
-        defer { close(fd) }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
-        flock(fd, LOCK_UN)
+        defer { system.close(fd) }
+        guard system.flock(fd, LOCK_EX | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        system.flock(fd, LOCK_UN)
         return false
     }
 
     /// Gives the lock up (closing its descriptor); later calls do nothing.
     package func release() {
-        if let fd = descriptor.withLock({ $0.take() }) { close(fd) }
+        if let fd = descriptor.withLock({ $0.take() }) { SystemCalls.live.close(fd) }
     }
 
     deinit { release() }

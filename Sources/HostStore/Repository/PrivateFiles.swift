@@ -11,8 +11,8 @@ extension Repository {
     /// Creates the database file owner-only before SQLite opens it: SQLite gives its WAL and
     /// shared-memory files the database file's mode.
     static func createPrivately(_ path: String) {
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd >= 0 { close(fd) }
+        let fd = SystemCalls.live.openRaw(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 { SystemCalls.live.close(fd) }
     }
 
     /// Takes the group and other bits off the repository folder and everything in it (symbolic
@@ -21,19 +21,18 @@ extension Repository {
     package func tightenModes() -> [String] {
         var changed: [String] = []
         func tighten(_ path: String) {
-            var status = stat()
-            guard lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFLNK, status.st_mode & 0o077 != 0 else { return }
-            if chmod(path, status.st_mode & 0o700) == 0 { changed.append(path) }
+            guard let status = system.lstat(path), status.st_mode & S_IFMT != S_IFLNK, status.st_mode & 0o077 != 0 else { return }
+            if system.chmod(path, status.st_mode & 0o700) == 0 { changed.append(path) }
         }
         tighten(folder.path)
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
+        for name in system.entries(ofFolder: folder.path) ?? [] {
             tighten(folder.appendingPathComponent(name).path)
         }
         // Below, everything was made owner-only by this host, or by the start that found the
         // folder open to others: the whole tree is walked only then (a start never walks a
         // backlog of crash files or attachment copies).
         if !changed.isEmpty {
-            for name in (try? FileManager.default.subpathsOfDirectory(atPath: folder.path)) ?? [] {
+            for name in system.paths(under: folder.path) ?? [] {
                 tighten(folder.appendingPathComponent(name).path)
             }
         }

@@ -86,7 +86,7 @@ extension Repository {
     /// nothing. nil when the folder holds no repository.
     package static func clearQuarantine(inFolder folder: URL, path: String?) throws(StorageError) -> Int? {
         let databasePath = folder.appendingPathComponent(databaseName).path
-        guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
+        guard SystemCalls.live.fileExists(databasePath) else { return nil }
         let repository = Repository(folder: folder, database: try Database(path: databasePath, create: false))
         let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
         guard version <= schemaVersion else {

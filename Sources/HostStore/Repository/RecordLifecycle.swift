@@ -100,7 +100,7 @@ extension Repository {
             for rowID in rowIDs {
                 try database.query(
                     "UPDATE reports SET state = ?, crash_file = NULL, updated_at = ? WHERE rowid = ?",
-                    [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(Date())), .integer(rowID)])
+                    [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
             }
         }
     }
@@ -178,7 +178,7 @@ extension Repository {
             try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)])
             try database.query("DELETE FROM reports WHERE rowid = ?", [.integer(rowID)])
         }
-        try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID)))
+        system.removeItem(attachmentsFolder.appendingPathComponent(String(rowID)).path)
     }
 
     // MARK: Delivery (admitting an attempt is in AdmissionWindow.swift)
@@ -192,7 +192,7 @@ extension Repository {
             _ = try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map { Self.milliseconds($0, rounding: .down) }),
-                 .integer(Self.milliseconds(Date())), .integer(rowID)])
+                 .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
         }
     }
 
@@ -209,14 +209,14 @@ extension Repository {
     package func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
     }
 
     /// D-9: every record found `submitting` at launch (the host died mid-request) counts
     /// that attempt as a retryable failure, due now; terminal once `retry` allows no more
     /// (`limit` failed retries). The step a launch takes before it delivers: no transport,
     /// no request.
-    package func settleInterruptedSubmissions(retry: RetryPolicy, now: Date = Date()) throws(StorageError) {
+    package func settleInterruptedSubmissions(retry: RetryPolicy, now: Date = SystemCalls.live.now()) throws(StorageError) {
         let reason = "interrupted during submission"
         for record in try records(in: [.submitting], crashes: false) {
             let failedRetries = record.attempts - 1  // the initial attempt is not a retry (D-11)
@@ -236,7 +236,7 @@ extension Repository {
     package func holdUnsent(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, held = ?, attempts = MAX(attempts - 1, 0), updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(Date())), .integer(rowID)])
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
     }
 
     /// A report whose required slot did not run fully (`plugins.required`): held with the
@@ -267,7 +267,7 @@ extension Repository {
                 WHERE rowid = ?
                 """,
                 [.text(document.json.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
-                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(Date())),
+                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(SystemCalls.live.now())),
                  .optional(rerunAt.map { Self.milliseconds($0) }), .optional(rerunAt.map { Self.milliseconds($0) }), .integer(rowID)])
             if let session { try setChainRecord(nil, session: session) }
         }
@@ -276,7 +276,7 @@ extension Repository {
     /// Records held because a required slot did not run whose rerun is due by `now` (oldest
     /// first, at most `limit`), with how many chains in a row ended the host over each and
     /// how many reruns already ended held again.
-    package func heldForRequired(dueBy now: Date = Date(), limit: Int = Int.max) throws(StorageError)
+    package func heldForRequired(dueBy now: Date = SystemCalls.live.now(), limit: Int = Int.max) throws(StorageError)
         -> [(record: ReportRecord, chainRuns: Int, reruns: Int)]
     {
         let due = try database.query(
@@ -304,7 +304,7 @@ extension Repository {
     /// Releases every record held for configuration: one with no attempt yet awaits its first,
     /// one with attempts is a retry due now. Returns how many.
     @discardableResult
-    package func releaseConfigurationHolds(now: Date = Date()) throws(StorageError) -> Int {
+    package func releaseConfigurationHolds(now: Date = SystemCalls.live.now()) throws(StorageError) -> Int {
         // One statement, no transaction of its own: every delivery pass runs it, and with
         // nothing held it writes nothing. (A held row that cannot be read stays held: no pass
         // would send it.)
@@ -339,11 +339,11 @@ extension Repository {
             try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
-                 .integer(Self.milliseconds(Date())), .integer(rowID)])
+                 .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
             if copies > 0 { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)]) }
         }
         // A record without copies has no folder (a leftover one goes with `sweepLeftovers`).
-        if copies > 0 { try? FileManager.default.removeItem(at: attachmentsFolder.appendingPathComponent(String(rowID))) }
+        if copies > 0 { system.removeItem(attachmentsFolder.appendingPathComponent(String(rowID)).path) }
     }
 
     // MARK: Tests and tools
@@ -428,7 +428,7 @@ extension Repository {
             [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
              .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
              .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
-             .integer(Self.milliseconds(Date()))])
+             .integer(Self.milliseconds(SystemCalls.live.now()))])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
         if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
@@ -472,7 +472,7 @@ extension Repository {
                 try database.query(
                     "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
                     [.text(text), .text(state.rawValue), .integer(Int64(Self.size(of: document, serialized: text))),
-                     .integer(Self.milliseconds(Date())), .integer(rowID)])
+                     .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
                 // The id changes rarely (a chain run again); setting it unchanged would still
                 // rewrite its index's page.
                 try database.query(
@@ -492,6 +492,6 @@ extension Repository {
     }
 
     private func removeCopies(_ files: [URL]) {
-        for file in files { try? FileManager.default.removeItem(at: file) }
+        for file in files { system.removeItem(file.path) }
     }
 }

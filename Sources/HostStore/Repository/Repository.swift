@@ -134,15 +134,13 @@ package final class Repository: Sendable {
     /// (a container's tmpfs) those 4 MB would be the room a report and its attachments need.
     package func preallocateLog() throws(StorageError) {
         // Every launch asks: a log already at its size takes no lock.
-        var info = stat()
-        if stat(databasePath + "-wal", &info) == 0 && Int(info.st_size) >= Self.logBytes { return }
+        if let info = system.stat(databasePath + "-wal"), Int(info.st_size) >= Self.logBytes { return }
         guard let free = system.freeBytes(folder.path), free >= Int64(Self.logBytes + Self.spareAfterLogBytes) else { return }
         try database.transaction(.committed) { () throws(StorageError) in
             // The log exists from the transaction's start.
             guard case .success(let fd) = system.open(databasePath + "-wal", O_WRONLY) else { return }
-            defer { close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, Int(info.st_size) < Self.logBytes, lseek(fd, info.st_size, SEEK_SET) >= 0 else { return }
+            defer { system.close(fd) }
+            guard let info = system.fstat(fd), Int(info.st_size) < Self.logBytes, system.lseek(fd, info.st_size, SEEK_SET) >= 0 else { return }
             let zeros = [UInt8](repeating: 0, count: 64 * 1024)
             var offset = Int(info.st_size)
             while offset < Self.logBytes {
@@ -152,7 +150,7 @@ package final class Repository: Sendable {
                 offset += count
             }
             guard offset == Self.logBytes, case .success = system.fsync(fd) else {
-                ftruncate(fd, info.st_size)
+                system.ftruncate(fd, info.st_size)
                 return
             }
         }
@@ -182,7 +180,7 @@ package final class Repository: Sendable {
     /// Creates nothing.
     package static func openForReading(folder: URL) throws(StorageError) -> Repository? {
         let path = folder.appendingPathComponent(databaseName).path
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard SystemCalls.live.fileExists(path) else { return nil }
         let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true))
         let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
         guard version <= schemaVersion else {
@@ -196,7 +194,7 @@ package final class Repository: Sendable {
     /// repository); an existing folder that holds none is nil.
     package static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
         var isFolder = false
-        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) else {
+        guard SystemCalls.live.fileExists(folder.path, isFolder: &isFolder) else {
             throw StorageError(path: folder.path, message: "no such repository folder")
         }
         guard isFolder else { throw StorageError(path: folder.path, message: "not a folder") }
@@ -380,8 +378,7 @@ package final class Repository: Sendable {
 
     /// The physical size of the database file (SPEC D-12 measures this file only).
     package var databaseBytes: Int {
-        var status = stat()
-        return stat(databasePath, &status) == 0 ? Int(status.st_size) : 0
+        system.stat(databasePath).map { Int($0.st_size) } ?? 0
     }
 
     static func size(of document: ReportDocument, serialized: String? = nil) -> Int {

@@ -20,7 +20,7 @@ extension Repository {
         try database.transaction(.committed) { () throws(StorageError) in
             try database.query(
                 "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
-                [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(Date())), .text(phase.rawValue)])
+                [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(SystemCalls.live.now())), .text(phase.rawValue)])
         }
     }
 
@@ -35,7 +35,7 @@ extension Repository {
     /// Removes the mark of session `id` (one that ended, found by recovery).
     package func clearSession(_ id: String) throws(StorageError) {
         try database.transaction { () throws(StorageError) in try deleteMark(id) }
-        try? FileManager.default.removeItem(atPath: alivePath(id))
+        system.removeItem(alivePath(id))
     }
 
     /// `clearSession` for this process's own session at a clean stop, its last write: the log
@@ -51,7 +51,7 @@ extension Repository {
             if error.outOfSpace { giveBackLogSpace() }
             try database.transaction { () throws(StorageError) in try deleteMark(id) }
         }
-        try? FileManager.default.removeItem(atPath: alivePath(id))
+        system.removeItem(alivePath(id))
     }
 
     private func deleteMark(_ id: String) throws(StorageError) {
@@ -118,8 +118,7 @@ package struct FileIdentity: Sendable, Equatable {
 
     /// The file at `path` now (links followed), nil when it cannot be read.
     package static func of(_ path: String) -> FileIdentity? {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
+        guard let status = SystemCalls.live.stat(path) else { return nil }
         return FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 }
