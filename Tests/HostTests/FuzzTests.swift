@@ -175,24 +175,7 @@ import Testing
                 }
                 inputs.append(bytes)
             }
-            // Python reads each input (hex, one per line) and answers 1 (accepted) or 0.
-            let file = try Fixtures.file("json-inputs.txt", inputs.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n"))
-            let script = """
-                import json, sys
-                def refuse(name): raise ValueError(name)
-                out = []
-                for line in open(sys.argv[1]):
-                    data = bytes.fromhex(line.strip())
-                    try:
-                        json.loads(data.decode('utf-8'), parse_constant=refuse)
-                        out.append('1')
-                    except Exception:
-                        out.append('0')
-                print(''.join(out))
-                """
-            let python = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, file.path])
-            #expect(python.status == 0, "\(python.stderr)")
-            let verdicts = Array(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+            let verdicts = try Self.pythonVerdicts(inputs)
             #expect(verdicts.count == inputs.count)
             var differences: [String] = []
             for (index, bytes) in inputs.enumerated() where index < verdicts.count {
@@ -210,6 +193,35 @@ import Testing
             }
             #expect(differences.isEmpty, "seed \(Self.seed): \(differences.prefix(10).joined(separator: "\n"))")
         }
+    }
+
+    /// Python's `json` verdict on each input: "1" accepted, "0" refused, in order. Inputs go
+    /// one per line in hex, each line ended by a newline, so an empty input (last or not) is a
+    /// line of its own that Python reads.
+    static func pythonVerdicts(_ inputs: [[UInt8]]) throws -> [Character] {
+        let file = try Fixtures.file("json-inputs.txt", inputs.map { $0.map { String(format: "%02x", $0) }.joined() + "\n" }.joined())
+        let script = """
+            import json, sys
+            def refuse(name): raise ValueError(name)
+            out = []
+            for line in open(sys.argv[1]):
+                data = bytes.fromhex(line.strip())
+                try:
+                    json.loads(data.decode('utf-8'), parse_constant=refuse)
+                    out.append('1')
+                except Exception:
+                    out.append('0')
+            print(''.join(out))
+            """
+        let python = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, file.path])
+        #expect(python.status == 0, "\(python.stderr)")
+        return Array(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    @Test("fuzz harness: every input reaches Python, an empty one last too (scripts/fuzz --seed 1 lost it)")
+    func harnessReadsEveryInput() throws {
+        let verdicts = try Self.pythonVerdicts([Array("[1]".utf8), [], Array("{}".utf8), []])
+        #expect(verdicts == ["1", "0", "1", "0"])
     }
 
     @Test("JSON: numbers and escapes follow RFC 8259 (what the differential run found: leading zeros, bare dots, signed \\u)")
