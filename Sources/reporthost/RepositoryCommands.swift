@@ -36,7 +36,8 @@ enum LaunchCommand {
         try runtime.rerunHeld()
         guard watch else {
             let summary = try runtime.deliver()
-            runtime.logger.info("launch: \(runtime.recovered.count) recovered, \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
+            let held = runtime.heldForRequired
+            runtime.logger.info("launch: \(runtime.recovered.count) recovered\(held > 0 ? ", \(held) held for a required slot" : ""), \(summary.accepted) delivered, \(summary.retained) retained, \(summary.terminal) terminal\(summary.held > 0 ? ", \(summary.held) held" : "")\(summary.rateLimited ? "; the local rate limit stopped the pass" : "")")
             withExtendedLifetime(signals) {}
             return 0
         }

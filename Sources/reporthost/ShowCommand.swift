@@ -17,11 +17,7 @@ enum ShowCommand {
         } catch {
             throw HostError.io(path: error.path, reason: error.message)
         }
-        // `latest`: the one stored last (a crash's report is dated at the crash, maybe earlier).
-        let record = wanted == "latest" ? records.max { $0.rowID < $1.rowID } : records.first { $0.reportID == wanted.lowercased() }
-        guard let record else {
-            throw HostError.io(path: folder.path, reason: wanted == "latest" ? "no report is stored" : "no report \(wanted) is stored")
-        }
+        let record = try find(wanted, in: records, folder: folder)
         if arguments.flag("json") {
             var json = record.document.json
             if case .object(var fields) = json {
@@ -35,6 +31,25 @@ enum ShowCommand {
         return 0
     }
 
+    /// `latest` (the one stored last: a crash's report is dated at the crash, maybe earlier), a
+    /// whole id, or, as git takes a commit, a prefix of one that no other id has.
+    static func find(_ wanted: String, in records: [ReportRecord], folder: URL) throws -> ReportRecord {
+        if wanted == "latest" {
+            guard let last = records.max(by: { $0.rowID < $1.rowID }) else { throw HostError.io(path: folder.path, reason: "no report is stored") }
+            return last
+        }
+        let id = wanted.lowercased()
+        if let exact = records.first(where: { $0.reportID == id }) { return exact }
+        let matching = records.filter { $0.reportID.hasPrefix(id) }
+        guard !id.isEmpty, let first = matching.first else {
+            throw HostError.io(path: folder.path, reason: "no report \(wanted) is stored (\(records.count) report(s) are: `reporthost status` lists them)")
+        }
+        guard matching.count == 1 else {
+            throw UsageError("'\(wanted)' is ambiguous: \(matching.count) reports begin with it (\(matching.prefix(4).map(\.reportID).joined(separator: ", "))\(matching.count > 4 ? ", …" : "")); give more of the id")
+        }
+        return first
+    }
+
     /// The report, a field a line; a crash's signal and stack after its attributes.
     static func text(_ record: ReportRecord) -> String {
         let document = record.document
@@ -46,6 +61,10 @@ enum ShowCommand {
                 + (record.nextAttemptAt.map { ", next \(ReportDocument.timestamp($0))" } ?? "")
                 + (record.outcome.map { ", \($0)" } ?? "") + (record.held.map { ", held: \($0)" } ?? ""),
         ]
+        if record.state == .terminal {
+            // Terminal rows keep their id, type and outcome only (SPEC D-9).
+            lines.append("  its content was removed when it became terminal (\(ReportDocument.timestamp(record.updatedAt))): only its id, type and outcome are kept")
+        }
         if let summary = content.summary { lines.append("summary: \(summary)") }
         if let description = content.description { lines.append("description: \(description)") }
         if let email = content.email { lines.append("email: \(email)") }

@@ -36,6 +36,13 @@ enum Switches {
         if let sweep { writeStandardError("reporthost: sweep: \(sweep.sweptCalls) calls\n") }
     }
 
+    /// A `REPORTHOST_CRASH_AT` that names no fault point (a typo would arm nothing, silently):
+    /// the usage error that lists the points.
+    static var unknownCrashPoint: String? {
+        guard let point = environment["REPORTHOST_CRASH_AT"], FaultPoint(rawValue: point) == nil else { return nil }
+        return "REPORTHOST_CRASH_AT '\(point)' is not a fault point (one of: \(FaultPoint.allCases.map(\.rawValue).joined(separator: ", ")))"
+    }
+
     /// `REPORTHOST_LOCK_WAIT_MS` (0 … 10 minutes), or the default 10 s.
     static let lockWaitMs: Int = environment["REPORTHOST_LOCK_WAIT_MS"].flatMap { Int($0) }.map { min(max($0, 0), 600_000) }
         ?? HostSession.defaultLockWaitMs

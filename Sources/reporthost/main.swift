@@ -129,6 +129,11 @@ if let command = commands[words[0]], words.dropFirst().prefix(while: { $0 != "--
     exit(0)
 }
 
+if let problem = Switches.unknownCrashPoint {
+    printError(problem)
+    exit(2)
+}
+
 // Before the first queue: with too few descriptors libdispatch traps with no message.
 do {
     try DescriptorLimit.ensure()

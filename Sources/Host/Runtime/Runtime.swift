@@ -83,6 +83,8 @@ public final class Runtime: Sendable {
     public var repositoryFolder: URL { session.repository.folder }
     /// Documents of the reports `recover` ran through the chain, oldest first.
     public var recovered: [ReportDocument] { session.recovered }
+    /// Reports held for a required slot now (recovered straight into `held`, or held before).
+    package var heldForRequired: Int { (try? session.repository.heldForRequiredCount()) ?? 0 }
 
     /// This host's version (the `agentVersion` it sends).
     public static let version = HostAPITable.hostVersion

@@ -129,6 +129,10 @@ struct Invoker {
     let observer: PipelineObserver?
     let active: ActiveCalls
     let capture: CrashCapture
+    let logger: HostLogger
+
+    /// How long a call may run before the log says it still does (once), when its limit is longer.
+    static let noticeAfterMs = 5_000
 
     func perform(
         _ label: String, on thread: CallThread, limitMs: Int, budgetDeadline: HostInstant, tracker: CallTracker,
@@ -167,8 +171,22 @@ struct Invoker {
         }
         // One wait: until the start deadline while queued, then until the call's own limit
         // (or the budget) once it has started. Most calls complete within microseconds.
+        let deadline = { (state: CallTracker.State) -> HostInstant in
+            state.phase == .queued ? startDeadline : min(state.startedAt.advanced(byMilliseconds: limitMs), budgetDeadline)
+        }
+        // A call still running after a while is said once, so a long silence has a name.
+        if limitMs > Self.noticeAfterMs {
+            let noticeAt = clock.now().advanced(byMilliseconds: Self.noticeAfterMs)
+            let ended = state.wait(
+                until: { min(deadline($0), noticeAt) }, clock: clock, spinning: .microseconds(50),
+                for: { tracker.isDone($0) || $0.stopped }
+            ) { _, satisfied in satisfied }
+            if !ended, clock.now() >= noticeAt {
+                logger.warn("\(label) is still running after \(Self.noticeAfterMs / 1_000) s; its limit is \(limitMs) ms")
+            }
+        }
         return state.wait(
-            until: { $0.phase == .queued ? startDeadline : min($0.startedAt.advanced(byMilliseconds: limitMs), budgetDeadline) },
+            until: deadline,
             clock: clock, spinning: .microseconds(50), for: { tracker.isDone($0) || $0.stopped }
         ) { state, _ in
             if tracker.isDone(state) { return .finished }

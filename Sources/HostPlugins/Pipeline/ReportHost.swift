@@ -228,7 +228,8 @@ package final class ReportHost: Sendable {
         throws(HostError) -> ChainRun?
     {
         let slots = slots ?? currentSlots
-        let invoker = Invoker(clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture)
+        let invoker = Invoker(
+            clock: clock, mainExecutor: mainExecutor, observer: observer, active: active, capture: crashCapture, logger: logger)
         let chain = Chain(
             callbacks: CallbackRunner(invoker: invoker, limits: configuration.limits, closures: completions),
             delegates: DelegateRunner(invoker: invoker, limits: configuration.limits, decisions: decisions),
@@ -248,10 +249,18 @@ package final class ReportHost: Sendable {
             content.severity = request.severity ?? 0
             content.labels = request.labels
         }
-        for attachment in request.attachments {
-            _ = report.addAttachment(
+        for (index, attachment) in request.attachments.enumerated() {
+            let added = report.addAttachment(
                 name: attachment.name, filename: attachment.filename, data: attachment.data, declaredSize: attachment.declaredSize,
                 by: .extended)
+            guard case .failure = added else { continue }
+            // The internal log notes it too; the person who named the file hears it now.
+            let size = attachment.declaredSize ?? UInt(attachment.data.count)
+            let why =
+                size == 0 ? "it is empty"
+                : size > UInt(ReportContent.attachmentMaxBytes) ? "it is \(size) bytes, over the \(ReportContent.attachmentMaxBytes)-byte limit"
+                : "a report takes at most \(ReportContent.attachmentsPerSource) attachments this way (this is number \(index + 1))"
+            logger.warn("attachment \(attachment.filename) not attached: \(why)")
         }
         noteQuarantine(on: report)
     }
