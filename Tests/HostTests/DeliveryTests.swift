@@ -557,11 +557,16 @@ import Testing
             ("https://submit.backtrace.io/universe/\(hex)/json", "https://submit.backtrace.io/universe/***/json"),
             ("https://h.example/api/\(hex)/submit", "https://h.example/api/***/submit"),
             ("https://h.example/reports/submit-v2", "https://h.example/reports/submit-v2"),
+            // A trailing slash, a token of letters only, a token behind an encoded slash.
+            ("https://submit.backtrace.io/universe/abc123/json/", "https://submit.backtrace.io/universe/***/json/"),
+            ("https://h.example/api/abcdefghijklmnopqrstuvwxyzABCDEF/submit", "https://h.example/api/***/submit"),
+            ("https://h.example/api%2F\(hex)%2Fsubmit", "https://h.example/api%2F***%2Fsubmit"),
+            ("https://h.example/api%2f\(hex)/x", "https://h.example/api%2F***/x"),
         ]
         for (url, expected) in cases {
             let shown = SubmissionURL.redact(url)
             #expect(shown == expected, "\(url)")
-            for secret in ["T0K3N", "AK1", "AT2", "S3", "pw", hex] where !expected.contains(secret) {
+            for secret in ["T0K3N", "AK1", "AT2", "S3", "pw", hex, "abcdefghijklmnopqrstuvwxyzABCDEF", "abc123"] where !expected.contains(secret) {
                 #expect(!shown.contains(secret), "\(secret) in \(shown)")
             }
         }

@@ -56,9 +56,10 @@ public struct SubmissionURL: Sendable, Equatable {
 
     /// The one function that masks a URL wherever one is printed: userinfo becomes `***@`,
     /// every query value `***` (the names stay: they say what was set), the token segment of
-    /// Backtrace's path form (`/<universe>/<token>/json`) and any path segment that looks like
-    /// a token (16 characters or more of letters, digits, `-`, `_`, `.` or `~`, with a digit)
-    /// `***`. Something that does not parse as a URL is not printed at all.
+    /// Backtrace's path form (`/<universe>/<token>/json`, a trailing slash or not) and any path
+    /// segment that looks like a token (16 characters or more of letters, digits, `-`, `_`,
+    /// `.` or `~`, letters alone too) `***`. Segments are cut at `/` and at `%2F`, so an encoded
+    /// slash hides no token. Something that does not parse as a URL is not printed at all.
     public static func redact(_ text: String) -> String {
         guard var components = URLComponents(string: text), components.scheme != nil, components.host != nil else {
             return "<unparseable URL>"
@@ -70,15 +71,39 @@ public struct SubmissionURL: Sendable, Equatable {
         components.queryItems = components.queryItems?.map { item in
             URLQueryItem(name: item.name, value: item.value == nil ? nil : "***")
         }
-        var segments = components.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        if segments.count == 4, segments[3] == "json" { segments[2] = "***" }
-        segments = segments.map { looksLikeToken($0) ? "***" : $0 }
-        components.path = segments.joined(separator: "/")
+        var segments = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let named = segments.last == "" ? segments.dropLast() : segments[...]
+        if named.count == 4, named.last == "json" { segments[2] = "***" }
+        segments = segments.map(maskingTokens(inEncoded:))
+        components.percentEncodedPath = segments.joined(separator: "/")
         return components.string ?? "<unparseable URL>"
     }
 
+    /// A percent-encoded path segment with every token-like piece between encoded slashes
+    /// (`%2F`, `%2f`) masked.
+    static func maskingTokens(inEncoded segment: String) -> String {
+        segment.replacing("%2f", with: "%2F").split(separator: "%2F", omittingEmptySubsequences: false).map { piece in
+            looksLikeToken(percentDecoded(piece)) ? "***" : String(piece)
+        }.joined(separator: "%2F")
+    }
+
+    /// `text` with its `%XX` escapes decoded (an escape that is not two hex digits stays).
+    static func percentDecoded(_ text: Substring) -> String {
+        var bytes: [UInt8] = []
+        var rest = text.utf8[...]
+        while let byte = rest.first {
+            rest = rest.dropFirst()
+            if byte == UInt8(ascii: "%"), rest.count >= 2, let value = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16) {
+                bytes.append(value)
+                rest = rest.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     static func looksLikeToken(_ segment: String) -> Bool {
-        segment.utf8.count >= 16 && segment.contains(where: \.isNumber)
-            && segment.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.~".contains($0)) }
+        segment.utf8.count >= 16 && segment.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.~".contains($0)) }
     }
 }
