@@ -38,6 +38,7 @@ use std::cell::Cell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Why a report function refused (the ABI's `RH_ERR_…`).
@@ -317,6 +318,9 @@ fn log_to(host: &rh_host_api, report: *mut rh_report, level: LogLevel, message: 
 #[must_use = "a callback must complete: call completion.complete()"]
 pub struct Completion {
     done: Arc<Mutex<rh_completion>>,
+    /// Set when it was dropped while unwinding inside `dispatch`, which then completes it
+    /// whether the panic reaches it or the plugin caught it on the way.
+    left_to_dispatch: Arc<AtomicBool>,
 }
 
 impl Completion {
@@ -328,6 +332,7 @@ impl Drop for Completion {
         // Unwinding out of a callback: `dispatch` logs the panic to the report first, then
         // completes (the report's handle closes at completion).
         if std::thread::panicking() && DISPATCHING.with(Cell::get) {
+            self.left_to_dispatch.store(true, Ordering::SeqCst);
             return;
         }
         fire(&self.done)
@@ -429,12 +434,16 @@ fn dispatch(raw: *mut rh_report, done: rh_completion, call: impl FnOnce(&dyn Han
         return;
     };
     let report = Report { raw, host: registered.host, _callback: PhantomData };
-    let completion = Completion { done: done.clone() };
+    let left_to_dispatch = Arc::new(AtomicBool::new(false));
+    let completion = Completion { done: done.clone(), left_to_dispatch: left_to_dispatch.clone() };
     let outer = DISPATCHING.with(|flag| flag.replace(true));
     let result = catch_unwind(AssertUnwindSafe(|| call(registered.handler.as_ref(), &report, completion)));
     DISPATCHING.with(|flag| flag.set(outer));
     if result.is_err() {
         log_to(registered.host, raw, LogLevel::Warn, "a callback panicked; the panic was contained");
+        fire(&done);
+    } else if left_to_dispatch.load(Ordering::SeqCst) {
+        // Dropped by a panic the plugin caught itself: the callback returned, so complete now.
         fire(&done);
     }
 }
