@@ -27,7 +27,9 @@ enum CheckCommand {
         guard arguments.positionals.count == 1, let path = arguments.positionals.first else {
             throw UsageError("'check' needs one plugin path (or --list)")
         }
-        let plugin = Paths.absolute(path)
+        // Through a link (`libfoo.so -> libfoo.so.1.0`) the checks open the file it names: a
+        // copy of the link itself would point nowhere from the copies' folder.
+        let plugin = SystemCalls.live.realpath(Paths.absolute(path)) ?? Paths.absolute(path)
         try requireSharedObject(plugin)
         let slotName = arguments.value("slot") ?? "handler"
         guard let slot = PluginSlot(rawValue: slotName) else { throw UsageError("--slot '\(slotName)' is not one of wrapper, handler, delegate") }
@@ -56,6 +58,11 @@ enum CheckCommand {
         let selected = catalogue.filter { check in
             check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
         }
+        // A selection that runs nothing would pass with nothing proved.
+        guard !selected.isEmpty else {
+            throw UsageError("check: --include/--exclude select no check for the \(slot.rawValue) slot (reporthost check --list shows them)")
+        }
+        let junit = try arguments.value("junit").map { try RequestedFile($0, standardOutput: output, option: "--junit") }
 
         // The children's plugin copies live here and go with it, whatever became of them.
         let copies = FileManager.default.temporaryDirectory.appendingPathComponent("rh-check-run-\(UUID().uuidString)")
@@ -84,11 +91,7 @@ enum CheckCommand {
                     check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: limit, copies: copies, passing: passedOn))
             }
         }
-        if let junit = arguments.value("junit") {
-            let path = Paths.absolute(junit)
-            guard FileManager.default.createFile(atPath: path, contents: Data(JUnit.document(plugin: plugin, results: results).utf8))
-            else { throw HostError.io(path: path, reason: "cannot write the JUnit file") }
-        }
+        try junit?.write(JUnit.document(plugin: plugin, results: results))
         if arguments.flag("json") {
             let document = JSONValue.object([("plugin", .string(plugin)), ("results", .array(results.map(\.json)))])
             output.write(document.serialized(pretty: true) + "\n")

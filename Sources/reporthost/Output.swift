@@ -38,3 +38,49 @@ func writeStandardError(_ text: String) {
 func printError(_ message: String) {
     writeStandardError("reporthost: error: \(message)\n")
 }
+
+/// A file the command line writes on request (`check --junit PATH`): written through the path
+/// the user named, never renamed over it. A symbolic link is followed and its target
+/// written; a character device (`/dev/null`, a terminal) is written as it is; a FIFO, a socket
+/// or a folder is refused at once (a FIFO is never waited on). `/dev/stdout`, `/dev/fd/1` and
+/// `/proc/self/fd/1` mean the command's standard output as the caller gave it (the host
+/// points its own fd 1 at stderr, SPEC I-4). Checked when the command starts, written when it
+/// ends.
+struct RequestedFile {
+    let path: String
+    private let standardOutput: DocumentOutput?
+
+    static let standardOutputNames: Set<String> = ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]
+
+    /// Refuses (a usage error, exit 2) what cannot be written without waiting or replacing.
+    init(_ named: String, standardOutput output: DocumentOutput, option: String) throws {
+        path = Paths.absolute(named)
+        if Self.standardOutputNames.contains(named) || Self.standardOutputNames.contains(path) {
+            standardOutput = output
+            return
+        }
+        standardOutput = nil
+        guard let info = SystemCalls.live.stat(path) else {
+            guard errno == ENOENT else { throw UsageError("\(option) \(named): \(String(cString: strerror(errno)))") }
+            return  // created when written
+        }
+        let kind = info.st_mode & S_IFMT
+        guard kind == S_IFREG || kind == S_IFCHR else {
+            let what = kind == S_IFIFO ? "a FIFO" : kind == S_IFDIR ? "a folder" : kind == S_IFSOCK ? "a socket" : "not a regular file"
+            throw UsageError("\(option) \(named) is \(what): give a regular file, a character device or /dev/stdout")
+        }
+    }
+
+    /// Writes `text`: truncating a regular file in place (through a link), or to the device.
+    func write(_ text: String) throws {
+        if let standardOutput {
+            standardOutput.write(text)
+            return
+        }
+        let system = SystemCalls.live
+        let fd = system.openRaw(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw HostError.io(path: path, reason: "cannot open for writing (\(String(cString: strerror(errno))))") }
+        defer { system.close(fd) }
+        if case .failure(let error) = system.writeAll(fd, text) { throw HostError.io(path: path, reason: "cannot write (\(error))") }
+    }
+}
