@@ -96,7 +96,7 @@ enum CheckCommand {
             let document = JSONValue.object([("plugin", .string(plugin)), ("results", .array(results.map(\.json)))])
             output.write(document.serialized(pretty: true) + "\n")
         } else {
-            output.write(humanReport(plugin: plugin, slot: slot, seed: seed, results: results))
+            output.writeText(humanReport(plugin: plugin, slot: slot, seed: seed, results: results))
         }
         return results.contains { $0.status.fails } ? 1 : 0
     }

@@ -55,21 +55,21 @@ enum DemoCommand {
         defer { runtime.stop() }
         try runtime.recover()
         for document in runtime.recovered {
-            output.write("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
+            output.writeText("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
         }
-        output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
+        output.writeText(changes.withLock { $0 }.joined(separator: "\n") + "\n")
 
         for (title, handler, request) in demoReports() {
             try runtime.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
             changes.withLock { $0 = [] }
             guard let document = try runtime.raise(request) else { continue }
             output.write("\n== \(title): wrapper-sim, then \(handler)\n")
-            output.write(changes.withLock { $0 }.joined(separator: "\n") + "\n")
+            output.writeText(changes.withLock { $0 }.joined(separator: "\n") + "\n")
             output.write(document.json.serialized(pretty: true) + "\n")
         }
         let summary = try runtime.deliver()
         output.write("\n== delivered to the local receiver: \(summary.accepted) accepted, \(summary.retained) retained, \(summary.terminal) rejected\n")
-        output.write(received.withLock { $0 }.joined(separator: "\n") + "\n")
+        output.writeText(received.withLock { $0 }.joined(separator: "\n") + "\n")
         return summary.retained == 0 && summary.terminal == 0 ? 0 : 1
     }
 

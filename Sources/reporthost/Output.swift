@@ -19,6 +19,11 @@ struct DocumentOutput: Sendable {
         return DocumentOutput(fileDescriptor: copy >= 0 ? copy : STDERR_FILENO)
     }
 
+    /// Text for a person (`show`, `status`, `check`'s report, `demo`): control characters
+    /// made visible, the text's own line breaks kept (`TerminalText`).
+    func writeText(_ text: String) { write(TerminalText.visible(text, keepingNewlines: true)) }
+
+    /// Exact output (JSON, JUnit, usage).
     func write(_ text: String) {
         if case .failure(let error) = SystemCalls.live.writeAll(fileDescriptor, text) {
             failure.withLock { $0 = $0 ?? error }

@@ -32,7 +32,8 @@ enum ReceiveCommand {
             let summary = (received.report["attributes"]?["error.message"]?.stringValue ?? "")
                 .split(whereSeparator: \.isNewline).joined(separator: " ")
             let shown = summary.count > 80 ? summary.prefix(79) + "…" : Substring(summary)
-            output.write("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) \"\(shown)\" -> \(answer)\n")
+            // One line per report, whatever a client sends: its text cannot break or fake one.
+            output.write(TerminalText.visible("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) \"\(shown)\" -> \(answer)") + "\n")
         }
         writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
         let stop = DispatchSemaphore(value: 0)

@@ -117,7 +117,7 @@ enum StatusCommand {
             // Every record unless --limit says otherwise: scripts read this list.
             output.write(status.json(limit: arguments.value("limit") == nil ? nil : limit).serialized(pretty: true) + "\n")
         } else {
-            output.write(status.text(folder: folder.path, limit: limit))
+            output.writeText(status.text(folder: folder.path, limit: limit))
         }
         return 0
     }
@@ -284,7 +284,7 @@ enum QuarantineCommand {
             if arguments.flag("json") {
                 output.write(JSONValue.array(entries.map(\.json)).serialized(pretty: true) + "\n")
             } else {
-                output.write((entries.isEmpty ? ["no plugin is quarantined"] : lines(entries)).joined(separator: "\n") + "\n")
+                output.writeText((entries.isEmpty ? ["no plugin is quarantined"] : lines(entries)).joined(separator: "\n") + "\n")
             }
             return 0
         } catch {

@@ -26,7 +26,7 @@ enum ShowCommand {
             }
             output.write(json.serialized(pretty: true) + "\n")
         } else {
-            output.write(text(record))
+            output.writeText(text(record))
         }
         return 0
     }

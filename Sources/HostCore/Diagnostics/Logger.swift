@@ -39,7 +39,7 @@ package struct ConsoleDestination: LogDestination {
     }
 
     package func write(_ line: String) {
-        _ = system.writeAll(STDERR_FILENO, line + "\n")
+        _ = system.writeAll(STDERR_FILENO, TerminalText.visible(line) + "\n")
     }
 }
 
@@ -70,7 +70,7 @@ package final class FileDestination: LogDestination {
     }
 
     package func write(_ line: String) {
-        descriptor.withLock { _ = system.writeAll($0, line + "\n") }
+        descriptor.withLock { _ = system.writeAll($0, TerminalText.visible(line) + "\n") }
     }
 
     deinit { descriptor.withLock { _ = system.close($0) } }
