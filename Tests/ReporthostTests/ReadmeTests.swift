@@ -40,7 +40,14 @@ import Testing
             // It adds its label: the wrapper's and the user's stay.
             let checked = try ChildProcess.reporthost(["check", library.path, "--include", "^(keeps-others-changes|idempotent)$"])
             #expect(checked.status == 0 && checked.stdout.contains("2 passed, 0 failed"), "\(checked.stdout)")
+            try Self.expectFuzzPasses(library.path)
         }
+    }
+
+    /// The walkthrough's plugin passes 200 fuzz cases, as a team's CI would run it.
+    static func expectFuzzPasses(_ library: String) throws {
+        let fuzz = try ChildProcess.reporthost(["check", library, "--fuzz", "200", "--include", "^fuzz$"])
+        #expect(fuzz.status == 0 && fuzz.stdout.contains("200 generated report(s)"), "\(fuzz.stdout) \(fuzz.stderr)")
     }
 
     static let cargoAvailable = (try? ChildProcess.run("/usr/bin/env", ["cargo", "--version"]).status) == 0
@@ -70,6 +77,9 @@ import Testing
             #expect(document["attributes"]?["team"] == .string("payments"))
             #expect(document["labels"] == .array([.string("triaged")]))
             #expect(results[2].stdout.contains(" 0 failed"), "\(results[2].stdout)")
+            let built = try FileManager.default.contentsOfDirectory(atPath: plugin.appendingPathComponent("target/release").path)
+            let library = try #require(built.first { $0.hasSuffix(".so") }, "\(built)")
+            try Self.expectFuzzPasses(plugin.appendingPathComponent("target/release/\(library)").path)
         }
     }
 
@@ -95,6 +105,7 @@ import Testing
             #expect(try JSONValue.parse(report.stdout)["attributes"]?["team"] == .string("payments"))
             let checked = try ChildProcess.reporthost(["check", library])
             #expect(checked.status == 0 && !checked.stdout.contains("WARNING"), "\(checked.stdout)")
+            try Self.expectFuzzPasses(library)
         }
     }
 }
