@@ -63,4 +63,12 @@ import Testing
         kill(receiver.pid, SIGTERM)
         receiver.wait()
     }
+
+    @Test("I-4: check's report shows a plugin name's control characters visibly")
+    func checkReport() throws {
+        let plugin = try Fixtures.plugin("evil-name", source: fixtureHandler(name: "evil\\x1b[2J\\x1b]0;t\\x07"))
+        let result = try ChildProcess.reporthost(["check", plugin.path, "--include", "^(loads|descriptor-sanity)$"])
+        #expect(!hasRawControl(result.stdout), "\(result.stdout.debugDescription)")
+        #expect(result.stdout.contains(#"evil\x1b[2J"#), "\(result.stdout)")
+    }
 }
