@@ -33,7 +33,13 @@ extension Catalogue {
         ) { context in
             let progress = ProcessInfo.processInfo.environment[fuzzProgressVariable].map { open($0, O_WRONLY | O_APPEND | O_CLOEXEC) }
             defer { if let progress, progress >= 0 { close(progress) } }
-            let (host, events, plugin) = try context.host()
+            // Generous limits: a case of two 3 MB attachments on a loaded machine is slow, not
+            // broken; a plugin that hangs is still found (the fuzz judges what the plugin does,
+            // `recovered-returns-in-time` and its kin judge its speed).
+            var limits = CheckContext.limits
+            limits.callbackTimeoutMs = 15_000
+            limits.reportBudgetMs = 45_000
+            let (host, events, plugin) = try context.host(limits: limits)
             defer { host.stop() }
             for seed in seeds {
                 // Before the case runs, where a crash cannot take it back.
