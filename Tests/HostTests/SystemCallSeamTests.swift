@@ -5,9 +5,6 @@ import Testing
 /// goes through `SystemCalls` (files named `SystemCalls*.swift`), so a `FaultPlan` can make
 /// any of them fail. A raw call anywhere else in the engine's targets fails this test.
 @Suite struct SystemCallSeamTests {
-    static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Sources")
-    static let engineTargets = ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Host"]
 
     /// The calls the seam wraps.
     static let calls = [
@@ -93,8 +90,8 @@ import Testing
     @Test("I-6: no raw system call in the engine outside the seam (SystemCalls*.swift)")
     func everyCallThroughTheSeam() throws {
         var found: [String] = []
-        for target in Self.engineTargets {
-            let root = Self.sources.appendingPathComponent(target)
+        for target in ArchitectureTests.engineTargets {
+            let root = ArchitectureTests.sourcesFolder.appendingPathComponent(target)
             let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
             while let url = enumerator?.nextObject() as? URL {
                 guard url.pathExtension == "swift", !url.lastPathComponent.hasPrefix("SystemCalls") else { continue }

@@ -83,24 +83,8 @@ public struct SubmissionURL: Sendable, Equatable {
     /// (`%2F`, `%2f`) masked.
     static func maskingTokens(inEncoded segment: String) -> String {
         segment.replacing("%2f", with: "%2F").split(separator: "%2F", omittingEmptySubsequences: false).map { piece in
-            looksLikeToken(percentDecoded(piece)) ? "***" : String(piece)
+            looksLikeToken(PercentEncoding.decoded(piece)) ? "***" : String(piece)
         }.joined(separator: "%2F")
-    }
-
-    /// `text` with its `%XX` escapes decoded (an escape that is not two hex digits stays).
-    static func percentDecoded(_ text: Substring) -> String {
-        var bytes: [UInt8] = []
-        var rest = text.utf8[...]
-        while let byte = rest.first {
-            rest = rest.dropFirst()
-            if byte == UInt8(ascii: "%"), rest.count >= 2, let value = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(value)
-                rest = rest.dropFirst(2)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func looksLikeToken(_ segment: String) -> Bool {

@@ -283,22 +283,9 @@ package struct Deliverer: Sendable {
         _ record: ReportRecord, attempts: Int, reason: String, retryAfter: TimeInterval?, dueNow: Bool = false,
         into summary: inout Summary
     ) throws(StorageError) {
-        let retry = configuration.retry
-        let failedRetries = attempts - 1  // the initial attempt is not a retry (D-11)
-        if retry.behaviour == .interval && failedRetries >= retry.limit {
-            try repository.finish(record.rowID, outcome: "retries exhausted after \(attempts) attempts: \(reason)")
-            logger.warn("report \(record.reportID): \(reason); retries exhausted: terminal")
-            summary.terminal += 1
-            return
-        }
-        var next: Date?
-        if retry.behaviour == .interval {
-            let interval = now().addingTimeInterval(dueNow ? 0 : TimeInterval(retry.intervalSeconds))
-            next = max(interval, now().addingTimeInterval(retryAfter ?? 0))
-        }
-        try repository.retryLater(record.rowID, reason: reason, at: next)
-        logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
-        summary.retained += 1
+        let terminal = try repository.retainOrFinish(
+            record, attempts: attempts, reason: reason, retry: configuration.retry, retryAfter: retryAfter, dueNow: dueNow, now: now())
+        if terminal { summary.terminal += 1 } else { summary.retained += 1 }
     }
 
     /// When a later pass may have work: the earliest retry due, or when the admission window

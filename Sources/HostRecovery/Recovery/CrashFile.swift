@@ -181,7 +181,7 @@ package struct CrashFile: Sendable {
             let space = utf8.firstIndex(of: UInt8(ascii: " "))
             let key = space.map { String(decoding: utf8[..<$0], as: UTF8.self) } ?? line
             let raw = space.map { String(decoding: utf8[utf8.index(after: $0)...], as: UTF8.self) } ?? ""
-            let value = Self.encodedFields.contains(key) ? Self.decoded(raw) : raw
+            let value = Self.encodedFields.contains(key) ? PercentEncoding.decoded(raw) : raw
             switch key {
             case "session": session = value
             case "signal": signal = Int32(value) ?? 0
@@ -199,7 +199,7 @@ package struct CrashFile: Sendable {
             case "module":
                 let fields = Self.fields(raw, limit: 3)
                 if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
-                    modules.append(Module(start: start, end: end, path: Self.decoded(fields[2])))
+                    modules.append(Module(start: start, end: end, path: PercentEncoding.decoded(fields[2])))
                 }
             case "build_id":
                 if !modules.isEmpty, modules[modules.count - 1].buildID == nil, Self.isBuildID(value) {
@@ -210,7 +210,7 @@ package struct CrashFile: Sendable {
             case "attribute":
                 // Split before decoding: an encoded key holds no '='.
                 if let equals = raw.firstIndex(of: "=") {
-                    attributes[Self.decoded(String(raw[..<equals]))] = Self.decoded(String(raw[raw.index(after: equals)...]))
+                    attributes[PercentEncoding.decoded(String(raw[..<equals]))] = PercentEncoding.decoded(String(raw[raw.index(after: equals)...]))
                 }
             case "attachment":
                 if attachmentPaths.count < Self.maxAttachments { attachmentPaths.append(value) } else { ignoredAttachments += 1 }
@@ -306,24 +306,6 @@ package struct CrashFile: Sendable {
 
     /// The keys whose values the writer encodes (%XX for control bytes, DEL and '%').
     static let encodedFields: Set<String> = ["session", "attachment", "plugin_path", "plugin_digest", "plugin_name", "callback"]
-
-    /// `text` with its %XX escapes decoded (an escape that is not two hex digits stays as is).
-    static func decoded(_ text: String) -> String {
-        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
-        var bytes: [UInt8] = []
-        var input = Array(text.utf8)[...]
-        while let byte = input.popFirst() {
-            if byte == UInt8(ascii: "%"), input.count >= 2, input.prefix(2).allSatisfy({ Character(UnicodeScalar($0)).isHexDigit }),
-                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16)
-            {
-                bytes.append(value)
-                input = input.dropFirst(2)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
 
     /// 2 to 128 lowercase hex digits, an even number.
     static func isBuildID(_ text: String) -> Bool {

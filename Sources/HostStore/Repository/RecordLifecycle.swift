@@ -212,22 +212,36 @@ extension Repository {
             [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
     }
 
+    /// A retryable failure of `record`'s attempt number `attempts` (D-9, D-11): retained for
+    /// retry at the failure's time plus the interval (due at once with `dueNow`), not before
+    /// `retryAfter`; terminal once `retry.limit` retries failed. True when it became terminal.
+    @discardableResult
+    package func retainOrFinish(
+        _ record: ReportRecord, attempts: Int, reason: String, retry: RetryPolicy, retryAfter: TimeInterval? = nil, dueNow: Bool = false,
+        now: Date
+    ) throws(StorageError) -> Bool {
+        let failedRetries = attempts - 1  // the initial attempt is not a retry (D-11)
+        if retry.behaviour == .interval && failedRetries >= retry.limit {
+            try finish(record.rowID, outcome: "retries exhausted after \(attempts) attempts: \(reason)")
+            logger.warn("report \(record.reportID): \(reason); retries exhausted: terminal")
+            return true
+        }
+        var next: Date?
+        if retry.behaviour == .interval {
+            let interval = now.addingTimeInterval(dueNow ? 0 : TimeInterval(retry.intervalSeconds))
+            next = max(interval, now.addingTimeInterval(retryAfter ?? 0))
+        }
+        try retryLater(record.rowID, reason: reason, at: next)
+        logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
+        return false
+    }
+
     /// D-9: every record found `submitting` at launch (the host died mid-request) counts
-    /// that attempt as a retryable failure, due now; terminal once `retry` allows no more
-    /// (`limit` failed retries). The step a launch takes before it delivers: no transport,
-    /// no request.
+    /// that attempt as a retryable failure, due now. The step a launch takes before it
+    /// delivers: no transport, no request.
     package func settleInterruptedSubmissions(retry: RetryPolicy, now: Date = SystemCalls.live.now()) throws(StorageError) {
-        let reason = "interrupted during submission"
         for record in try records(in: [.submitting], crashes: false) {
-            let failedRetries = record.attempts - 1  // the initial attempt is not a retry (D-11)
-            if retry.behaviour == .interval && failedRetries >= retry.limit {
-                try finish(record.rowID, outcome: "retries exhausted after \(record.attempts) attempts: \(reason)")
-                logger.warn("report \(record.reportID): \(reason); retries exhausted: terminal")
-            } else {
-                let next = retry.behaviour == .interval ? now : nil
-                try retryLater(record.rowID, reason: reason, at: next)
-                logger.info("report \(record.reportID): \(reason); retained for retry\(next.map { " at \(ReportDocument.timestamp($0))" } ?? " (retry behaviour none)")")
-            }
+            try retainOrFinish(record, attempts: record.attempts, reason: "interrupted during submission", retry: retry, dueNow: true, now: now)
         }
     }
 
@@ -288,10 +302,12 @@ extension Repository {
             [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%"), .integer(Self.milliseconds(now)),
              .integer(Int64(clamping: limit))]
         ).map { (rowID: $0[0].int ?? 0, chainRuns: Int($0[1].int ?? 0), reruns: Int($0[2].int ?? 0)) }
-        // Every launch asks: with none held for a slot, no held document is read.
-        guard !due.isEmpty else { return [] }
-        let records = Dictionary(try records(in: [.held]).map { ($0.rowID, $0) }, uniquingKeysWith: { first, _ in first })
-        return due.compactMap { item in records[item.rowID].map { ($0, item.chainRuns, item.reruns) } }
+        // Only the due ones are read whole (every launch asks; most hold none).
+        var held: [(record: ReportRecord, chainRuns: Int, reruns: Int)] = []
+        for item in due {
+            if let record = try record(item.rowID) { held.append((record, item.chainRuns, item.reruns)) }
+        }
+        return held
     }
 
     /// Records held because a required slot did not run, due or not.
