@@ -83,6 +83,14 @@ import Testing
         return file.path
     }
 
+    /// Removes the repositories a run made (named `…-<errno>-<k>`): a thousand of them,
+    /// each with its write-ahead log, would fill the disk the suite runs on.
+    func removeRepositories(ofRun suffix: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where name.hasSuffix(suffix) {
+            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+    }
+
     /// Runs `life` with no fault to count its calls for each errno, then once per call with
     /// it failing; prints the calls and how the runs ended, and returns the counts.
     func sweep(
@@ -94,11 +102,13 @@ import Testing
             let baseline = try life("0:\(errno)", 0, errno)
             try #require(baseline.status == 0, "the life without faults: \(baseline.stderr)")
             let calls = try #require(baseline.calls, "no sweep line: \(baseline.stderr)")
+            removeRepositories(ofRun: "-\(errno)-0")
             counts[errno] = calls
             for k in 1...max(calls, 1) {
                 let run = try life("\(k):\(errno)", k, errno)
                 endings[run.status, default: 0] += 1
                 try check(run, k, errno)
+                removeRepositories(ofRun: "-\(errno)-\(k)")
             }
         }
         let calls = Self.errnos.map { "\(counts[$0] ?? 0) for \($0)" }.joined(separator: ", ")
