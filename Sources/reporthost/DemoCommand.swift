@@ -7,7 +7,8 @@ import Receiver
 /// `reporthost demo`: the whole flow on embedded defaults, in a fresh repository: starts a
 /// local receiver, crashes a child process and recovers it, runs a bug, an error and an
 /// exception report through the sample plugins built beside this executable, delivers
-/// everything, and prints each document, what each plugin changed and what was received.
+/// everything, and prints each document with its change trail (what each plugin changed, as
+/// `show` prints it) and what was received.
 ///
 /// The wrapper slot holds wrapper-sim for every report. A host has one user handler (SPEC
 /// H-1), so the user's slot changes between reports: account-context for the recovered
@@ -39,32 +40,25 @@ enum DemoCommand {
         let crash = try crashChild(repository: configuration.repository)
         output.write("\n== a child process crashed (\(crash)); its crash file is recovered by this launch\n")
 
-        let changes = Locked<[String]>([])
         configuration.plugins[.wrapper] = folder.appendingPathComponent("libwrapper-sim.so").path
         configuration.plugins[.handler] = folder.appendingPathComponent("libaccount-context.so").path
         var options = RuntimeOptions(configuration: configuration, mainExecutor: DispatchQueue.main)
         options.logLevel = try arguments.logLevel() ?? .warn
         options.faults = Switches.faults
         options.delivery = .onePass(retries: true)
-        options.observer = { event in
-            if case .changed(let call, let before, let after) = event {
-                changes.withLock { $0.append("  \(call):\n" + describe(before, after)) }
-            }
-        }
         let runtime = try Runtime.start(options)
         defer { runtime.stop() }
         try runtime.recover()
         for document in runtime.recovered {
             output.writeText("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
+            output.writeText(trail(document))
         }
-        output.writeText(changes.withLock { $0 }.joined(separator: "\n") + "\n")
 
         for (title, handler, request) in demoReports() {
             try runtime.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
-            changes.withLock { $0 = [] }
             guard let document = try runtime.raise(request) else { continue }
             output.write("\n== \(title): wrapper-sim, then \(handler)\n")
-            output.writeText(changes.withLock { $0 }.joined(separator: "\n") + "\n")
+            output.writeText(trail(document))
             output.write(document.json.serialized(pretty: true) + "\n")
         }
         let summary = try runtime.deliver()
@@ -123,23 +117,8 @@ enum DemoCommand {
         return path
     }
 
-    /// One line per field a callback changed.
-    static func describe(_ before: ReportContent, _ after: ReportContent) -> String {
-        var lines: [String] = []
-        func text(_ value: String?) -> String { value.map { "\"\($0)\"" } ?? "null" }
-        if before.summary != after.summary { lines.append("summary \(text(before.summary)) -> \(text(after.summary))") }
-        if before.description != after.description {
-            lines.append("description \(text(before.description)) -> \(text(after.description))")
-        }
-        if before.email != after.email { lines.append("email \(text(before.email)) -> \(text(after.email))") }
-        if before.severity != after.severity { lines.append("severity \(before.severity) -> \(after.severity)") }
-        for key in Set(before.attributes.keys).union(after.attributes.keys).sorted() where before.attributes[key] != after.attributes[key] {
-            lines.append("attribute \(key): \(text(before.attributes[key])) -> \(text(after.attributes[key]))")
-        }
-        if before.labels != after.labels { lines.append("labels \(before.labels) -> \(after.labels)") }
-        if before.attachments.map(\.name) != after.attachments.map(\.name) {
-            lines.append("attachments \(before.attachments.map(\.name)) -> \(after.attachments.map(\.name))")
-        }
-        return lines.map { "    " + $0 }.joined(separator: "\n")
+    /// The document's change trail, as `show` prints it.
+    static func trail(_ document: ReportDocument) -> String {
+        ShowCommand.changeLines(document.changes).joined(separator: "\n") + "\n"
     }
 }

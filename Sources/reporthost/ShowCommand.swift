@@ -82,8 +82,14 @@ enum ShowCommand {
             lines.append("internal log:")
             lines += document.internalLog.map { "  \($0.level.name) [\($0.handler)] \($0.message)" }
         }
+        lines += changeLines(document.changes)
         if let crash = record.crash { lines += crashLines(crash) }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The change trail, an entry a line (SPEC T-1), under `changes:`; nothing when empty.
+    static func changeLines(_ changes: [TrailEntry]) -> [String] {
+        changes.isEmpty ? [] : ["changes:"] + changes.map { "  \($0.text)" }
     }
 
     /// The signal line, then each thread's stack one frame per line, the crashed thread first:

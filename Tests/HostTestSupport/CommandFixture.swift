@@ -39,6 +39,8 @@ package struct CommandFixture: Sendable {
     /// A command the fixture ran for a test failed.
     package struct CommandFailed: Error, CustomStringConvertible {
         package let description: String
+
+        package init(description: String) { self.description = description }
     }
 
     /// The records `status --json` lists.

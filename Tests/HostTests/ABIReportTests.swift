@@ -31,7 +31,7 @@ func cString(_ buffer: [CChar]) -> String {
     func openHandle(_ handler: String = "probe", source: AttachmentSource = .handlerBefore, key: String = "handler.before")
         -> OpaquePointer
     {
-        let handle = report.openHandle(for: Contributor(handler: handler, source: source, budgetKey: key))
+        let handle = report.openHandle(for: Contributor(handler: handler, slot: "handler", step: source.rawValue, source: source, budgetKey: key))
         return OpaquePointer(bitPattern: UInt(handle.rawValue))!
     }
 

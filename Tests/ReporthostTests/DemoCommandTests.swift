@@ -15,8 +15,11 @@ import Testing
             #expect(out.contains("== bug report: wrapper-sim, then scrub-pii"))
             #expect(out.contains("== error report: wrapper-sim, then account-context"))
             #expect(out.contains("== exception report: wrapper-sim, then scrub-pii"))
-            #expect(out.contains("summary \"Checkout button does nothing for alice@example.com\" -> \"Checkout button does nothing for [email]\""))
-            #expect(out.contains("attribute account.plan: null -> \"free\""))
+            // The change trail, as `show` prints it (SPEC T-1): no change printer of the demo's own.
+            #expect(out.contains("changes:\n  wrapper-sim (wrapper.before) attribute:wrapper.name: 0..11 added"))
+            #expect(out.contains("  scrub-pii (handler.before) summary: 33..40 replaced (was 50 bytes)"))
+            #expect(out.contains("  scrub-pii (handler.before) description: 5..11, 35..43 replaced (was 72 bytes)"))
+            #expect(out.contains("  account-context (handler.before) attribute:account.plan: 0..4 added"))
             #expect(out.contains("Authorization: Bearer [secret] from [ip]"))
             #expect(!out.contains("alice@example.com\","))  // no document keeps the address
             let repository = try #require(out.split(separator: "\n").first { $0.hasPrefix("repository: ") })

@@ -43,6 +43,13 @@ public struct StorageLimits: Sendable, Equatable {
     public init() {}
 }
 
+/// What leaves the machine besides the report itself.
+public struct Privacy: Sendable, Equatable {
+    /// Whether the change trail is sent as `annotations["reporthost.changes"]` (SPEC T-1).
+    public var sendChanges = true
+    public init() {}
+}
+
 /// One logging destination (SPEC D-14).
 public struct LoggingDestination: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
@@ -71,6 +78,7 @@ public struct Configuration: Sendable, Equatable {
     public var retry = RetryPolicy()
     public var reportsPerMin = 30
     public var storage = StorageLimits()
+    public var privacy = Privacy()
     public var logging = [LoggingDestination(kind: .console, level: .info)]
 
     public init() {}
@@ -130,7 +138,7 @@ extension Configuration {
         var config = Configuration()
         let root = try reader.object(json, at: "")
         try reader.allow(root, at: "", keys: [
-            "repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "logging",
+            "repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "privacy", "logging",
         ])
         let resolve = { (p: String) in Paths.absolute(p, relativeTo: baseDirectory) }
 
@@ -206,6 +214,11 @@ extension Configuration {
             if let v = storage["maxDatabaseSizeMB"] {
                 config.storage.maxDatabaseSizeMB = try reader.int(v, at: "storage.maxDatabaseSizeMB", min: 0, max: 1_048_576)
             }
+        }
+        if let value = root["privacy"] {
+            let privacy = try reader.object(value, at: "privacy")
+            try reader.allow(privacy, at: "privacy", keys: ["sendChanges"])
+            if let v = privacy["sendChanges"] { config.privacy.sendChanges = try reader.bool(v, at: "privacy.sendChanges") }
         }
         if let value = root["logging"] {
             guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "logging", expected: "an array") }

@@ -1,22 +1,31 @@
 import FoundationEssentials
 
 /// Who changes a report through a handle: names the handler for the internal log and the
-/// attachment budget it draws on (SPEC R-7: one callback invocation is one source, all
-/// delegate calls of a report share the `delegate` source).
+/// change trail, the slot and step it runs in, and the attachment budget it draws on (SPEC
+/// one callback invocation is one source, all delegate calls of a report share the
+/// `delegate` source).
 package struct Contributor: Sendable, Hashable {
     package var handler: String
+    /// `wrapper`, `handler`, `delegate`, or `host` for the host's own changes.
+    package var slot: String
+    /// `wrapper.before`, `handler.after`, `delegate.add_fields`, … (SPEC T-1).
+    package var step: String
     package var source: AttachmentSource
     package var budgetKey: String
 
-    package init(handler: String, source: AttachmentSource, budgetKey: String) {
+    package init(handler: String, slot: String, step: String, source: AttachmentSource, budgetKey: String) {
         self.handler = handler
+        self.slot = slot
+        self.step = step
         self.source = source
         self.budgetKey = budgetKey
     }
 
-    package static let extended = Contributor(handler: "host", source: .extended, budgetKey: "extended")
-    package static func delegate(_ name: String) -> Contributor {
-        Contributor(handler: name, source: .delegate, budgetKey: "delegate")
+    package static let extended = Contributor(handler: "host", slot: "host", step: "extended", source: .extended, budgetKey: "extended")
+
+    /// A delegate call: `step` is its short name (`add_fields`, `check_fields`, `attachments`).
+    package static func delegate(_ name: String, step: String) -> Contributor {
+        Contributor(handler: name, slot: "delegate", step: "delegate.\(step)", source: .delegate, budgetKey: "delegate")
     }
 }
 
@@ -46,7 +55,7 @@ package final class LiveReport: Sendable {
         var notedAfterClose: Set<String> = []
         /// Set once a recovered callback's method has returned without completing: its later
         /// changes wait here and apply only if completion arrives before bundling (SPEC H-9).
-        var pending: [Change]?
+        var pending: [HeldChange]?
         /// The report as the held changes would leave it, what the next held change is
         /// checked against (nil until the first).
         var heldView: State?
@@ -62,11 +71,20 @@ package final class LiveReport: Sendable {
 
     typealias Change = @Sendable (inout State, Contributor) -> Void
 
+    /// A change held back until its callback completes, with the field it changes (for the
+    /// trail, should it be dropped).
+    struct HeldChange {
+        var field: String?
+        var apply: Change
+    }
+
     struct State {
         var content = ReportContent()
         var handles: [ReportHandle: HandleState] = [:]
         var attachmentsAdded: [String: Int] = [:]
         var internalLog = BoundedLog()
+        /// Every change made through a handle, and the host's drops (SPEC T-1).
+        var trail = ChangeTrail()
         var isBundled = false
         /// Rule events noted under the lock, sent to `events` once it is released.
         var unsent: [(handler: String, event: RuleEvent)] = []
@@ -75,6 +93,11 @@ package final class LiveReport: Sendable {
         mutating func record(_ event: RuleEvent, by handler: String) {
             internalLog.append(InternalLogEntry(level: .warn, handler: handler, message: event.message))
             unsent.append((handler, event))
+        }
+
+        /// Notes in the trail that held changes of `contributor` were dropped.
+        mutating func recordDropped(_ changes: [HeldChange], of contributor: Contributor) {
+            for field in changes.compactMap(\.field) { trail.recordDrop(of: contributor, field: field) }
         }
     }
 
@@ -133,6 +156,7 @@ package final class LiveReport: Sendable {
             handleState.isOpen = false
             if let pending = handleState.pending, !pending.isEmpty {
                 state.record(.droppedChanges(pending.count), by: handleState.contributor.handler)
+                state.recordDropped(pending, of: handleState.contributor)
             }
             handleState.pending = nil
             handleState.heldView = nil
@@ -155,7 +179,7 @@ package final class LiveReport: Sendable {
     package func complete(_ handle: ReportHandle) {
         state.withLock { state in
             guard var handleState = state.handles[handle], handleState.isOpen else { return }
-            for change in handleState.pending ?? [] { change(&state, handleState.contributor) }
+            for change in handleState.pending ?? [] { change.apply(&state, handleState.contributor) }
             handleState.pending = nil
             handleState.heldView = nil
             handleState.isOpen = false
@@ -176,7 +200,18 @@ package final class LiveReport: Sendable {
     /// Removes the attachments added through `handle` (an asynchronous decision that timed
     /// out takes back what its call added, SPEC A-2).
     package func removeAttachments(addedThrough handle: ReportHandle) {
-        state.withLock { $0.content.attachments.removeAll { $0.addedThrough == handle } }
+        state.withLock { state in
+            let removed = state.content.attachments.filter { $0.addedThrough == handle }
+            state.content.attachments.removeAll { $0.addedThrough == handle }
+            guard let contributor = state.handles[handle]?.contributor else { return }
+            for attachment in removed { state.trail.recordDrop(of: contributor, field: "attachment:\(attachment.name)") }
+        }
+    }
+
+    /// Takes up the trail of an earlier run of this report's chain (a rerun, SPEC H-13), so
+    /// the trail still tells where the content it starts from came from.
+    package func continueTrail(_ entries: [TrailEntry]) {
+        state.withLock { $0.trail = ChangeTrail(entries: entries) }
     }
 
     /// Changes the content on the host's behalf (no handle, no budget).
@@ -242,18 +277,25 @@ package final class LiveReport: Sendable {
             } else { nil }
         if let reason {
             state.record(.droppedAttachment(name, because: reason), by: contributor.handler)
+            state.trail.recordDrop(of: contributor, field: "attachment:\(name)")
             return .failure(.dropped)
         }
         state.attachmentsAdded[contributor.budgetKey] = used + 1
         var attachment = Attachment(name: name, filename: filename, data: data, source: contributor.source)
         attachment.addedThrough = handle
         state.content.attachments.append(attachment)
+        // The host's own (extended) attachments are not a plugin's change.
+        if handle != nil { state.trail.record(contributor, field: "attachment:\(name)", .added) }
         return .success(())
     }
 
     /// The report as it stands, without bundling it (the journal, SPEC H-13).
     package var snapshot: ReportDocument {
-        ReportDocument(id: id, trigger: trigger, content: content, internalLog: internalLog, createdAt: createdAt)
+        state.withLock { state in
+            ReportDocument(
+                id: id, trigger: trigger, content: state.content, internalLog: state.internalLog.entries, createdAt: createdAt,
+                changes: state.trail.entries)
+        }
     }
 
     /// Closes every handle and freezes the content: the report's final form (bundling).
@@ -263,6 +305,7 @@ package final class LiveReport: Sendable {
             for (handle, handleState) in state.handles where handleState.isOpen {
                 if let pending = handleState.pending, !pending.isEmpty {
                     state.record(.droppedChanges(pending.count), by: handleState.contributor.handler)
+                    state.recordDropped(pending, of: handleState.contributor)
                 }
                 state.handles[handle]?.isOpen = false
                 state.handles[handle]?.pending = nil
@@ -271,7 +314,7 @@ package final class LiveReport: Sendable {
             state.isBundled = true
             let document = ReportDocument(
                 id: id, trigger: trigger, content: state.content, internalLog: state.internalLog.entries,
-                createdAt: createdAt)
+                createdAt: createdAt, changes: state.trail.entries)
             return (document, Array(state.handles.keys))
         }
         HandleRegistry.shared.forget(handles)
@@ -285,10 +328,13 @@ package final class LiveReport: Sendable {
     /// a change and a close never interleave. A use after close is noted once per
     /// operation and handle, and answered `.closed`. A change through a handle that holds
     /// its changes back is answered from a scratch copy and kept for completion.
-    /// - Parameter cost: the bytes a change keeps alive if it is held (its texts, its data).
+    /// - Parameters:
+    ///   - field: the trail's name of the field a change changes: a change through a closed
+    ///     handle is then in the trail as the host's drop.
+    ///   - cost: the bytes a change keeps alive if it is held (its texts, its data).
     func access<T: Sendable>(
-        _ handle: ReportHandle, _ operation: String, noteIfClosed: Bool = true, mutates: Bool = true, cost: Int = 0,
-        _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>
+        _ handle: ReportHandle, _ operation: String, field: String? = nil, noteIfClosed: Bool = true, mutates: Bool = true,
+        cost: Int = 0, _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         defer { sendEvents() }
         let outcome: AccessOutcome<T> = state.withLock { state in
@@ -296,6 +342,7 @@ package final class LiveReport: Sendable {
             guard handleState.isOpen else {
                 let first = noteIfClosed && handleState.notedAfterClose.insert(operation).inserted
                 state.handles[handle] = handleState
+                if mutates, let field, !state.isBundled { state.trail.recordDrop(of: handleState.contributor, field: field) }
                 let note = first ? (handler: handleState.contributor.handler, event: RuleEvent.useAfterClose(operation)) : nil
                 if let note {
                     if state.isBundled { state.unsent.append(note) } else { state.record(note.event, by: note.handler) }
@@ -303,7 +350,7 @@ package final class LiveReport: Sendable {
                 return .closed(note: note?.event.message, bundled: state.isBundled)
             }
             if mutates, let pending = handleState.pending {
-                return .done(Self.hold(body, cost: cost, pending: pending.count, handle: handle, &handleState, in: &state))
+                return .done(Self.hold(body, field: field, cost: cost, pending: pending.count, handle: handle, &handleState, in: &state))
             }
             return .done(body(&state, handleState.contributor))
         }
@@ -320,8 +367,8 @@ package final class LiveReport: Sendable {
     /// only within `heldChangesMax` changes and `heldBytesMax` bytes. A change refused by its
     /// own rule is noted now, in the report itself (the view it was checked on is discarded).
     private static func hold<T: Sendable>(
-        _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>, cost: Int, pending: Int,
-        handle: ReportHandle, _ handleState: inout HandleState, in state: inout State
+        _ body: @escaping @Sendable (inout State, Contributor) -> Result<T, ReportError>, field: String?, cost: Int,
+        pending: Int, handle: ReportHandle, _ handleState: inout HandleState, in state: inout State
     ) -> Result<T, ReportError> {
         defer { state.handles[handle] = handleState }
         guard pending < heldChangesMax, handleState.heldBytes + max(0, cost) <= heldBytesMax else {
@@ -329,6 +376,7 @@ package final class LiveReport: Sendable {
                 handleState.heldFullNoted = true
                 state.record(.heldChangesFull(heldChangesMax, bytes: heldBytesMax), by: handleState.contributor.handler)
             }
+            if let field { state.trail.recordDrop(of: handleState.contributor, field: field) }
             return .failure(.dropped)
         }
         var scratch = handleState.heldView ?? state
@@ -338,7 +386,7 @@ package final class LiveReport: Sendable {
             for (handler, event) in scratch.unsent[before...] { state.record(event, by: handler) }
             return result
         }
-        handleState.pending?.append { state, contributor in _ = body(&state, contributor) }
+        handleState.pending?.append(HeldChange(field: field) { state, contributor in _ = body(&state, contributor) })
         handleState.heldBytes += max(0, cost)
         // Content and budgets only: no handles (each would keep the view before), no log.
         scratch.handles = [:]
@@ -351,7 +399,7 @@ package final class LiveReport: Sendable {
     package func add(
         attachment name: String, filename: String, data: Data, through handle: ReportHandle
     ) -> Result<Void, ReportError> {
-        access(handle, "add_attachment", cost: data.count) { state, contributor in
+        access(handle, "add_attachment", field: "attachment:\(name)", cost: data.count) { state, contributor in
             Self.addAttachment(&state, name: name, filename: filename, data: data, by: contributor, through: handle)
         }
     }
@@ -370,7 +418,7 @@ package final class LiveReport: Sendable {
         }
         let admissible = size > 0 && size <= UInt(ReportContent.attachmentMaxBytes) && budgetLeft
         let data = admissible ? copy() : Data()
-        return access(handle, "add_attachment", cost: data.count) { state, contributor in
+        return access(handle, "add_attachment", field: "attachment:\(name)", cost: data.count) { state, contributor in
             Self.addAttachment(
                 &state, name: name, filename: filename, data: data, declaredSize: admissible ? nil : size, by: contributor,
                 through: handle)

@@ -9,15 +9,21 @@ public struct ReportDocument: Sendable, Equatable {
     public var content: ReportContent
     public var internalLog: [InternalLogEntry]
     public var createdAt: Date
+    /// What plugins changed, and what the host dropped (SPEC T-1).
+    public var changes: [TrailEntry]
 
     public var type: ReportType { trigger.type }
 
-    public init(id: String, trigger: Trigger, content: ReportContent, internalLog: [InternalLogEntry], createdAt: Date) {
+    public init(
+        id: String, trigger: Trigger, content: ReportContent, internalLog: [InternalLogEntry], createdAt: Date,
+        changes: [TrailEntry] = []
+    ) {
         self.id = id
         self.trigger = trigger
         self.content = content
         self.internalLog = internalLog
         self.createdAt = createdAt
+        self.changes = changes
     }
 
     /// The document as SPEC I shows it: absent strings are null, labels in order,
@@ -49,6 +55,7 @@ public struct ReportDocument: Sendable, Equatable {
                     ("message", .string(entry.message)),
                 ])
             })),
+            ("changes", .array(changes.map(\.json))),
             ("created_at", .string(Self.timestamp(createdAt))),
         ])
     }
@@ -115,7 +122,9 @@ extension ReportDocument {
                 level: entry["level"]?.stringValue.flatMap(LogLevel.init(name:)) ?? .info,
                 handler: entry["handler"]?.stringValue ?? "host", message: message)
         }
-        self.init(id: id, trigger: trigger, content: content, internalLog: log, createdAt: createdAt)
+        // Entries this version cannot read (a newer one's) are left out, never a failure.
+        let changes = (json["changes"]?.arrayValue ?? []).compactMap(TrailEntry.init(json:))
+        self.init(id: id, trigger: trigger, content: content, internalLog: log, createdAt: createdAt, changes: changes)
     }
 
     /// Parses `timestamp`'s format (UTC, seconds).

@@ -13,28 +13,24 @@ package struct ReportHandle: Hashable, Sendable {
 
     package init(rawValue: UInt64) { self.rawValue = rawValue }
 
-    /// - Parameter cost: the bytes the change keeps alive while it is held (SPEC H-9).
+    /// - Parameters:
+    ///   - field: the trail's name for the field a change changes (SPEC T-1).
+    ///   - cost: the bytes the change keeps alive while it is held (SPEC H-9).
     private func access<T: Sendable>(
-        _ operation: String, mutates: Bool = true, cost: Int = 0,
+        _ operation: String, field: String? = nil, mutates: Bool = true, cost: Int = 0,
         _ body: @escaping @Sendable (inout LiveReport.State, Contributor) -> Result<T, ReportError>
     ) -> Result<T, ReportError> {
         guard let report = HandleRegistry.shared.report(for: self) else {
             HandleRegistry.shared.noteUseAfterBundle(self, operation)
             return .failure(.closed)
         }
-        return report.access(self, operation, mutates: mutates, cost: cost, body)
+        return report.access(self, operation, field: field, mutates: mutates, cost: cost, body)
     }
 
     private func read<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (ReportContent) -> T?) throws(ReportError) -> T {
         try access(operation, mutates: false) { state, _ in body(state.content).map { .success($0) } ?? .failure(.notFound) }.get()
     }
 
-    private func change(_ operation: String, _ body: @escaping @Sendable (inout ReportContent) -> Void) throws(ReportError) {
-        try access(operation) { state, _ in
-            body(&state.content)
-            return .success(())
-        }.get()
-    }
 
     // MARK: Read-only fields
 
@@ -53,22 +49,22 @@ package struct ReportHandle: Hashable, Sendable {
     // MARK: Text fields
 
     package func summary() throws(ReportError) -> String { try read("summary") { $0.summary } }
-    package func setSummary(_ value: String?) throws(ReportError) { try setText("set_summary", value) { $0.summary = $1 } }
+    package func setSummary(_ value: String?) throws(ReportError) { try setText(.summary, value) }
     package func description() throws(ReportError) -> String { try read("description") { $0.description } }
-    package func setDescription(_ value: String?) throws(ReportError) {
-        try setText("set_description", value) { $0.description = $1 }
-    }
+    package func setDescription(_ value: String?) throws(ReportError) { try setText(.description, value) }
     package func email() throws(ReportError) -> String { try read("email") { $0.email } }
-    package func setEmail(_ value: String?) throws(ReportError) { try setText("set_email", value) { $0.email = $1 } }
+    package func setEmail(_ value: String?) throws(ReportError) { try setText(.email, value) }
 
-    /// Sets a text field through `assign`, cut to `ReportContent.textMaxBytes` (the cut noted).
-    private func setText(
-        _ operation: String, _ value: String?, _ assign: @escaping @Sendable (inout ReportContent, String?) -> Void
-    ) throws(ReportError) {
+    /// Sets a text field, cut to `ReportContent.textMaxBytes` (the cut noted).
+    private func setText(_ field: ReportContent.TextField, _ value: String?) throws(ReportError) {
+        let operation = "set_\(field.rawValue)"
         let bounded = value.map { ReportContent.bounded($0) }
-        try self.access(operation, cost: bounded?.text.utf8.count ?? 0) { state, contributor in
+        try self.access(operation, field: field.rawValue, cost: bounded?.text.utf8.count ?? 0) { state, contributor in
             if bounded?.wasCut == true { state.record(.textCut(operation), by: contributor.handler) }
-            assign(&state.content, bounded?.text)
+            let old = state.content[text: field]
+            guard old != bounded?.text else { return .success(()) }
+            state.trail.record(contributor, field: field.rawValue, from: old, to: bounded?.text)
+            state.content[text: field] = bounded?.text
             return .success(())
         }.get()
     }
@@ -86,13 +82,15 @@ package struct ReportHandle: Hashable, Sendable {
 
     /// Sets 1...5; any other value is ignored, noted in the internal log, and answered `.range`.
     package func setSeverity(_ value: Int32) throws(ReportError) {
-        try self.access("set_severity") { (state, contributor) -> Result<Void, ReportError> in
+        try self.access("set_severity", field: "severity") { (state, contributor) -> Result<Void, ReportError> in
             guard ReportContent.severityRange.contains(value) else {
                 state.internalLog.append(InternalLogEntry(
                     level: .warn, handler: contributor.handler,
                     message: "severity \(value) ignored (outside 1-5); kept \(state.content.severity)"))
+                state.trail.recordDrop(of: contributor, field: "severity")
                 return .failure(.range)
             }
+            if state.content.severity != value { state.trail.record(contributor, field: "severity", .set) }
             state.content.severity = value
             return .success(())
         }.get()
@@ -109,27 +107,41 @@ package struct ReportHandle: Hashable, Sendable {
         let key = ReportContent.bounded(key)
         let value = value.map { ReportContent.bounded($0) }
         let cost = key.text.utf8.count + (value?.text.utf8.count ?? 0)
-        try self.access("set_attribute", cost: cost) { (state, contributor) -> Result<Void, ReportError> in
+        let field = "attribute:\(key.text)"
+        try self.access("set_attribute", field: field, cost: cost) { (state, contributor) -> Result<Void, ReportError> in
             let limit = ReportContent.attributesMax
-            if value != nil, state.content.attributes[key.text] == nil, state.content.attributes.count >= limit {
+            let old = state.content.attributes[key.text]
+            if value != nil, old == nil, state.content.attributes.count >= limit {
                 state.record(.countRefused("set_attribute", "attributes", limit: limit), by: contributor.handler)
+                state.trail.recordDrop(of: contributor, field: field)
                 return .failure(.invalid)
             }
             if key.wasCut || value?.wasCut == true {
                 Self.noteCuts([key] + (value.map { [$0] } ?? []), "set_attribute", in: &state, by: contributor.handler)
             }
+            if old != value?.text { state.trail.record(contributor, field: field, from: old, to: value?.text) }
             state.content.attributes[key.text] = value?.text
             return .success(())
         }.get()
     }
 
     package func removeAttribute(_ key: String) throws(ReportError) {
-        try self.access("remove_attribute") { (state, _) -> Result<Void, ReportError> in
-            state.content.attributes.removeValue(forKey: key) == nil ? .failure(.notFound) : .success(())
+        try self.access("remove_attribute", field: "attribute:\(key)") { (state, contributor) -> Result<Void, ReportError> in
+            guard let old = state.content.attributes.removeValue(forKey: key) else { return .failure(.notFound) }
+            state.trail.record(contributor, field: "attribute:\(key)", from: old, to: nil)
+            return .success(())
         }.get()
     }
 
-    package func clearAttributes() throws(ReportError) { try change("clear_attributes") { $0.attributes = [:] } }
+    package func clearAttributes() throws(ReportError) {
+        try self.access("clear_attributes", field: "attributes") { (state, contributor) -> Result<Void, ReportError> in
+            for (key, old) in state.content.attributes.sorted(by: { $0.key < $1.key }) {
+                state.trail.record(contributor, field: "attribute:\(key)", from: old, to: nil, as: .cleared)
+            }
+            state.content.attributes = [:]
+            return .success(())
+        }.get()
+    }
 
     /// A snapshot, sorted by key.
     package func attributes() throws(ReportError) -> [(key: String, value: String)] {
@@ -157,29 +169,46 @@ package struct ReportHandle: Hashable, Sendable {
     private func changeLabels(_ operation: String, _ labels: [String?], replacing: Bool) throws(ReportError) {
         let bounded = labels.compactMap { $0 }.map { ReportContent.bounded($0) }
         let cost = bounded.reduce(0) { $0 + $1.text.utf8.count }
-        try self.access(operation, cost: cost) { (state, contributor) -> Result<Void, ReportError> in
+        let field = replacing || bounded.count != 1 ? "labels" : "label:\(bounded[0].text)"
+        try self.access(operation, field: field, cost: cost) { (state, contributor) -> Result<Void, ReportError> in
             let limit = ReportContent.labelsMax
             guard (replacing ? 0 : state.content.labels.count) + bounded.count <= limit else {
                 state.record(.countRefused(operation, "labels", limit: limit), by: contributor.handler)
+                state.trail.recordDrop(of: contributor, field: field)
                 return .failure(.invalid)
             }
             Self.noteCuts(bounded, operation, in: &state, by: contributor.handler)
-            if replacing { state.content.labels = [] }
-            state.content.labels.append(contentsOf: bounded.map(\.text))
+            let labels = bounded.map(\.text)
+            if replacing {
+                if state.content.labels != labels { state.trail.record(contributor, field: "labels", .set) }
+                state.content.labels = labels
+            } else {
+                for label in labels { state.trail.record(contributor, field: "label:\(label)", .added) }
+                state.content.labels.append(contentsOf: labels)
+            }
             return .success(())
         }.get()
     }
 
-    /// Removes every occurrence.
+    /// Removes every occurrence. The trail names each by its place in the list before
+    /// (`label:#2`), never by its text: a label a scrubber removes is what it removed.
     package func removeLabel(_ label: String) throws(ReportError) {
-        try self.access("remove_label") { (state, _) -> Result<Void, ReportError> in
-            let before = state.content.labels.count
+        try self.access("remove_label", field: "labels") { (state, contributor) -> Result<Void, ReportError> in
+            let places = state.content.labels.indices.filter { state.content.labels[$0] == label }
+            guard !places.isEmpty else { return .failure(.notFound) }
+            for place in places { state.trail.record(contributor, field: "label:#\(place)", from: label, to: nil) }
             state.content.labels.removeAll { $0 == label }
-            return state.content.labels.count == before ? .failure(.notFound) : .success(())
+            return .success(())
         }.get()
     }
 
-    package func clearLabels() throws(ReportError) { try change("clear_labels") { $0.labels = [] } }
+    package func clearLabels() throws(ReportError) {
+        try self.access("clear_labels", field: "labels") { (state, contributor) -> Result<Void, ReportError> in
+            if !state.content.labels.isEmpty { state.trail.record(contributor, field: "labels", .cleared) }
+            state.content.labels = []
+            return .success(())
+        }.get()
+    }
 
     package func hasLabel(_ label: String) throws(ReportError) -> Bool { try read("has_label") { $0.labels.contains(label) } }
 
@@ -209,14 +238,24 @@ package struct ReportHandle: Hashable, Sendable {
 
     /// Removes every attachment called `name`; the budget is not given back.
     package func removeAttachment(_ name: String) throws(ReportError) {
-        try self.access("remove_attachment") { (state, _) -> Result<Void, ReportError> in
+        try self.access("remove_attachment", field: "attachment:\(name)") { (state, contributor) -> Result<Void, ReportError> in
             let before = state.content.attachments.count
             state.content.attachments.removeAll { $0.name == name }
-            return state.content.attachments.count == before ? .failure(.notFound) : .success(())
+            guard state.content.attachments.count != before else { return .failure(.notFound) }
+            state.trail.record(contributor, field: "attachment:\(name)", .removed)
+            return .success(())
         }.get()
     }
 
-    package func clearAttachments() throws(ReportError) { try change("clear_attachments") { $0.attachments = [] } }
+    package func clearAttachments() throws(ReportError) {
+        try self.access("clear_attachments", field: "attachments") { (state, contributor) -> Result<Void, ReportError> in
+            for attachment in state.content.attachments {
+                state.trail.record(contributor, field: "attachment:\(attachment.name)", .cleared)
+            }
+            state.content.attachments = []
+            return .success(())
+        }.get()
+    }
 
     /// Notes in the internal log that a call's argument was refused or dropped (NULL where a
     /// value is required, or not UTF-8), under this handler's name.
@@ -247,6 +286,30 @@ package struct ReportHandle: Hashable, Sendable {
         switch noted {
         case .success(let handler): report.hostLog.log(level, message, handler: handler)
         case .failure: report.hostLog.log(level, message)
+        }
+    }
+}
+
+extension ReportContent {
+    /// The text fields a handler sets whole, by their trail names.
+    enum TextField: String, Sendable {
+        case summary, description, email
+    }
+
+    subscript(text field: TextField) -> String? {
+        get {
+            switch field {
+            case .summary: summary
+            case .description: description
+            case .email: email
+            }
+        }
+        set {
+            switch field {
+            case .summary: summary = newValue
+            case .description: description = newValue
+            case .email: email = newValue
+            }
         }
     }
 }

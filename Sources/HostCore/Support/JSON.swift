@@ -78,13 +78,15 @@ extension JSONValue {
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             if items.isEmpty { out += "[]".utf8; return }
+            // A list of numbers (a trail's byte range) reads best on one line.
+            let broken = pretty && !items.allSatisfy { if case .number = $0 { true } else { false } }
             out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                if pretty { Self.newline(&out, indent + 1) }
+                if broken { Self.newline(&out, indent + 1) } else if pretty && i > 0 { out.append(UInt8(ascii: " ")) }
                 item.write(to: &out, pretty: pretty, indent: indent + 1)
             }
-            if pretty { Self.newline(&out, indent) }
+            if broken { Self.newline(&out, indent) }
             out.append(UInt8(ascii: "]"))
         case .object(let pairs):
             if pairs.isEmpty { out += "{}".utf8; return }

@@ -17,6 +17,7 @@ import HostStore
 /// | `labels` | `classifiers` |
 /// | `description` | `annotations["Description"]` |
 /// | `internal_log` | `annotations["ReportHost internal log"]` |
+/// | `changes` (unless `privacy.sendChanges` is false) | `annotations["reporthost.changes"]` |
 /// | attachments | `attachment_<name>` parts, metadata in `annotations["Attachments"]` |
 /// | crash payload | `threads`, `mainThread`, `sourceCode`, `annotations["Crash"]` (signal, registers, modules) |
 ///
@@ -34,7 +35,8 @@ package enum BacktraceReport {
         #endif
     }()
 
-    package static func json(_ document: ReportDocument, crash: JSONValue?) -> JSONValue {
+    /// - Parameter sendChanges: whether the change trail goes too (`privacy.sendChanges`).
+    package static func json(_ document: ReportDocument, crash: JSONValue?, sendChanges: Bool = true) -> JSONValue {
         var attributes: [(String, JSONValue)] = document.content.attributes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }
         func set(_ key: String, _ value: String?) {
             guard let value else { return }
@@ -56,6 +58,9 @@ package enum BacktraceReport {
         }
         if let list = document.json["attachments"]?.arrayValue, !list.isEmpty {
             annotations.append(("Attachments", .array(list)))
+        }
+        if sendChanges && !document.changes.isEmpty {
+            annotations.append(("reporthost.changes", .array(document.changes.map(\.json))))
         }
 
         var fields: [(String, JSONValue)] = [

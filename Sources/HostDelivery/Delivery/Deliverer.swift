@@ -230,7 +230,7 @@ package struct Deliverer: Sendable {
         }
         document.content.attachments = present.map(\.attachment)
         let multipart = MultipartBody()
-        let json = BacktraceReport.json(document, crash: record.crash)
+        let json = BacktraceReport.json(document, crash: record.crash, sendChanges: configuration.privacy.sendChanges)
         guard !present.isEmpty else {
             return Attempt(
                 record: record, body: RequestBody(contentType: multipart.contentType, bytes: multipart.bytes(json: json)),

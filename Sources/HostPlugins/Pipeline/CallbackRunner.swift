@@ -51,7 +51,9 @@ struct CallbackRunner {
         let name = handler.name
         let label = "\(name).on_\(step.rawValue)_report_created"
         let handle = report.openHandle(
-            for: Contributor(handler: name, source: slot.source(step), budgetKey: "\(slot.rawValue).\(step.rawValue)"))
+            for: Contributor(
+                handler: name, slot: slot.rawValue, step: slot.source(step).rawValue, source: slot.source(step),
+                budgetKey: "\(slot.rawValue).\(step.rawValue)"))
         let finish: CallFinish = mode == .runningApp ? .completedAndReturned : .returned
         let tracker = CallTracker(finish: finish)
         let observer = invoker.observer
@@ -66,12 +68,6 @@ struct CallbackRunner {
             })
         let closure = handler.needsClosure ? try closures.acquire(for: completion) : nil
         let limitMs = mode == .recovered ? limits.recoveredReturnMs : limits.callbackTimeoutMs
-        let before = observer == nil ? nil : report.content
-        defer {
-            if let observer, let before, case let after = report.content, after != before {
-                observer(.changed(call: label, before: before, after: after))
-            }
-        }
         let notCalled = Locked(false)
         let result = invoker.perform(
             label, on: mode == .recovered ? .own : .main, limitMs: limitMs, budgetDeadline: budgetDeadline,

@@ -20,7 +20,7 @@ struct DelegateRunner {
             content.description = nil
             content.labels = []
         }
-        return callAndReturn(delegate, "add_fields_before_report_created", on: .main, report: report, budgetDeadline: budgetDeadline) {
+        return callAndReturn(delegate, "add_fields_before_report_created", step: "add_fields", on: .main, report: report, budgetDeadline: budgetDeadline) {
             delegate.addFields($0)
         }
     }
@@ -28,7 +28,7 @@ struct DelegateRunner {
     /// H-5 step 5, dialog reports only. [main-thread]
     func checkFields(_ delegate: Delegate, report: LiveReport, budgetDeadline: HostInstant) -> String? {
         guard delegate.methods.contains(.checkFields) else { return nil }
-        return callAndReturn(delegate, "check_fields_after_report_created", on: .main, report: report, budgetDeadline: budgetDeadline) {
+        return callAndReturn(delegate, "check_fields_after_report_created", step: "check_fields", on: .main, report: report, budgetDeadline: budgetDeadline) {
             delegate.checkFields($0)
         }
     }
@@ -41,7 +41,7 @@ struct DelegateRunner {
     {
         let methods = delegate.methods
         if methods.contains(.attachments) {
-            return callAndReturn(delegate, "attachments_for_report", on: .own, report: report, budgetDeadline: budgetDeadline) {
+            return callAndReturn(delegate, "attachments_for_report", step: "attachments", on: .own, report: report, budgetDeadline: budgetDeadline) {
                 delegate.attachments($0)
             }
         } else if methods.contains(.attachmentsAsync) {
@@ -59,12 +59,12 @@ struct DelegateRunner {
 
     /// A delegate call that is done when it returns, bounded by the callback limit.
     private func callAndReturn(
-        _ delegate: Delegate, _ method: String, on thread: CallThread, report: LiveReport, budgetDeadline: HostInstant,
+        _ delegate: Delegate, _ method: String, step: String, on thread: CallThread, report: LiveReport, budgetDeadline: HostInstant,
         _ body: @escaping @Sendable (ReportHandle) -> Void
     ) -> String? {
         guard let name = delegate.name else { return "the delegate was released" }
         let label = "\(name).\(method)"
-        let handle = report.openHandle(for: .delegate(name))
+        let handle = report.openHandle(for: .delegate(name, step: step))
         let result = invoker.perform(
             label, on: thread, limitMs: limits.callbackTimeoutMs, budgetDeadline: budgetDeadline,
             tracker: CallTracker(finish: .returned)
@@ -78,7 +78,7 @@ struct DelegateRunner {
     private func decide(_ delegate: Delegate, report: LiveReport, budgetDeadline: HostInstant) throws(HostError) -> String? {
         guard let name = delegate.name else { return "the delegate was released" }
         let label = "\(name).attachments_for_report_async"
-        let handle = report.openHandle(for: .delegate(name))
+        let handle = report.openHandle(for: .delegate(name, step: "attachments"))
         let tracker = CallTracker(finish: .completedAndReturned)
         let accept: @Sendable ([OfferedAttachment]?) -> Void = { items in
             for item in items ?? [] {

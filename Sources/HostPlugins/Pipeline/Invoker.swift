@@ -12,9 +12,6 @@ package enum PipelineEvent: Sendable, Equatable {
     case returned(call: String)
     /// A callback's completion was called for the first time (its changes now count).
     case completed(call: String)
-    /// What a callback changed, once the host stopped waiting for it (sent only when the
-    /// content differs; snapshots are taken only while an observer is set).
-    case changed(call: String, before: ReportContent, after: ReportContent)
     /// A handler broke a rule or the host gave up on a call (`handler`: the plugin's name,
     /// `plugin` when the report is gone); also noted in the internal log (H-14).
     case broke(handler: String, RuleEvent)

@@ -360,6 +360,7 @@ package struct Recovery {
             content.attachments = chain.attachments
         }
         for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
+        report.continueTrail(record.document.changes)
         host.noteQuarantine(on: report)
         let document: ReportDocument
         if !required.isEmpty, let withoutChain = chain.skipReason.map({ "the handler chain was skipped: \($0)" })

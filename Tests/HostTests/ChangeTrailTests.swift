@@ -1,0 +1,192 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// SPEC T-1: the change trail, through real C plugins in the wrapper and handler slots.
+@Suite struct ChangeTrailTests {
+    /// A handler that makes one change of every kind through the host table, some of which the
+    /// host refuses, and one through its `on_before` handle after that handle closed.
+    static let probe = fixtureHandler(
+        name: "trail-probe", before: "on_before", after: "on_after",
+        extra: """
+            static rh_report *before_handle;
+            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)t;
+                before_handle = r;
+                host->set_summary(r, "mail [email] now");
+                host->set_attribute(r, "added.key", "v1");
+                host->set_attribute(r, "added.key", "v22");
+                host->set_attribute(r, "kept.key", "new value");
+                host->remove_attribute(r, "secret");
+                host->add_label(r, "fresh");
+                host->remove_label(r, "pii:bob@example.org");
+                host->set_severity(r, 9);
+                host->set_severity(r, 2);
+                host->add_attachment(r, "empty", "empty.txt", "", 0);
+                host->add_attachment(r, "log", "log.txt", "abc", 3);
+                done();
+            }
+            static void on_after(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)r; (void)t;
+                host->set_description(before_handle, "through a closed handle");
+                done();
+            }
+            """)
+
+    /// A wrapper that sets the summary first: the user's handler changes it after.
+    static let wrapper = fixtureHandler(
+        name: "trail-wrapper", before: "on_before",
+        extra: """
+            static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)t;
+                host->set_summary(r, "mail alice@example.com now, from the wrapper");
+                done();
+            }
+            """)
+
+    static func request() -> ReportRequest {
+        var request = ReportRequest(trigger: .logError)
+        request.summary = "mail alice@example.com now"
+        request.attributes = ["secret": "hunter2-password", "kept.key": "old"]
+        request.labels = ["first", "pii:bob@example.org"]
+        return request
+    }
+
+    func raise() throws -> ReportDocument {
+        let host = try TestHost.make()
+        try host.loadPlugin(at: try Fixtures.plugin("trail-wrapper", source: Self.wrapper).path, into: .wrapper)
+        try host.loadPlugin(at: try Fixtures.plugin("trail-probe", source: Self.probe).path, into: .handler)
+        return try host.raiseDocument(Self.request())
+    }
+
+    func entry(_ document: ReportDocument, _ plugin: String, _ field: String) -> TrailEntry? {
+        document.changes.first { $0.plugin == plugin && $0.field == field }
+    }
+
+    @Test("T-1: each change through the host table is one entry with its plugin, slot, step, field and operation")
+    func everyChange() throws {
+        let document = try raise()
+        let probe = "trail-probe"
+        #expect(entry(document, "trail-wrapper", "summary")
+            == TrailEntry(plugin: "trail-wrapper", slot: "wrapper", step: "wrapper.before", field: "summary", operation: .set,
+                ranges: [26..<44], wasLength: 26))
+        // The handler's change is measured against the wrapper's summary, in the final text.
+        #expect(document.content.summary == "mail [email] now")
+        #expect(entry(document, probe, "summary")
+            == TrailEntry(plugin: probe, slot: "handler", step: "handler.before", field: "summary", operation: .set,
+                ranges: [5..<12, 16..<16], wasLength: 44))
+        // Set twice in one step: one entry, still "added", its range in the final value.
+        #expect(entry(document, probe, "attribute:added.key")?.operation == .added)
+        #expect(entry(document, probe, "attribute:added.key")?.ranges == [0..<3])
+        #expect(entry(document, probe, "attribute:kept.key")
+            == TrailEntry(plugin: probe, slot: "handler", step: "handler.before", field: "attribute:kept.key", operation: .set,
+                ranges: [0..<9], wasLength: 3))
+        #expect(entry(document, probe, "attribute:secret")
+            == TrailEntry(plugin: probe, slot: "handler", step: "handler.before", field: "attribute:secret", operation: .removed,
+                ranges: [], wasLength: 16))
+        #expect(entry(document, probe, "label:fresh")?.operation == .added)
+        // A removed label is named by its place, never by its text.
+        #expect(entry(document, probe, "label:#1")?.operation == .removed)
+        #expect(entry(document, probe, "label:#1")?.wasLength == "pii:bob@example.org".utf8.count)
+        #expect(entry(document, probe, "severity")?.operation == .set)
+        #expect(entry(document, probe, "attachment:log")?.operation == .added)
+    }
+
+    @Test("T-1: the host's own drops (out-of-range severity, an empty attachment, a closed handle) are entries of slot host")
+    func hostDrops() throws {
+        let document = try raise()
+        let drops = document.changes.filter { $0.slot == "host" }
+        #expect(drops.allSatisfy { $0.plugin == "host" && $0.operation == .dropped })
+        #expect(Set(drops.map { "\($0.step) \($0.field)" })
+            == ["handler.before severity", "handler.before attachment:empty", "handler.before description"])
+        #expect(document.content.description == nil)
+    }
+
+    @Test("T-1: the trail keeps no removed text: not the wrapper's summary, the removed attribute or the removed label")
+    func noOriginalText() throws {
+        let document = try raise()
+        let text = JSONValue.array(document.changes.map(\.json)).serialized()
+        for removed in ["alice@example.com", "hunter2-password", "bob@example.org", "from the wrapper", "old"] {
+            #expect(!text.contains(removed), "\(removed) is in the trail: \(text)")
+        }
+    }
+
+    @Test("T-1: the document stores the trail as `changes` and reads it back the same")
+    func storedForm() throws {
+        let document = try raise()
+        let json = document.json
+        let stored = try #require(json["changes"]?.arrayValue)
+        #expect(stored.count == document.changes.count)
+        #expect(stored.first?["ranges"]?.arrayValue?.first?.arrayValue?.compactMap(\.intValue) == [26, 44])
+        let back = try #require(ReportDocument(json: try JSONValue.parse(json.serialized())))
+        #expect(back.changes == document.changes)
+    }
+
+    @Test("T-1: at most 1,000 entries; one last entry counts the rest")
+    func bounded() throws {
+        let flood = fixtureHandler(
+            name: "trail-flood", before: "on_before",
+            extra: """
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t;
+                    char key[32];
+                    for (int i = 0; i < 1100; i++) { snprintf(key, sizeof key, "k%d", i); host->set_attribute(r, key, "v"); }
+                    done();
+                }
+                """)
+        let host = try TestHost.make()
+        try host.loadPlugin(at: try Fixtures.plugin("trail-flood", source: flood).path, into: .handler)
+        let document = try host.raiseDocument(ReportRequest(trigger: .logError))
+        #expect(document.changes.count == ChangeTrail.capacity + 1)
+        // Each key is an entry (added, or dropped past the attribute limit): 1,100 of them.
+        #expect(document.changes.last?.droppedCount == 100)
+        #expect(document.changes.first?.operation == .added)
+        #expect(document.changes.last?.text == "host: 100 further changes not recorded (at most 1000 entries are kept)")
+    }
+
+    @Test("T-1: a person reads an entry as `plugin (step) field: ranges replaced (was N bytes)`")
+    func readable() {
+        let entry = TrailEntry(
+            plugin: "scrub-pii", slot: "handler", step: "handler.before", field: "summary", operation: .set, ranges: [19..<26],
+            wasLength: 34)
+        #expect(entry.text == "scrub-pii (handler.before) summary: 19..26 replaced (was 34 bytes)")
+        let removed = TrailEntry(
+            plugin: "p", slot: "handler", step: "handler.after", field: "attribute:token", operation: .removed, ranges: [], wasLength: 40)
+        #expect(removed.text == "p (handler.after) attribute:token: removed (was 40 bytes)")
+    }
+}
+
+/// The byte ranges the trail records.
+@Suite struct TextDiffTests {
+    func ranges(_ old: String, _ new: String) -> [Range<Int>] {
+        TextDiff.hunks(from: Array(old.utf8), to: Array(new.utf8)).map(\.new)
+    }
+
+    @Test("T-1 ranges: a scrubber's replacements are one range each, in the new text's bytes")
+    func replacements() {
+        #expect(ranges("write to alice@example.com please", "write to [email] please") == [9..<16])
+        #expect(ranges("Card 4111 1111 1111 1111 was declined; my token=sk_live_51H8 is attached",
+            "Card [card] was declined; my token=[secret] is attached") == [5..<11, 35..<43])
+        #expect(ranges("same", "same") == [])
+        #expect(ranges("", "new") == [0..<3])
+        #expect(ranges("cut this out", "cut out") == [4..<4])
+        #expect(ranges("é alice@example.com", "é [email]") == [3..<10])
+    }
+
+    @Test("T-1 ranges: coalesced changes keep the earlier ranges where the later change moved them")
+    func carried() {
+        let first = TextDiff.hunks(from: Array("a bob@x.io b".utf8), to: Array("a [email] b".utf8))
+        #expect(first.map(\.new) == [2..<9])
+        let second = TextDiff.hunks(from: Array("a [email] b".utf8), to: Array("long prefix a [email] b 4111111111111111".utf8))
+        let carried = TextDiff.carry(first.map(\.new), through: second)
+        #expect(carried == [0..<12, 14..<21, 23..<40])
+    }
+
+    @Test("T-1 ranges: texts with nothing in common are one range, found in linear time")
+    func unrelated() {
+        let old = String(repeating: "abc def ", count: 8_000)
+        let new = String(repeating: "xyz uvw ", count: 8_000)
+        #expect(ranges(old, new) == [0..<(new.utf8.count - 1)])
+    }
+}
