@@ -42,6 +42,7 @@ package final class LocalReceiver: Sendable {
 
     struct State {
         var script: [Response]
+        var chaos: Chaos?
         var received: [Received] = []
         var stopped = false
         /// Connections served now, by descriptor (removed before the descriptor is closed).
@@ -88,6 +89,8 @@ package final class LocalReceiver: Sendable {
     }
     let onReceive: @Sendable (Received) -> Void
     let keepInMemory: Bool
+    /// The inbox's reports and requests (`receive --inbox`); nil: submissions only.
+    let inbox: Inbox?
 
     /// A `--respond` word that is not an HTTP status, `reset` or `stall`.
     package struct ScriptError: Error, CustomStringConvertible {
@@ -108,11 +111,14 @@ package final class LocalReceiver: Sendable {
     }
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port) and stores into `folder`.
-    /// - Parameter keepInMemory: keep every submission in `received` (tests); the command
-    ///   line keeps only the files, so a long run does not grow.
+    /// - Parameters:
+    ///   - keepInMemory: keep every submission in `received` (tests); the command line keeps
+    ///     only the files, so a long run does not grow.
+    ///   - inbox: serve the inbox's pages and API beside the submission endpoints (SPEC T-2).
+    ///   - chaos: faults to answer submissions with at random.
     package init(
         port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true, limits: Limits = Limits(),
-        onReceive: @escaping @Sendable (Received) -> Void = { _ in }
+        inbox: Bool = false, chaos: Chaos? = nil, onReceive: @escaping @Sendable (Received) -> Void = { _ in }
     ) throws(HostError) {
         // Owner-only (0700), as everything the host creates: submissions carry personal data.
         _ = Paths.makeFolder(folder.path)
@@ -138,7 +144,8 @@ package final class LocalReceiver: Sendable {
         self.port = UInt16(bigEndian: actual.sin_port)
         self.folder = folder
         self.listener = fd
-        self.state = Locked(State(script: script.isEmpty ? [.status(200)] : script))
+        self.state = Locked(State(script: script.isEmpty ? [.status(200)] : script, chaos: chaos))
+        self.inbox = inbox ? Inbox(folder: folder) : nil
         self.limits = limits
         self.onReceive = onReceive
         self.keepInMemory = keepInMemory
@@ -149,6 +156,8 @@ package final class LocalReceiver: Sendable {
     }
 
     package var url: String { "http://127.0.0.1:\(port)/post?format=json&token=local-token" }
+    /// The inbox's page (with `inbox`).
+    package var inboxURL: String { "http://127.0.0.1:\(port)/" }
     package var received: [Received] { state.withLock { $0.received } }
 
     /// Stops accepting (open connections finish their current request). The accept thread
@@ -156,6 +165,7 @@ package final class LocalReceiver: Sendable {
     /// reused by another socket while that thread may still call `accept` on it.
     package func stop() {
         state.withLock { $0.stopped = true }
+        inbox?.stop()
         shutdown(listener, Int32(SHUT_RDWR))
     }
 
@@ -315,35 +325,65 @@ package final class LocalReceiver: Sendable {
                 if case .failure(let error) = body, error != .closed { reader.answer(error.status, error.message) }
                 return
             }
-            let target = String(requestLine[1])
-            let response = nextResponse()
-            switch response {
-            case .reset:
-                var linger = linger(l_onoff: 1, l_linger: 0)
-                setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
-                return
-            case .stall:
-                // Hold the connection without answering until the client gives up (or the
-                // idle timeout closes it).
-                while case .success = reader.readHead() {}
-                return
-            case .status(let code):
-                let status: Int
-                let message: String
-                var uuid = ""
-                switch store(body: data, contentType: headers["content-type"] ?? "", target: target, answer: response) {
-                case .success(let stored):
-                    (status, message, uuid) = (code, "ok", stored.uuid)
-                case .failure(.badSubmission):
-                    (status, message) = (code < 300 ? 400 : code, "bad submission")
-                case .failure(.storage(let reason)):
-                    // Never 200 for what was not kept: the client must send it again.
-                    (status, message) = (500, "cannot store the submission: \(reason)")
-                }
-                let extra = status == 429 || status == 503 ? "Retry-After: 1\r\n" : ""
-                reader.answer(status, message, rxid: uuid, extra: extra)
-                if headers["connection"]?.lowercased() == "close" { return }
+            let request = HTTPRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
+            let keepOpen = isInboxRequest(request)
+                ? serveInbox(request, reader: &reader)
+                : submit(request, body: data, client: client, reader: &reader)
+            if !keepOpen || headers["connection"]?.lowercased() == "close" { return }
+        }
+    }
+
+    /// Answers a submission: a chaos fault drawn for it, else the next scripted answer (a
+    /// status stores the report first). Returns whether the connection stays open.
+    private func submit(_ request: HTTPRequest, body: Data, client: Int32, reader: inout SocketReader) -> Bool {
+        let fault = state.withLock { $0.chaos?.draw() }
+        let submission = Self.parseSubmission(body, contentType: request.headers["content-type"] ?? "")
+        var log = Inbox.Request(
+            at: Date(), method: request.method, path: request.target, status: 0, chaos: fault != nil,
+            report: try? submission.get().uuid)
+        defer { inbox?.record(log) }
+        if fault == .slow { usleep(UInt32(Chaos.slowMs) * 1_000) }
+        let response: Response =
+            switch fault {
+            case .status(let code): .status(code)
+            case .reset: .reset
+            case .slow, nil: nextResponse()
             }
+        switch response {
+        case .reset:
+            log.answer = "reset"
+            var linger = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+            return false
+        case .stall:
+            log.answer = "stall"
+            // Hold the connection without answering until the client gives up (or the
+            // idle timeout closes it).
+            while case .success = reader.readHead() {}
+            return false
+        case .status(let code):
+            let answer: (status: Int, message: String, uuid: String)
+            if case .status = fault {
+                answer = (code, "chaos: nothing was stored", "")
+            } else {
+                answer = store(submission, code: code, target: request.target)
+            }
+            log.status = answer.status
+            let extra = answer.status == 429 || answer.status == 503 ? "Retry-After: 1\r\n" : ""
+            reader.answer(answer.status, answer.message, rxid: answer.uuid, extra: extra)
+            return true
+        }
+    }
+
+    /// Stores a submission answered `code`: the answer, with what was stored.
+    private func store(
+        _ submission: Result<Submission, StoreFailure>, code: Int, target: String
+    ) -> (status: Int, message: String, uuid: String) {
+        switch submission.flatMap({ store($0, target: target, answer: .status(code)) }) {
+        case .success(let stored): (code, "ok", stored.uuid)
+        case .failure(.badSubmission): (code < 300 ? 400 : code, "bad submission", "")
+        // Never 200 for what was not kept: the client must send it again.
+        case .failure(.storage(let reason)): (500, "cannot store the submission: \(reason)", "")
         }
     }
 }

@@ -116,17 +116,37 @@ struct SocketReader {
         write("HTTP/1.1 \(status) \(status < 300 ? "OK" : "Error")\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(text.utf8.count)\r\n\r\n\(text)")
     }
 
-    func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes.withUnsafeMutableBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return 0 }
-                return send(fd, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+    /// An answer with `body`, its type and further `headers`.
+    @discardableResult
+    func respond(_ status: Int, type: String, headers: [(String, String)] = [], body: Data) -> Bool {
+        let reason = Self.reasons[status] ?? (status < 300 ? "OK" : "Error")
+        var head = "HTTP/1.1 \(status) \(reason)\r\n"
+        if status != 204 { head += "Content-Type: \(type)\r\nContent-Length: \(body.count)\r\n" }
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        return write(Data(head.utf8) + Data("\r\n".utf8) + (status == 204 ? Data() : body))
+    }
+
+    static let reasons = [
+        200: "OK", 204: "No Content", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+        408: "Request Timeout", 413: "Content Too Large", 425: "Too Early", 429: "Too Many Requests", 500: "Internal Server Error",
+        502: "Bad Gateway", 503: "Service Unavailable",
+    ]
+
+    @discardableResult
+    func write(_ text: String) -> Bool { write(Data(text.utf8)) }
+
+    /// Sends all of `data`; false when the client is gone.
+    @discardableResult
+    func write(_ data: Data) -> Bool {
+        data.withUnsafeBytes { buffer -> Bool in
+            guard let base = buffer.baseAddress else { return true }
+            var offset = 0
+            while offset < buffer.count {
+                let sent = send(fd, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                guard sent > 0 else { return false }
+                offset += sent
             }
-            guard sent > 0 else { return }
-            offset += sent
+            return true
         }
-        bytes.removeAll()
     }
 }

@@ -12,10 +12,17 @@ extension LocalReceiver {
         case storage(String)
     }
 
-    /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`. Takes
-    /// what Backtrace clients send: a multipart body (`upload_file` and `attachment_<name>`
-    /// parts), or the JSON report itself as the body (`Content-Type: application/json`).
-    func store(body: Data, contentType: String, target: String, answer: Response) -> Result<Received, StoreFailure> {
+    /// A submission as read off the wire: the JSON report and its attachments.
+    struct Submission {
+        var uuid: String
+        var report: JSONValue
+        var attachments: [String: Data]
+    }
+
+    /// Reads what Backtrace clients send: a multipart body (`upload_file` and
+    /// `attachment_<name>` parts), or the JSON report itself as the body
+    /// (`Content-Type: application/json`).
+    static func parseSubmission(_ body: Data, contentType: String) -> Result<Submission, StoreFailure> {
         var report: JSONValue?
         var attachments: [String: Data] = [:]
         if contentType.lowercased().hasPrefix("application/json") {
@@ -27,12 +34,18 @@ extension LocalReceiver {
                 } else if part.name.hasPrefix("attachment_") {
                     let name = String(part.name.dropFirst("attachment_".count))
                     // A name that is not a plain file name is refused before anything is stored.
-                    guard Self.isPlainFileName(name) else { return .failure(.badSubmission) }
+                    guard isPlainFileName(name) else { return .failure(.badSubmission) }
                     attachments[name] = part.data
                 }
             }
         }
         guard let report, let uuid = report["uuid"]?.stringValue, UUID(uuidString: uuid) != nil else { return .failure(.badSubmission) }
+        return .success(Submission(uuid: uuid, report: report, attachments: attachments))
+    }
+
+    /// Stores a submission: `<folder>/<uuid>.json` and `<folder>/<uuid>/<attachment>`.
+    func store(_ submission: Submission, target: String, answer: Response) -> Result<Received, StoreFailure> {
+        let (uuid, report, attachments) = (submission.uuid, submission.report, submission.attachments)
         let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
         let received = Received(uuid: uuid, report: report, attachments: attachments, query: query, answer: answer)
         do throws(StorageError) {
@@ -46,6 +59,7 @@ extension LocalReceiver {
             return .failure(.storage(error.message))
         }
         if keepInMemory { state.withLock { $0.received.append(received) } }
+        inbox?.add(received, at: Date())
         onReceive(received)
         return .success(received)
     }

@@ -4,11 +4,14 @@ import Glibc
 import Host
 import Receiver
 
-/// `reporthost receive [--port N] [--dir DIR] [--respond CODES]`: a local submission
-/// endpoint on loopback. Prints one line per received report on stdout; stops on SIGINT or
+/// `reporthost receive [--port N] [--dir DIR] [--respond CODES] [--inbox] [--chaos SPEC
+/// [--chaos-seed N]]`: a local submission endpoint on loopback, with the inbox's pages and API
+/// beside it (SPEC T-2). Prints one line per received report on stdout; stops on SIGINT or
 /// SIGTERM. Does not touch any repository (SPEC I-2).
 enum ReceiveCommand {
-    static let options: [String: Bool] = ["port": true, "dir": true, "respond": true, "log-level": true]
+    static let options: [String: Bool] = [
+        "port": true, "dir": true, "respond": true, "inbox": false, "chaos": true, "chaos-seed": true, "log-level": true,
+    ]
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let port: UInt16
@@ -20,7 +23,10 @@ enum ReceiveCommand {
         }
         let folder = URL(fileURLWithPath: Paths.absolute(arguments.value("dir") ?? "received"))
         let script = try arguments.value("respond").map { text throws in try LocalReceiver.parseScript(text) } ?? [.status(200)]
-        let receiver = try LocalReceiver(port: port, folder: folder, script: script, keepInMemory: false) { received in
+        let chaos = try self.chaos(arguments)
+        let receiver = try LocalReceiver(
+            port: port, folder: folder, script: script, keepInMemory: false, inbox: arguments.flag("inbox"), chaos: chaos
+        ) { received in
             let type = received.report["attributes"]?["error.type"]?.stringValue ?? "report"
             let answer: String =
                 switch received.answer {
@@ -36,6 +42,11 @@ enum ReceiveCommand {
             output.write(TerminalText.visible("received \(received.uuid) (\(type), \(received.attachments.count) attachment(s)) \"\(shown)\" -> \(answer)") + "\n")
         }
         writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
+        if arguments.flag("inbox") { writeStandardError("reporthost: inbox on \(receiver.inboxURL)\n") }
+        if let chaos {
+            let faults = chaos.faults.map { "\($0.fault.word):\($0.probability)" }.joined(separator: ",")
+            writeStandardError("reporthost: chaos \(faults), seed \(try chaosSeed(arguments))\n")
+        }
         let stop = DispatchSemaphore(value: 0)
         let sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
@@ -48,5 +59,26 @@ enum ReceiveCommand {
         receiver.stop()
         sources.forEach { $0.cancel() }
         return 0
+    }
+
+    /// `--chaos SPEC` with `--chaos-seed N` (0 when not given).
+    static func chaos(_ arguments: Arguments) throws -> Chaos? {
+        guard let text = arguments.value("chaos") else {
+            if arguments.value("chaos-seed") != nil { throw UsageError("--chaos-seed needs --chaos") }
+            return nil
+        }
+        let seed = try chaosSeed(arguments)
+        do {
+            return try Chaos(text, seed: seed)
+        } catch {
+            throw UsageError(error.description)
+        }
+    }
+
+    /// `--chaos-seed N`; 0 when not given.
+    static func chaosSeed(_ arguments: Arguments) throws -> UInt64 {
+        guard let text = arguments.value("chaos-seed") else { return 0 }
+        guard let seed = UInt64(text) else { throw UsageError("--chaos-seed '\(text)' is not a non-negative integer") }
+        return seed
     }
 }

@@ -83,49 +83,12 @@ enum ShowCommand {
             lines += document.internalLog.map { "  \($0.level.name) [\($0.handler)] \($0.message)" }
         }
         lines += changeLines(document.changes)
-        if let crash = record.crash { lines += crashLines(crash) }
+        if let crash = record.crash { lines += CrashText.lines(crash) }
         return lines.joined(separator: "\n") + "\n"
     }
 
     /// The change trail, an entry a line (SPEC T-1), under `changes:`; nothing when empty.
     static func changeLines(_ changes: [TrailEntry]) -> [String] {
         changes.isEmpty ? [] : ["changes:"] + changes.map { "  \($0.text)" }
-    }
-
-    /// The signal line, then each thread's stack one frame per line, the crashed thread first:
-    /// `#0 zq_fn (file.c:12) in libx.so+0x1139`, as gdb's `bt` reads.
-    static func crashLines(_ crash: JSONValue) -> [String] {
-        let name = crash["signal_name"]?.stringValue ?? "?"
-        let code = (crash["code_name"]?.stringValue ?? crash["code"]?.intValue.map { "code \($0)" }).map { " (\($0))" } ?? ""
-        let cause: String
-        if crash["abort"]?.boolValue == true {
-            cause = ": abort() called"
-        } else if let sender = crash["sender_pid"]?.intValue {
-            cause = " sent by pid \(sender)\(crash["sender_uid"]?.intValue.map { " (uid \($0))" } ?? "")"
-        } else {
-            cause = crash["address"]?.stringValue.map { " at \($0)" } ?? ""
-        }
-        var lines = ["crash: SIG\(name)\(code)\(cause)"]
-        let main = crash["main_thread"]?.stringValue ?? ""
-        let threads = crash["threads"]?.objectValue ?? []
-        for (id, thread) in threads.filter({ $0.0 == main }) + threads.filter({ $0.0 != main }) {
-            lines.append("thread \(id)\(id == main ? " (crashed)" : ""):")
-            let frames = thread["frames"]?.arrayValue ?? thread["stack"]?.arrayValue ?? []
-            lines += frames.enumerated().map { index, frame in "  #\(index) \(frameText(frame))" }
-        }
-        return lines
-    }
-
-    /// `zq_fn (file.c:12) in libx.so+0x1139`; the address where nothing names the function.
-    static func frameText(_ frame: JSONValue) -> String {
-        let module = (frame["module"] ?? frame["library"])?.stringValue.map { path in
-            "in \(URL(fileURLWithPath: path).lastPathComponent)+\(frame["offset"]?.stringValue ?? "?")"
-        } ?? "in ?"
-        guard let function = frame["function"]?.stringValue else { return "\(frame["address"]?.stringValue ?? "?") \(module)" }
-        let source = frame["file"]?.stringValue.map { file in
-            " (\(URL(fileURLWithPath: file).lastPathComponent)\(frame["line"]?.intValue.map { ":\($0)" } ?? ""))"
-        } ?? ""
-        let inlined = frame["inlined"]?.boolValue == true ? " [inlined]" : ""
-        return "\(function)\(source)\(inlined) \(module)"
     }
 }

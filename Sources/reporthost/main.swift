@@ -72,8 +72,10 @@ let commandList: [Command] = [
             """, options: RunCommand.options, positionals: 0...0, run: RunCommand.run),
     Command(
         name: "receive", usage: """
-            receive [--port N] [--dir DIR] [--respond CODES]
-                                       a local submission endpoint (Backtrace-compatible)
+            receive [--port N] [--dir DIR] [--respond CODES] [--inbox]
+                    [--chaos CODE:P,... [--chaos-seed N]]
+                                       a local submission endpoint (Backtrace-compatible); --inbox
+                                       serves a page of what it received on the same port
             """, options: ReceiveCommand.options, positionals: 0...0, run: ReceiveCommand.run),
     Command(
         name: "check", usage: """

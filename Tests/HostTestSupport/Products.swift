@@ -16,6 +16,10 @@ package enum Products {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     package static var pluginAPIInclude: URL { packageRoot.appendingPathComponent("Sources/PluginAPI/include") }
+
+    /// The project's own Python (`scripts/test` installs junitparser, selenium and
+    /// backtracepython into it).
+    package static var python: URL { packageRoot.appendingPathComponent(".build/venv/bin/python") }
 }
 
 /// A fresh temporary folder per call.

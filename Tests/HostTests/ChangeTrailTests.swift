@@ -68,9 +68,13 @@ import Testing
     func everyChange() throws {
         let document = try raise()
         let probe = "trail-probe"
+        // The wrapper wrote 26..<44; the handler's change removed all of it, so in the final
+        // value nothing is the wrapper's.
         #expect(entry(document, "trail-wrapper", "summary")
             == TrailEntry(plugin: "trail-wrapper", slot: "wrapper", step: "wrapper.before", field: "summary", operation: .set,
-                ranges: [26..<44], wasLength: 26))
+                ranges: [], wasLength: 26))
+        #expect(entry(document, "trail-wrapper", "summary")?.text
+            == "trail-wrapper (wrapper.before) summary: set; later changes left none of it (was 26 bytes)")
         // The handler's change is measured against the wrapper's summary, in the final text.
         #expect(document.content.summary == "mail [email] now")
         #expect(entry(document, probe, "summary")
@@ -118,7 +122,7 @@ import Testing
         let json = document.json
         let stored = try #require(json["changes"]?.arrayValue)
         #expect(stored.count == document.changes.count)
-        #expect(stored.first?["ranges"]?.arrayValue?.first?.arrayValue?.compactMap(\.intValue) == [26, 44])
+        #expect(stored[1]["ranges"]?.arrayValue?.first?.arrayValue?.compactMap(\.intValue) == [5, 12])
         let back = try #require(ReportDocument(json: try JSONValue.parse(json.serialized())))
         #expect(back.changes == document.changes)
     }
@@ -181,6 +185,35 @@ import Testing
         let second = TextDiff.hunks(from: Array("a [email] b".utf8), to: Array("long prefix a [email] b 4111111111111111".utf8))
         let carried = TextDiff.carry(first.map(\.new), through: second)
         #expect(carried == [0..<12, 14..<21, 23..<40])
+    }
+
+    @Test("T-1 ranges: a later change moves an earlier entry's ranges, so every range is in the final value")
+    func laterChangeMoves() throws {
+        let first = fixtureHandler(
+            name: "trail-first", before: "on_before",
+            extra: """
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t; host->set_summary(r, "hello [name], welcome"); done();
+                }
+                """)
+        let second = fixtureHandler(
+            name: "trail-second", before: "on_before",
+            extra: """
+                static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
+                    (void)c; (void)t; host->set_summary(r, "[greeting] hello [name], welcome"); done();
+                }
+                """)
+        let host = try TestHost.make()
+        try host.loadPlugin(at: try Fixtures.plugin("trail-first", source: first).path, into: .wrapper)
+        try host.loadPlugin(at: try Fixtures.plugin("trail-second", source: second).path, into: .handler)
+        var request = ReportRequest(trigger: .logError)
+        request.summary = "hello bob, welcome"
+        let document = try host.raiseDocument(request)
+        let final = try #require(document.content.summary)
+        let firstRanges = try #require(document.changes.first { $0.plugin == "trail-first" }?.ranges)
+        #expect(firstRanges == [17..<23])
+        #expect(firstRanges.map { String(decoding: Array(final.utf8)[$0], as: UTF8.self) } == ["[name]"])
+        #expect(document.changes.first { $0.plugin == "trail-second" }?.ranges == [0..<11])
     }
 
     @Test("T-1 ranges: texts with nothing in common are one range, found in linear time")

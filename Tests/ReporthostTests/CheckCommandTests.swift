@@ -326,13 +326,11 @@ import Testing
         }
     }
 
-    /// The root of this checkout (for the JUnit reader `scripts/test` installs).
-    static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     @Test("I-8 --junit: a real JUnit reader (junitparser) reads one testcase per check, failure for failed, error for crashed, skipped for skipped")
     func junit() async throws {
-        let reader = Self.checkout.appendingPathComponent(".build/junit-reader/bin/python").path
-        try #require(FileManager.default.isExecutableFile(atPath: reader), "run scripts/test: it installs junitparser into .build/junit-reader")
+        let reader = Products.python.path
+        try #require(FileManager.default.isExecutableFile(atPath: reader), "run scripts/test: it installs junitparser into .build/venv")
         let crashes = try plugin(
             "junit-crashes", before: "on_before",
             extra: "static void on_before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)t; if (host->report_type(r) == RH_REPORT_CRASH) { volatile int *p = 0; *p = 1; } const char *l[] = {\"x & <y>\"}; host->set_labels(r, l, 1); d(); }")

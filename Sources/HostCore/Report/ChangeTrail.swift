@@ -94,6 +94,11 @@ public struct ChangeTrail: Sendable, Equatable {
     ) {
         let operation = operation ?? (new == nil ? .removed : (old == nil && field.hasPrefix("attribute:") ? .added : .set))
         let hunks = TextDiff.hunks(from: old.map { Array($0.utf8) } ?? [], to: new.map { Array($0.utf8) } ?? [])
+        // Every entry's ranges are in the field's final value: earlier entries' move with this change.
+        let key = Key(plugin: who.handler, slot: who.slot, step: who.step, field: field)
+        for (other, position) in positions where other.field == field && other != key {
+            kept[position].ranges = kept[position].ranges.map { TextDiff.carry($0, through: hunks, adding: false) }
+        }
         merge(who, field: field) { entry in
             if var existing = entry {
                 existing.operation = Self.coalesced(existing.operation, operation)
@@ -188,7 +193,8 @@ extension TrailEntry {
             let cuts = ranges.filter(\.isEmpty).map { "cut at \($0.lowerBound)" }
             let verb = operation == .added ? "added" : "replaced"
             let parts = (written.isEmpty ? [] : [written.joined(separator: ", ") + " \(verb)"]) + cuts
-            what = (parts.isEmpty ? "set, unchanged" : parts.joined(separator: ", ")) + (operation == .added ? "" : was)
+            what = (parts.isEmpty ? "\(operation.rawValue); later changes left none of it" : parts.joined(separator: ", "))
+                + (operation == .added ? "" : was)
         case (.removed, _): what = "removed" + was
         default: what = operation.rawValue
         }

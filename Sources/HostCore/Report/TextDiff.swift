@@ -44,8 +44,9 @@ package enum TextDiff {
     }
 
     /// `ranges` of a text carried through the change `hunks` made to it, joined with the
-    /// ranges that change wrote: where a coalesced trail entry's changes are now.
-    package static func carry(_ ranges: [Range<Int>], through hunks: [Hunk]) -> [Range<Int>] {
+    /// ranges that change wrote (`adding`: a coalesced trail entry's changes), or alone (an
+    /// earlier entry's, which the change moved). A range the change replaced whole is gone.
+    package static func carry(_ ranges: [Range<Int>], through hunks: [Hunk], adding: Bool = true) -> [Range<Int>] {
         func moved(_ position: Int, isEnd: Bool) -> Int {
             var shift = 0
             for hunk in hunks {
@@ -60,11 +61,12 @@ package enum TextDiff {
             }
             return position + shift
         }
-        let carried = ranges.map { range in
+        let carried = ranges.compactMap { range -> Range<Int>? in
             let start = moved(range.lowerBound, isEnd: false)
-            return start..<max(start, moved(range.upperBound, isEnd: true))
+            let moved = start..<max(start, moved(range.upperBound, isEnd: true))
+            return moved.isEmpty && !range.isEmpty ? nil : moved
         }
-        return joined(carried + hunks.map(\.new))
+        return joined(carried + (adding ? hunks.map(\.new) : []))
     }
 
     /// Sorted, with overlapping ranges made one (an empty range inside another is dropped).
