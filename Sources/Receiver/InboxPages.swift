@@ -15,6 +15,7 @@ enum InboxPages {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>ReportHost inbox</title>
+        <link rel="icon" href="data:,">
         <link rel="stylesheet" href="/static/inbox.css">
         <script src="/static/inbox.js" defer></script>
         </head>
@@ -64,6 +65,7 @@ enum InboxPages {
         ul.trail li { font-family: ui-monospace, monospace; font-size: 12.5px; }
         .tag { display: inline-block; background: var(--soft); border: 1px solid var(--line); border-radius: 10px; padding: 0 8px; margin: 0 4px 4px 0; }
         .chaos { color: #b3261e; font-weight: 600; }
+        details > summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
         tr.fresh td { animation: fresh 2s ease-out; }
         @keyframes fresh { from { background: #fff6cc; } to { background: transparent; } }
 
@@ -181,8 +183,21 @@ enum InboxPages {
           if (attributes["user.email"] !== undefined) add("email", marked(String(attributes["user.email"]), "email", changes, plugins));
           add("received", view.entry.received_at + (view.entry.arrivals > 1 ? " (" + view.entry.arrivals + " times)" : ""));
           add("client", [report.agent, report.agentVersion].filter(Boolean).join(" "));
-          add("answers", answersText(view.answers));
+          const answers = el("span", { id: "answers", text: answersText(view.answers) });
+          add("answers", answers);
           main.append(meta);
+          listen({ request: (r) => { if (r.report === report.uuid) { view.answers.push(r); answers.textContent = answersText(view.answers); } } });
+
+          if (view.thread_lines) main.append(el("h2", { text: "Threads" }), el("pre", { id: "threads" }, view.thread_lines.join("\n")));
+          if (view.crash_lines) {
+            main.append(el("h2", { text: "Crash" }), el("pre", { id: "stack" }, view.crash_lines.join("\n")));
+            const modules = (annotations.Crash && annotations.Crash.modules) || [];
+            if (modules.length) {
+              main.append(el("details", { id: "modules" }, el("summary", { text: modules.length + " modules, with their build ids" }), el("table", {},
+                el("thead", {}, el("tr", {}, ...["Path", "Start", "End", "Build id"].map((t) => el("th", { text: t })))),
+                el("tbody", {}, ...modules.map((m) => el("tr", {}, ...[m.path, m.start, m.end, m.build_id].map((v) => el("td", { class: "mono", text: v === undefined ? "" : String(v) }))))))));
+            }
+          }
 
           if (typeof annotations.Description === "string") {
             main.append(el("h2", { text: "Description" }), el("pre", { id: "description" }, marked(annotations.Description, "description", changes, plugins)));
@@ -193,16 +208,6 @@ enum InboxPages {
             main.append(el("p", { class: "muted" }, "Marked text: ", ...plugins.map((p, i) => el("mark", { class: "p" + (i % 4), text: p })), " (hover a mark for its plugin and step)"));
           } else {
             main.append(el("p", { class: "muted", id: "trail", text: "No change trail: no plugin changed this report, or the client did not send one." }));
-          }
-
-          if (view.crash_lines) {
-            main.append(el("h2", { text: "Crash" }), el("pre", { id: "stack" }, view.crash_lines.join("\n")));
-            const modules = (annotations.Crash && annotations.Crash.modules) || [];
-            if (modules.length) {
-              main.append(el("h2", { text: "Modules" }), el("table", { id: "modules" },
-                el("thead", {}, el("tr", {}, ...["Path", "Start", "End", "Build id"].map((t) => el("th", { text: t })))),
-                el("tbody", {}, ...modules.map((m) => el("tr", {}, ...[m.path, m.start, m.end, m.build_id].map((v) => el("td", { class: "mono", text: v === undefined ? "" : String(v) })))))));
-            }
           }
 
           const keys = Object.keys(attributes).sort();

@@ -115,7 +115,12 @@ extension LocalReceiver {
         let trail = (report["annotations"]?["reporthost.changes"]?.arrayValue ?? []).compactMap(TrailEntry.init(json:))
         view.append(("changes_text", .array(trail.map { .string($0.text) })))
         if let crash = CrashText.payload(fromSubmission: report) {
-            view.append(("crash_lines", .array(CrashText.lines(crash).map(JSONValue.string))))
+            // A crash's signal line and stacks; another report's stacks alone (a Python client
+            // sends its threads with every report).
+            let lines = CrashText.lines(crash)
+            view.append(report["annotations"]?["Crash"] == nil
+                ? ("thread_lines", .array(lines.dropFirst().map(JSONValue.string)))
+                : ("crash_lines", .array(lines.map(JSONValue.string))))
         }
         return answerJSON(&reader, 200, .object(view))
     }
