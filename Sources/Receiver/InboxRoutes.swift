@@ -127,15 +127,31 @@ extension LocalReceiver {
 
     /// Server-sent events: `report`, `request` and `cleared`, each with its JSON, until the
     /// client goes or the receiver stops; a comment every 15 s keeps proxies from closing it.
+    /// A stream counts as idle: at the connection limit it is the first closed for a new client
+    /// (a browser's EventSource reconnects), and a client that left is noticed within a second,
+    /// so reloading the page never fills the receiver with streams nobody reads.
     private func streamEvents(_ inbox: Inbox, reader: SocketReader) {
         let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n"
-        guard reader.write(head + "retry: 1000\n\n") else { return }
+        guard markIdle(reader.fd), reader.write(head + "retry: 1000\n\n") else { return }
         var seen = inbox.lastEvent
-        while true {
-            guard let (texts, last) = inbox.events(after: seen, until: SystemClock().now().advanced(byMilliseconds: 15_000)) else { return }
+        var lastWrite = SystemClock().now()
+        while !Self.peerClosed(reader.fd) {
+            guard let (texts, last) = inbox.events(after: seen, until: SystemClock().now().advanced(byMilliseconds: 1_000)) else { return }
             seen = last
+            let now = SystemClock().now()
+            if texts.isEmpty && now.milliseconds(since: lastWrite) < 15_000 { continue }
             guard reader.write(texts.isEmpty ? ": keep-alive\n\n" : texts.joined()) else { return }
+            lastWrite = now
         }
+    }
+
+    /// Whether the client closed its end (or the connection was shed).
+    static func peerClosed(_ fd: Int32) -> Bool {
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&ready, 1, 0) > 0 else { return false }
+        if ready.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { return true }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) <= 0
     }
 
     private func readStored(_ url: URL) -> Result<Data, BoundedFile.Failure> {

@@ -264,6 +264,10 @@ package final class LocalReceiver: Sendable {
         }
     }
 
+    /// Marks a connection that only waits (an event stream) as idle since now: at the limit,
+    /// it may be closed for a new client. False when it was shed already.
+    func markIdle(_ client: Int32) -> Bool { setWaitingForHead(client, true) }
+
     /// Connections accepted so far, and the most served at once (a client's reuse of its
     /// connections, and how many requests it has in flight).
     package var connectionCounts: (accepted: Int, mostAtOnce: Int) { state.withLock { ($0.accepted, $0.mostAtOnce) } }

@@ -180,6 +180,29 @@ import Testing
         #expect(seen.contains("event: report\ndata: {\"id\":\"\(submission.uuid)\""), "\(seen)")
     }
 
+    @Test("T-2: event streams never lock the inbox out: past the connection limit the oldest stream is closed for a new client")
+    func streamsGiveWay() throws {
+        var limits = LocalReceiver.Limits()
+        limits.maxConnections = 4
+        limits.shedIdleAfterMs = 0
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("streams"), limits: limits, inbox: true)
+        defer { receiver.stop() }
+        var streams: [Int32] = []
+        defer { streams.forEach { close($0) } }
+        for _ in 0..<6 {
+            let stream = try #require(connectToLoopback(port: receiver.port, timeoutMs: 10_000))
+            streams.append(stream)
+            let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(receiver.port)\r\n\r\n"
+            _ = send(stream, request, request.utf8.count, Int32(MSG_NOSIGNAL))
+            var chunk = [UInt8](repeating: 0, count: 512)
+            #expect(recv(stream, &chunk, chunk.count, 0) > 0, "each stream is answered")
+        }
+        #expect(try httpRequest(port: receiver.port, "/api/reports").status == 200)
+        // The first stream was closed to make room: it reads the end of the stream.
+        var chunk = [UInt8](repeating: 0, count: 512)
+        #expect(recv(streams[0], &chunk, chunk.count, 0) == 0)
+    }
+
     @Test("T-2 chaos: answers drawn by seed (the same seed, the same answers), 429 and 503 with Retry-After, marked in the request list, nothing stored")
     func chaos() throws {
         func answers(seed: UInt64) throws -> (statuses: [Int], receiver: LocalReceiver) {
