@@ -59,7 +59,7 @@ func hostCall(calls: Int) throws {
     let host = try makeHost()
     let report = LiveReport(trigger: .upload, hostID: host.hostID)
     let handle = report.openHandle(for: .extended)
-    let api = host.hostAPI.pointee
+    let api = host.hostAPI().pointee
     let pointer = OpaquePointer(bitPattern: UInt(handle.rawValue))!
     let swift = seconds { for _ in 0..<calls { try? handle.setAttribute("k", "v") } }
     let table = seconds { for _ in 0..<calls { _ = api.set_attribute(pointer, "k", "v") } }

@@ -23,7 +23,7 @@ package enum Catalogue {
         ) { context in
             let host = try ReportHost(configuration: Configuration(), logger: .silent, mainExecutor: context.mainExecutor)
             guard let declared = try PluginLoader.declaredVersion(
-                path: context.pluginPath, table: host.hostAPI, on: context.mainExecutor, timeoutMs: CheckContext.limits.callbackTimeoutMs)
+                path: context.pluginPath, table: host.hostAPI(for: context.slot), on: context.mainExecutor, timeoutMs: CheckContext.limits.callbackTimeoutMs)
             else {
                 return (.failed, "rh_plugin_entry is missing or returned NULL")
             }

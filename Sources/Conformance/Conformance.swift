@@ -46,18 +46,21 @@ package struct CheckContext: Sendable {
     package let seed: UInt64
     let mainExecutor: any MainExecutor
     /// Where the fresh copies of the plugin go (`reporthost check` hands its children a
-    /// folder it removes even when they crash).
+    /// folder it removes even when they crash); each host's throwaway repository too.
     let copiesFolder: URL
+    /// `check --options`: what the plugin reads through `options_json` (SPEC T-3).
+    package let options: JSONValue?
 
     package init(
         pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor,
-        copiesFolder: URL = FileManager.default.temporaryDirectory
+        copiesFolder: URL = FileManager.default.temporaryDirectory, options: JSONValue? = nil
     ) {
         self.pluginPath = pluginPath
         self.slot = slot
         self.seed = seed
         self.mainExecutor = mainExecutor
         self.copiesFolder = copiesFolder
+        self.options = options
     }
 
     /// Short limits, so a never-completing plugin costs seconds, not minutes.
@@ -75,6 +78,10 @@ package struct CheckContext: Sendable {
     func host(limits: Limits = CheckContext.limits) throws(HostError) -> (host: ReportHost, events: RuleEvents, plugin: LoadedPlugin) {
         var configuration = Configuration()
         configuration.limits = limits
+        // Its own repository, for the plugin's `data_folder`; removed with the copies.
+        configuration.repository = copiesFolder.appendingPathComponent("rh-check-repository-\(UUID().uuidString)").path
+        Self.copies.withLock { $0.append(configuration.repository) }
+        if let options { configuration.pluginOptions[slot] = options }
         let events = RuleEvents()
         let host = try ReportHost(configuration: configuration, logger: .silent, mainExecutor: mainExecutor, observer: events.observe)
         let copy = copiesFolder.appendingPathComponent("rh-check-\(UUID().uuidString).so").path

@@ -189,3 +189,49 @@ public enum ReportError: Error, Equatable, Sendable {
         }
     }
 }
+
+/// What a plugin asks the host outside a report (ABI 1.1, SPEC T-3): the options the
+/// configuration gives its slot, and its own folder in the repository. On a host of ABI 1.0
+/// (its table too small for these members) the options read as `{}` and there is no folder.
+///
+/// # Thread safety
+/// Usable from any thread ([any-thread]).
+public struct HostTable: @unchecked Sendable {
+    // @unchecked: the host's table, immutable and valid for the process.
+    let host: UnsafePointer<rh_host_api>
+
+    public init(_ host: UnsafePointer<rh_host_api>) { self.host = host }
+
+    /// Whether the host's table holds the member at `offset` (a 1.0 host's does not).
+    private func has(_ offset: Int?) -> Bool {
+        guard let offset else { return false }
+        return Int(host.pointee.struct_size) >= offset + MemoryLayout<UnsafeRawPointer>.size
+    }
+
+    /// `plugins.options.<slot>`, as JSON text: `{}` when none.
+    public func optionsJSON() -> String {
+        guard has(MemoryLayout<rh_host_api>.offset(of: \.options_json)), let getter = host.pointee.options_json else { return "{}" }
+        return Self.read(getter) ?? "{}"
+    }
+
+    /// The plugin's own folder (made 0700 on first use); nil on a 1.0 host, while the entry
+    /// runs, or when it cannot be made.
+    public func dataFolder() -> String? {
+        guard has(MemoryLayout<rh_host_api>.offset(of: \.data_folder)), let getter = host.pointee.data_folder else { return nil }
+        return Self.read(getter)
+    }
+
+    private static func read(_ getter: @convention(c) (UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> rh_status) -> String? {
+        var length = 0
+        let first = getter(nil, 0, &length)
+        guard first == RH_OK || first == RH_ERR_TRUNCATED else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        guard getter(&buffer, buffer.count, &length) == RH_OK else { return nil }
+        return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension Report {
+    /// The host's options and data folder for this plugin's slot.
+    public var hostTable: HostTable { HostTable(host) }
+}

@@ -54,6 +54,8 @@ package final class Inbox: @unchecked Sendable {
             self.text = text
         }
 
+        var isEmpty: Bool { [type, attribute, label, text].allSatisfy { $0?.isEmpty ?? true } }
+
         func matches(_ entry: Entry) -> Bool {
             if let type, !type.isEmpty, entry.type.lowercased() != type.lowercased() { return false }
             if let attribute, !attribute.isEmpty {
@@ -153,6 +155,8 @@ package final class Inbox: @unchecked Sendable {
     /// `GET /api/reports`: newest first, filtered, one page.
     func list(_ filter: Filter, limit: Int, offset: Int) -> JSONValue {
         let (page, total) = locked { () -> ([Entry], Int) in
+            // Unfiltered, the page is a slice: its cost does not grow with the reports kept.
+            guard !filter.isEmpty else { return (Array(entries.reversed().dropFirst(offset).prefix(limit)), entries.count) }
             let matching = entries.reversed().filter(filter.matches)
             return (Array(matching.dropFirst(offset).prefix(limit)), matching.count)
         }

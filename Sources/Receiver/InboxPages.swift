@@ -60,6 +60,7 @@ enum InboxPages {
         mark.p1 { background: #c9e7ff; border-color: #2a7fd0; }
         mark.p2 { background: #d8f5cf; border-color: #3c9a2c; }
         mark.p3 { background: #f7d2e8; border-color: #b53d86; }
+        .legend mark { margin-right: 8px; }
         .cut { color: #b3261e; font-weight: 700; padding: 0 2px; }
         ul.trail { padding-left: 18px; margin: 4px 0; }
         ul.trail li { font-family: ui-monospace, monospace; font-size: 12.5px; }
@@ -205,7 +206,7 @@ enum InboxPages {
           main.append(el("h2", { text: "Change trail" }));
           if (changes.length) {
             main.append(el("ul", { class: "trail", id: "trail" }, ...(view.changes_text || []).map((line) => el("li", { text: line }))));
-            main.append(el("p", { class: "muted" }, "Marked text: ", ...plugins.map((p, i) => el("mark", { class: "p" + (i % 4), text: p })), " (hover a mark for its plugin and step)"));
+            main.append(el("p", { class: "muted legend" }, "Marked text: ", ...plugins.map((p, i) => el("mark", { class: "p" + (i % 4), text: p })), " (hover a mark for its plugin and step)"));
           } else {
             main.append(el("p", { class: "muted", id: "trail", text: "No change trail: no plugin changed this report, or the client did not send one." }));
           }

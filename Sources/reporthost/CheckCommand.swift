@@ -12,6 +12,7 @@ import Host
 enum CheckCommand {
     static let options: [String: Bool] = [
         "slot": true, "json": false, "include": true, "exclude": true, "seed": true, "in-process": false, "list": false,
+        "options": true,
         "timeout-ms": true, "log-level": true, "scrub": false, "junit": true, "fuzz": true, "reproduce": true,
     ]
 
@@ -55,6 +56,8 @@ enum CheckCommand {
             passedOn += ["--fuzz", text]
             fuzzCases = count
         }
+        let options = try pluginOptions(arguments)
+        if let text = arguments.value("options") { passedOn += ["--options", text] }
         let selected = catalogue.filter { check in
             check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
         }
@@ -81,7 +84,8 @@ enum CheckCommand {
                 let copiesFolder = ProcessInfo.processInfo.environment[CheckContext.copiesFolderVariable]
                     .map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
                 let context = CheckContext(
-                    pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, copiesFolder: copiesFolder)
+                    pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, copiesFolder: copiesFolder,
+                    options: options)
                 results.append(check.run(context))
                 CheckContext.removeCopies()
             } else {
@@ -99,6 +103,19 @@ enum CheckCommand {
             output.writeText(humanReport(plugin: plugin, slot: slot, seed: seed, results: results))
         }
         return results.contains { $0.status.fails } ? 1 : 0
+    }
+
+    /// `--options JSON`: the object the plugin under test reads through `options_json` (SPEC T-3).
+    static func pluginOptions(_ arguments: Arguments) throws -> JSONValue? {
+        guard let text = arguments.value("options") else { return nil }
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(Data(text.utf8))
+        } catch {
+            throw UsageError("--options '\(text.prefix(80))': not JSON (\(error))")
+        }
+        guard value.objectValue != nil else { throw UsageError("--options '\(text.prefix(80))': expected a JSON object, got \(value.typeName)") }
+        return value
     }
 
     /// A path that does not exist or is not an ELF shared object is a usage error (SPEC I-8):

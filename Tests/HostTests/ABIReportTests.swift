@@ -24,7 +24,7 @@ func cString(_ buffer: [CChar]) -> String {
 
     init() throws {
         host = try TestHost.make()
-        api = host.hostAPI.pointee
+        api = host.hostAPI().pointee
         report = LiveReport(trigger: .upload, hostID: host.hostID, hostLog: host.logger)
     }
 
@@ -53,7 +53,7 @@ func cString(_ buffer: [CChar]) -> String {
     @Test("R-1: what a handler sets is what the bundled report holds, from any thread")
     func liveFromAnyThread() async throws {
         let r = openHandle()
-        let table = SendableTable(host.hostAPI)
+        let table = SendableTable(host.hostAPI())
         let rBits = UInt(bitPattern: UnsafeRawPointer(r))
         await withTaskGroup(of: Void.self) { group in
             for i in 0..<8 {
@@ -195,7 +195,7 @@ func cString(_ buffer: [CChar]) -> String {
         request.summary = "first"
         let host = self.host
         host.setHandler(.swift(SwiftHandler(name: "setter", before: .completion { handle, _, done in
-            _ = host.hostAPI.pointee.set_host_attribute("late", "yes")
+            _ = host.hostAPI().pointee.set_host_attribute("late", "yes")
             done()
         })), for: .handler)
         let first = try host.raiseDocument(request)
@@ -210,8 +210,8 @@ func cString(_ buffer: [CChar]) -> String {
     @Test("R-4: precedence, lowest first: configuration attributes, set_host_attribute, --attribute")
     func attributePrecedence() throws {
         let host = try TestHost.make { $0.attributes = ["a": "config", "b": "config", "c": "config"] }
-        _ = host.hostAPI.pointee.set_host_attribute("b", "host")
-        _ = host.hostAPI.pointee.set_host_attribute("c", "host")
+        _ = host.hostAPI().pointee.set_host_attribute("b", "host")
+        _ = host.hostAPI().pointee.set_host_attribute("c", "host")
         var request = ReportRequest(trigger: .logError)
         request.attributes = ["c": "flag"]
         let document = try host.raiseDocument(request)
@@ -344,7 +344,7 @@ func cString(_ buffer: [CChar]) -> String {
         for _ in 0..<200 {
             let r = openHandle()
             let rBits = UInt(bitPattern: UnsafeRawPointer(r))
-            let table = SendableTable(host.hostAPI)
+            let table = SendableTable(host.hostAPI())
             _ = api.add_label(r, "old")
             async let writer: Void = {
                 let api = table.api

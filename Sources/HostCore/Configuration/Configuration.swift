@@ -72,6 +72,9 @@ public struct Configuration: Sendable, Equatable {
     /// `plugins.required`: the slots that must have run for a report to leave the machine; a
     /// report whose required slot did not run fully is held (SPEC I-7, status `held`).
     public var requiredSlots: Set<PluginSlot> = []
+    /// `plugins.options`: a JSON object a slot, handed to the plugin loaded there (SPEC T-3,
+    /// `options_json`).
+    package var pluginOptions: [PluginSlot: JSONValue] = [:]
     public var attributes: [String: String] = [:]
     public var limits = Limits()
     public var submission = Submission()
@@ -146,7 +149,7 @@ extension Configuration {
         if let value = root["plugins"] {
             let plugins = try reader.object(value, at: "plugins")
             let slotNames = PluginSlot.allCases.map(\.rawValue)
-            try reader.allow(plugins, at: "plugins", keys: slotNames + ["required"])
+            try reader.allow(plugins, at: "plugins", keys: slotNames + ["required", "options"])
             for slot in PluginSlot.allCases {
                 if let path = try reader.optionalString(plugins[slot.rawValue], at: "plugins.\(slot.rawValue)") {
                     config.plugins[slot] = resolve(path)
@@ -157,6 +160,15 @@ extension Configuration {
                 for (index, entry) in entries.enumerated() {
                     config.requiredSlots.insert(
                         try reader.choice(entry, at: "plugins.required[\(index)]", PluginSlot.init(rawValue:), slotNames))
+                }
+            }
+            if let value = plugins["options"] {
+                let options = try reader.object(value, at: "plugins.options")
+                try reader.allow(options, at: "plugins.options", keys: slotNames)
+                for slot in PluginSlot.allCases {
+                    guard let given = options[slot.rawValue] else { continue }
+                    _ = try reader.object(given, at: "plugins.options.\(slot.rawValue)")
+                    config.pluginOptions[slot] = given
                 }
             }
         }

@@ -47,11 +47,21 @@ package final class HostDirectory: Sendable {
         package let attributes: HostAttributes
         /// The host's rule events (a use of a handle whose report is gone reaches it here).
         package let events: RuleEventSink
+        /// Each slot's `plugins.options`, as JSON text, by the slot's name (SPEC T-3).
+        package let pluginOptions: [String: String]
+        /// The data folder of the plugin in a slot (by the slot's name), made on first use;
+        /// nil when the slot is empty or the folder cannot be made.
+        package let dataFolder: @Sendable (String) -> String?
 
-        package init(log: HostLogger, attributes: HostAttributes, events: @escaping RuleEventSink = { _, _ in }) {
+        package init(
+            log: HostLogger, attributes: HostAttributes, events: @escaping RuleEventSink = { _, _ in },
+            pluginOptions: [String: String] = [:], dataFolder: @escaping @Sendable (String) -> String? = { _ in nil }
+        ) {
             self.log = log
             self.attributes = attributes
             self.events = events
+            self.pluginOptions = pluginOptions
+            self.dataFolder = dataFolder
         }
     }
 

@@ -29,8 +29,11 @@ package final class ReportHost: Sendable {
     let completions: ClosurePool
     let decisions: ClosurePool
     let active = ActiveCalls()
-    private let table: SendablePointer<rh_host_api>
-    private let slots = Locked(ChainSlots())
+    /// One host table a slot (ABI 1.1: `options_json` and `data_folder` answer for their slot).
+    private let tables: [PluginSlot: SendablePointer<rh_host_api>]
+    private let slots: Locked<ChainSlots>
+    /// Slots whose plugin's entry is running: its name is not known yet (`data_folder`).
+    private let loading: Locked<Set<PluginSlot>>
     /// Set once a `destroy` could not start: later ones do not wait for the main thread again.
     private let mainThreadBlocked = Locked(false)
     /// Configured plugins left out because they crashed the host: every report notes them.
@@ -43,6 +46,15 @@ package final class ReportHost: Sendable {
 
         /// Whether a chain run over these slots calls anything (a handler or a delegate).
         package var hasCallbacks: Bool { !handlers.isEmpty || delegate != nil }
+
+        /// The name of the plugin in `slot`.
+        func pluginName(in slot: PluginSlot) -> String? {
+            switch slot {
+            case .wrapper: handlers[.wrapper]?.name
+            case .handler: handlers[.handler]?.name
+            case .delegate: delegate?.name
+            }
+        }
     }
 
     /// The slots as they are now: a chain given them runs exactly these, whatever is set later.
@@ -66,8 +78,21 @@ package final class ReportHost: Sendable {
             guard !crashCapture.setAttribute(key, value) else { return }
             logger.info(CrashCapture.omission(of: key))
         }
-        hostID = HostDirectory.shared.register(.init(log: logger, attributes: attributes, events: events))
-        table = SendablePointer(pointer: UnsafeMutablePointer(mutating: try HostAPITable.make(hostID: hostID, faults: faults)))
+        let slots = Locked(ChainSlots())
+        let loading = Locked<Set<PluginSlot>>([])
+        self.slots = slots
+        self.loading = loading
+        let repository = Paths.absolute(configuration.repository)
+        hostID = HostDirectory.shared.register(.init(
+            log: logger, attributes: attributes, events: events,
+            pluginOptions: Dictionary(uniqueKeysWithValues: configuration.pluginOptions.map { ($0.key.rawValue, $0.value.serialized()) }),
+            dataFolder: { slotName in
+                guard let slot = PluginSlot(rawValue: slotName), !loading.withLock({ $0.contains(slot) }),
+                    let name = slots.withLock({ $0.pluginName(in: slot) })
+                else { return nil }
+                return PluginDataFolder.make(repository: repository, plugin: name)
+            }))
+        tables = try HostAPITable.make(hostID: hostID, faults: faults).mapValues { SendablePointer(pointer: UnsafeMutablePointer(mutating: $0)) }
         let window = configuration.limits.effectiveCompletionWindowMs
         completions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .completion, faults: faults)
         decisions = ClosurePool(windowMilliseconds: window, clock: clock, signature: .decision, faults: faults)
@@ -78,8 +103,10 @@ package final class ReportHost: Sendable {
         logger.debug("host \(hostID) created")
     }
 
-    /// The table this host hands to its plugins (valid for the life of the process).
-    package var hostAPI: UnsafePointer<rh_host_api> { UnsafePointer(table.pointer) }
+    /// The table this host hands to the plugin in `slot` (valid for the life of the process).
+    package func hostAPI(for slot: PluginSlot = .handler) -> UnsafePointer<rh_host_api> {
+        UnsafePointer(tables[slot]!.pointer)
+    }
 
     // MARK: Slots
 
@@ -150,8 +177,10 @@ package final class ReportHost: Sendable {
     /// `loadPlugin`, with the file's identity when the caller has it already.
     @discardableResult
     package func loadPlugin(at path: String, into slot: PluginSlot, identity: PluginIdentity?) throws(HostError) -> LoadedPlugin {
-        let table = self.table
+        let table = tables[slot]!
         let capture = crashCapture
+        loading.withLock { _ = $0.insert(slot) }
+        defer { loading.withLock { _ = $0.remove(slot) } }
         // Bounded: an entry that never returns must not hang the host (it keeps the main
         // thread, so nothing else can run there either: the load fails with exit 2).
         let limit = configuration.limits.callbackTimeoutMs

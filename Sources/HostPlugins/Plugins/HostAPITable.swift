@@ -9,9 +9,11 @@ import HostCapture
 ///
 /// Report functions are plain C functions that find the handle in the process-wide
 /// registry. `log` and `set_host_attribute` carry no handle, so each host gets its own
-/// pair, made as libffi closures whose user data is the host's id. Tables, names and
-/// closures are allocated once per host and never freed: a table stays valid for the life
-/// of the process.
+/// pair, made as libffi closures whose user data is the host's id. `options_json` and
+/// `data_folder` (ABI 1.1) answer for the slot the table was handed to, so each slot of a
+/// host has a table of its own, with its own pair of closures (user data: host and slot).
+/// Tables, names and closures are allocated once per host and never freed: a table stays
+/// valid for the life of the process.
 package enum HostAPITable {
     package static let hostVersion = "0.1.0"
 
@@ -19,24 +21,36 @@ package enum HostAPITable {
     /// process), and kept reachable here so a leak checker sees them as intended.
     private static let tables = Locked<[SendablePointer<rh_host_api>]>([])
 
-    /// A table for host `hostID`; throws when libffi cannot make the per-host functions.
-    static func make(hostID: UInt32, faults: Faults) throws(HostError) -> UnsafePointer<rh_host_api> {
-        let table = UnsafeMutablePointer<rh_host_api>.allocate(capacity: 1)
-        tables.withLock { $0.append(SendablePointer(pointer: table)) }
-        table.initialize(to: rh_host_api())
-        table.pointee.abi_major = UInt32(RH_ABI_VERSION_MAJOR)
-        table.pointee.abi_minor = UInt32(RH_ABI_VERSION_MINOR)
-        table.pointee.struct_size = UInt32(MemoryLayout<rh_host_api>.size)
-        table.pointee.host_name = UnsafePointer(strdup("reporthost"))
-        table.pointee.host_version = UnsafePointer(strdup(hostVersion))
-        fillReportFunctions(table)
-        let userData = UnsafeMutableRawPointer(bitPattern: UInt(hostID))
-        table.pointee.log = unsafeBitCast(
-            try PermanentClosure.make(.log, userData: userData, faults: faults), to: (@convention(c) (OpaquePointer?, rh_log_level, UnsafePointer<CChar>?) -> Void).self)
-        table.pointee.set_host_attribute = unsafeBitCast(
-            try PermanentClosure.make(.setHostAttribute, userData: userData, faults: faults),
+    /// The tables for host `hostID`, one a slot; throws when libffi cannot make the per-host
+    /// functions.
+    static func make(hostID: UInt32, faults: Faults) throws(HostError) -> [PluginSlot: UnsafePointer<rh_host_api>] {
+        let hostData = UnsafeMutableRawPointer(bitPattern: UInt(hostID))
+        let log = unsafeBitCast(
+            try PermanentClosure.make(.log, userData: hostData, faults: faults),
+            to: (@convention(c) (OpaquePointer?, rh_log_level, UnsafePointer<CChar>?) -> Void).self)
+        let setHostAttribute = unsafeBitCast(
+            try PermanentClosure.make(.setHostAttribute, userData: hostData, faults: faults),
             to: (@convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> rh_status).self)
-        return UnsafePointer(table)
+        var made: [PluginSlot: UnsafePointer<rh_host_api>] = [:]
+        for slot in PluginSlot.allCases {
+            let table = UnsafeMutablePointer<rh_host_api>.allocate(capacity: 1)
+            tables.withLock { $0.append(SendablePointer(pointer: table)) }
+            table.initialize(to: rh_host_api())
+            table.pointee.abi_major = UInt32(RH_ABI_VERSION_MAJOR)
+            table.pointee.abi_minor = UInt32(RH_ABI_VERSION_MINOR)
+            table.pointee.struct_size = UInt32(MemoryLayout<rh_host_api>.size)
+            table.pointee.host_name = UnsafePointer(strdup("reporthost"))
+            table.pointee.host_version = UnsafePointer(strdup(hostVersion))
+            fillReportFunctions(table)
+            table.pointee.log = log
+            table.pointee.set_host_attribute = setHostAttribute
+            let slotData = SlotTable.userData(hostID: hostID, slot: slot)
+            typealias Getter = @convention(c) (UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> rh_status
+            table.pointee.options_json = unsafeBitCast(try PermanentClosure.make(.optionsJSON, userData: slotData, faults: faults), to: Getter.self)
+            table.pointee.data_folder = unsafeBitCast(try PermanentClosure.make(.dataFolder, userData: slotData, faults: faults), to: Getter.self)
+            made[slot] = UnsafePointer(table)
+        }
+        return made
     }
 
     // MARK: Per-host functions
@@ -63,6 +77,25 @@ package enum HostAPITable {
         }
         guard let entry = HostDirectory.shared.entry(hostID) else { return RH_ERR_CLOSED }
         return entry.attributes.set(key, newValue) ? RH_OK : RH_ERR_INVALID
+    }
+
+    /// `options_json` (SPEC T-3): the slot's options as JSON text, `{}` when none.
+    static func optionsJSON(
+        hostID: UInt32, slot: PluginSlot, _ buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int, _ length: UnsafeMutablePointer<Int>?
+    ) -> rh_status {
+        guard let entry = HostDirectory.shared.entry(hostID) else { return RH_ERR_CLOSED }
+        return copyOut({ entry.pluginOptions[slot.rawValue] ?? "{}" }, buffer, capacity, length)
+    }
+
+    /// `data_folder` (SPEC T-3): the folder of the plugin in the slot, made on first use.
+    static func dataFolder(
+        hostID: UInt32, slot: PluginSlot, _ buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int, _ length: UnsafeMutablePointer<Int>?
+    ) -> rh_status {
+        guard let entry = HostDirectory.shared.entry(hostID) else { return RH_ERR_CLOSED }
+        return copyOut({ () throws(ReportError) in
+            guard let folder = entry.dataFolder(slot.rawValue) else { throw .notFound }
+            return folder
+        }, buffer, capacity, length)
     }
 
     // MARK: Conversions
@@ -332,5 +365,35 @@ package enum HostAPITable {
         guard let h = handle(r) else { return RH_ERR_CLOSED }
         guard value == nil || string(value) != nil else { return invalid(h, "set text field", "value refused") }
         return status { () throws(ReportError) in try body(h, string(value)) }
+    }
+}
+
+/// The user data of a slot's closures: the host's id and the slot, in one word.
+enum SlotTable {
+    static func userData(hostID: UInt32, slot: PluginSlot) -> UnsafeMutableRawPointer? {
+        let index = UInt(PluginSlot.allCases.firstIndex(of: slot) ?? 0)
+        return UnsafeMutableRawPointer(bitPattern: UInt(hostID) << 2 | index | 1 << 48)
+    }
+
+    static func decode(_ userData: UnsafeMutableRawPointer?) -> (hostID: UInt32, slot: PluginSlot) {
+        let word = UInt(bitPattern: userData) & ~(1 << 48)
+        return (UInt32(truncatingIfNeeded: word >> 2), PluginSlot.allCases[Int(word & 3) % PluginSlot.allCases.count])
+    }
+}
+
+/// A plugin's own folder in the repository (`data_folder`, SPEC T-3):
+/// `<repository>/plugins/<name>`, 0700, made on first use. A name that is not a plain file
+/// name (a slash, a dot alone, other characters) is written with those characters as `_` and
+/// a digest of the whole name after it, so two names never share a folder.
+enum PluginDataFolder {
+    static func make(repository: String, plugin name: String) -> String? {
+        let plain = name.map { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) ? $0 : "_" }
+        var folderName = String(plain)
+        if folderName != name || folderName.allSatisfy({ $0 == "." }) || folderName.isEmpty {
+            folderName += "-" + SHA256.hex(Data(name.utf8)).prefix(12)
+        }
+        let path = repository + "/plugins/" + folderName
+        guard case .success = Paths.makeFolder(path) else { return nil }
+        return path
     }
 }

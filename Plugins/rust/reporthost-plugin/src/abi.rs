@@ -9,7 +9,7 @@
 use std::ffi::{c_char, c_void};
 
 pub const RH_ABI_VERSION_MAJOR: u32 = 1;
-pub const RH_ABI_VERSION_MINOR: u32 = 0;
+pub const RH_ABI_VERSION_MINOR: u32 = 1;
 pub const RH_OK: i32 = 0;
 pub const RH_ERR_CLOSED: i32 = -1;
 pub const RH_ERR_INVALID: i32 = -2;
@@ -73,7 +73,13 @@ pub struct rh_host_api {
     pub each_attachment: unsafe extern "C" fn(*mut rh_report, VisitAttachment, *mut c_void) -> i32,
     pub log: unsafe extern "C" fn(*mut rh_report, i32, *const c_char),
     pub set_host_attribute: unsafe extern "C" fn(*const c_char, *const c_char) -> i32,
+    // 1.1 (SPEC T-3): read only when `struct_size` covers them (a 1.0 host's table ends above).
+    pub options_json: Option<HostGetter>,
+    pub data_folder: Option<HostGetter>,
 }
+
+/// A getter with no report (`options_json`, `data_folder`).
+pub type HostGetter = unsafe extern "C" fn(*mut c_char, usize, *mut usize) -> i32;
 
 pub type Callback = Option<unsafe extern "C" fn(*mut c_void, *mut rh_report, bool, rh_completion)>;
 

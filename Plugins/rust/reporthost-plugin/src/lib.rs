@@ -272,6 +272,18 @@ impl Report<'_> {
     /// A line in the report's internal log (and the host's), under the plugin's name.
     pub fn log(&self, level: LogLevel, message: &str) { log_to(self.host, self.raw, level, message) }
 
+    /// `plugins.options.<slot>` as JSON text (ABI 1.1); `{}` when none or on a 1.0 host.
+    pub fn options_json(&self) -> String {
+        let covered = holds(self.host, std::mem::offset_of!(rh_host_api, options_json));
+        covered.then(|| read_host(self.host.options_json)).flatten().unwrap_or_else(|| "{}".to_string())
+    }
+
+    /// The plugin's own folder in the repository (ABI 1.1); None on a 1.0 host.
+    pub fn data_folder(&self) -> Option<String> {
+        let covered = holds(self.host, std::mem::offset_of!(rh_host_api, data_folder));
+        covered.then(|| read_host(self.host.data_folder)).flatten()
+    }
+
     /// A field read through the ABI's getter contract: ask for the length, then read.
     fn read(&self, get: impl Fn(*mut c_char, usize, *mut usize) -> i32) -> Option<String> {
         let mut length = 0usize;
@@ -291,6 +303,26 @@ impl Report<'_> {
         let value = value.map(c_string).transpose()?;
         Error::check(unsafe { setter(self.raw, value.as_ref().map_or(std::ptr::null(), |value| value.as_ptr())) })
     }
+}
+
+/// Whether the host's table is large enough to hold the member at `offset` (a 1.0 host's
+/// table ends before the 1.1 members: they are read only after this says so).
+fn holds(host: &rh_host_api, offset: usize) -> bool { host.struct_size as usize >= offset + std::mem::size_of::<usize>() }
+
+/// Reads a getter with no report through the ABI's getter contract.
+fn read_host(getter: Option<HostGetter>) -> Option<String> {
+    let getter = getter?;
+    let mut length = 0usize;
+    match unsafe { getter(std::ptr::null_mut(), 0, &mut length) } {
+        RH_OK | RH_ERR_TRUNCATED => {}
+        _ => return None,
+    }
+    let mut buffer = vec![0u8; length + 1];
+    if unsafe { getter(buffer.as_mut_ptr() as *mut c_char, buffer.len(), &mut length) } != RH_OK {
+        return None;
+    }
+    buffer.truncate(length);
+    Some(String::from_utf8_lossy(&buffer).into_owned())
 }
 
 fn c_string(text: &str) -> Result<CString, Error> { CString::new(text).map_err(|_| Error::Invalid) }

@@ -152,6 +152,18 @@ typedef struct rh_host_api {
     /* Sets (NULL: removes) an attribute merged into every report whose first callback
        starts after the call. key, value: caller's, copied. [any-thread] */
     rh_status (*set_host_attribute)(const char *key, const char *value_or_null);
+
+    /* ---- 1.1 (SPEC T-3). A plugin reads these only when struct_size covers them. ---- */
+
+    /* The options the configuration gives the slot this table was handed to
+       (plugins.options.<slot>), as one JSON object text ("{}" when none); getter rules.
+       [any-thread] */
+    rh_status (*options_json)(char *buf, size_t cap, size_t *len_out);
+    /* The absolute path of a folder in the repository that belongs to this plugin (by its
+       name; made 0700 on first use), for its own files: keys, caches; getter rules.
+       RH_ERR_NOT_FOUND while rh_plugin_entry runs (the name is not known yet) and when the
+       folder cannot be made. [any-thread] */
+    rh_status (*data_folder)(char *buf, size_t cap, size_t *len_out);
 } rh_host_api;
 
 #ifdef __cplusplus

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 0
+#define RH_ABI_VERSION_MINOR 1
 
 /* Result of every host function that can fail. */
 typedef int32_t rh_status;
