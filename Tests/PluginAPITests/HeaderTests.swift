@@ -10,7 +10,7 @@ import Testing
         #include <reporthost/plugin.h> /* #pragma once */
 
         /* The fixed constants and layout, checked where the plugin author sees them. */
-        _Static_assert(RH_ABI_VERSION_MAJOR == 1 && RH_ABI_VERSION_MINOR == 0, "version 1.0");
+        _Static_assert(RH_ABI_VERSION_MAJOR == 1 && RH_ABI_VERSION_MINOR == 1, "version 1.1");
         _Static_assert(RH_ATTACHMENT_MAX_BYTES == 3u * 1024u * 1024u, "3 MB");
         _Static_assert(RH_ATTACHMENTS_PER_SOURCE == 3, "three per source");
         _Static_assert(RH_ERR_DROPPED == -6 && RH_TRIGGER_ABNORMAL_EXIT == 6 && RH_LOG_ERROR == 3, "constants");

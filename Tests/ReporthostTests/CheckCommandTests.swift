@@ -209,7 +209,7 @@ import Testing
         let (status, results) = try await check(path, ["--include", "^(abi-version|loads)$"])
         #expect(status == 1)
         #expect(results["abi-version"]?.status == .failed)
-        #expect(results["abi-version"]?.details == "plugin ABI 2.0, host 1.0")
+        #expect(results["abi-version"]?.details == "plugin ABI 2.0, host 1.1")
         #expect(results["loads"]?.status == .failed)
     }
 
@@ -223,6 +223,46 @@ import Testing
         #expect(build.status == 0, "\(build.stderr)")
         let (status, results) = try await check(build.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(status == 0, "\(results.values.filter { $0.status.fails })")
+    }
+
+    @Test("T-3: the Rust crate reads its slot's options (rust-example passes them on as rust.options)", .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
+    func rustOptions() async throws {
+        let build = try await offPool { try ChildProcess.run(
+            Products.packageRoot.appendingPathComponent("Plugins/rust-example/build.sh").path, [],
+            environment: ["CARGO_TARGET_DIR": makeTemporaryDirectory("rust-options").path]) }
+        #expect(build.status == 0, "\(build.stderr)")
+        let plugin = build.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let folder = makeTemporaryDirectory("rust-options-run")
+        let configuration = folder.appendingPathComponent("c.json")
+        try #"{"plugins": {"handler": "\#(plugin)", "options": {"handler": {"team": "payments"}}}}"#.write(to: configuration, atomically: true, encoding: .utf8)
+        let result = try await offPool {
+            try ChildProcess.reporthost(["report", "error", "--config", configuration.path, "--print", "--repository", folder.appendingPathComponent("r").path])
+        }
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try JSONValue.parse(result.stdout)["attributes"]?["rust.options"]?.stringValue == #"{"team":"payments"}"#)
+    }
+
+    @Test("T-3: check --options hands the plugin under test its options; not an object is a usage error")
+    func checkOptions() async throws {
+        let licensed = try Fixtures.plugin(
+            "check-licensed",
+            source: """
+                #include <reporthost/plugin.h>
+                #include <string.h>
+                static void before(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; d(); }
+                static rh_handler handler = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler), "licensed", NULL, NULL, before, NULL, NULL, NULL};
+                const rh_handler *rh_plugin_entry(const rh_host_api *h) {
+                    char options[256]; size_t length = 0;
+                    if (h->options_json(options, sizeof options, &length) != RH_OK || !strstr(options, "licence")) return NULL;
+                    return &handler;
+                }
+                """).path
+        let (without, _) = try await check(licensed, ["--include", "^loads$"])
+        #expect(without == 1)
+        let (with, results) = try await check(licensed, ["--include", "^loads$", "--options", #"{"licence": "k-123"}"#])
+        #expect(with == 0, "\(results)")
+        let bad = try await offPool { try ChildProcess.reporthost(["check", licensed, "--options", "[1]"]) }
+        #expect(bad.status == 2 && bad.stderr.contains("--options '[1]': expected a JSON object"), "\(bad.stderr)")
     }
 
     @Test("I-8: warnings do not fail: extra exported symbols, a slow entry")

@@ -385,8 +385,8 @@ enum SlotTable {
 /// `<repository>/plugins/<name>`, 0700, made on first use. A name that is not a plain file
 /// name (a slash, a dot alone, other characters) is written with those characters as `_` and
 /// a digest of the whole name after it, so two names never share a folder.
-enum PluginDataFolder {
-    static func make(repository: String, plugin name: String) -> String? {
+package enum PluginDataFolder {
+    package static func make(repository: String, plugin name: String) -> String? {
         let plain = name.map { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) ? $0 : "_" }
         var folderName = String(plain)
         if folderName != name || folderName.allSatisfy({ $0 == "." }) || folderName.isEmpty {
