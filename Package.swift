@@ -78,7 +78,7 @@ let package = Package(
             name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue", "MallocArena"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
-            name: "ScrubPII", dependencies: ["PluginAPI"], path: "Plugins/scrub-pii",
+            name: "ScrubPII", dependencies: ["PluginAPI", "Digest"], path: "Plugins/scrub-pii",
             exclude: ["exports.map", "README.md", "fuzz"], publicHeadersPath: "public",
             linkerSettings: exportsOnlyEntry("scrub-pii")),
         .target(

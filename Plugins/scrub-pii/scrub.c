@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <regex.h>
 
 /* A growing output buffer. */
 struct out {
@@ -104,6 +106,22 @@ static size_t digit_run(const char *s) {
     return end;
 }
 
+/* Whether a number of `count` digits could be a card by its issuer prefix (IIN): Visa 4
+   (13, 16-19), Mastercard 51-55 and 2221-2720, Amex 34/37, Diners 30/36/38, Discover and
+   UnionPay 6, JCB 35 and 1800/2131 (15), Maestro 50 and 56-69 (12-19). A barcode or an id
+   that happens to pass Luhn seldom also has a card's prefix and length. */
+static bool issuer_prefix(const char *d, size_t count) {
+    if (count == 12) return d[0] == '6' || (d[0] == '5' && (d[1] == '0' || d[1] >= '6')) || strncmp(d, "0604", 4) == 0;
+    if (count == 15 && (strncmp(d, "1800", 4) == 0 || strncmp(d, "2131", 4) == 0)) return true;
+    switch (d[0]) {
+    case '2': return count == 16;
+    case '3': return count >= 14;
+    case '4': return count == 13 || count >= 16;
+    case '5': case '6': return count >= 14;
+    default: return false;
+    }
+}
+
 static size_t match_card(const char *s) {
     char digits[20];
     size_t count = 0, i = 0, end = 0;
@@ -115,7 +133,7 @@ static size_t match_card(const char *s) {
     }
     /* A card ends where a word ends: not the digits of a UUID or hex id ("…-2651-4ffb"). */
     if (is_word(s[end])) return 0;
-    if (count < 13 || !luhn(digits, count)) return 0;
+    if (count < 12 || !luhn(digits, count) || !issuer_prefix(digits, count)) return 0;
     return end;
 }
 
@@ -239,9 +257,17 @@ static size_t digit_groups(const char *s, size_t *digits) {
 
 static size_t match_phone(const char *s) {
     size_t digits = 0, length = 0;
-    if (s[0] == '+' && isdigit((unsigned char)s[1])) {
-        length = 1 + digit_groups(s + 1, &digits);
-        return digits >= 8 && digits <= 15 ? length : 0;
+    /* +CC groups, or the same after the international prefix 00 (001-201-555-0123). */
+    if ((s[0] == '+' && isdigit((unsigned char)s[1])) || (s[0] == '0' && s[1] == '0' && s[2] != '0' && isdigit((unsigned char)s[2]))) {
+        size_t skip = s[0] == '+' ? 1 : 2;
+        length = skip + digit_groups(s + skip, &digits);
+        return digits >= 8 && digits <= 15 && (skip == 1 || length > 3 + skip) ? length : 0;
+    }
+    /* Ten bare digits: a national number (not one starting with 1: Unix seconds look so). */
+    if (s[0] != '1') {
+        size_t k = 0;
+        while (isdigit((unsigned char)s[k])) k++;
+        if (k == 10 && !is_word(s[10]) && !(s[10] == '.' && isdigit((unsigned char)s[11]))) return 10;
     }
     if (s[0] == '(' && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) && isdigit((unsigned char)s[3]) && s[4] == ')') {
         size_t i = s[5] == ' ' ? 6 : 5;
@@ -259,7 +285,70 @@ static size_t match_phone(const char *s) {
     return isdigit((unsigned char)s[12]) || (is_one_of(s[12], "-.") && isdigit((unsigned char)s[13])) ? 0 : 12;
 }
 
-char *rh_scrub(const char *text) {
+static const char *const kind_names[RH_SCRUB_KINDS] = {
+    "email", "card", "ipv4", "ipv6", "phone", "jwt", "aws_key", "bearer", "secret",
+};
+static const char *const masks[RH_SCRUB_KINDS] = {
+    "[email]", "[card]", "[ip]", "[ip]", "[phone]", "[secret]", "[secret]", "[secret]", "[secret]",
+};
+
+const char *rh_scrub_kind_name(enum rh_scrub_kind kind) { return kind < RH_SCRUB_KINDS ? kind_names[kind] : "?"; }
+const char *rh_scrub_mask(enum rh_scrub_kind kind) { return kind < RH_SCRUB_KINDS ? masks[kind] : "[?]"; }
+
+/* What replaces value[0..length) of `kind`. */
+static void replace(struct out *o, enum rh_scrub_kind kind, const char *value, size_t length, const struct rh_scrub_style *style) {
+    switch (style->method) {
+    case RH_SCRUB_REMOVE: return;
+    case RH_SCRUB_HASH:
+        if (style->pseudonym) {
+            char hex[13];
+            style->pseudonym(style->context, value, length, hex);
+            puts_(o, "[");
+            puts_(o, kind_names[kind]);
+            puts_(o, ":");
+            put(o, hex, 12);
+            puts_(o, "]");
+            return;
+        }
+        break;  /* no key: masked, never left */
+    case RH_SCRUB_MASK: break;
+    }
+    puts_(o, masks[kind]);
+}
+
+/* Whether the word before position i (one space between) is a version's or a build's:
+   "version 1.2.3.4" is a version, not an address; "build 6425210041" not a phone number. */
+static bool after_version_word(const char *text, size_t i) {
+    static const char *const words[] = {"version", "ver", "v", "build", "release"};
+    if (i < 2 || text[i - 1] != ' ') return false;
+    size_t end = i - 1, start = end;
+    while (start > 0 && isalpha((unsigned char)text[start - 1])) start--;
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
+        size_t n = strlen(words[k]);
+        if (end - start == n && strncasecmp(text + start, words[k], n) == 0) return true;
+    }
+    return false;
+}
+
+/* The length of a pseudonym `[kind:<12 hex>]` at s, or 0. */
+static size_t pseudonym_length(const char *s) {
+    if (s[0] != '[') return 0;
+    for (size_t k = 0; k < RH_SCRUB_KINDS; k++) {
+        size_t n = strlen(kind_names[k]);
+        if (strncmp(s + 1, kind_names[k], n) != 0 || s[1 + n] != ':') continue;
+        size_t i = 2 + n;
+        for (size_t d = 0; d < 12; d++, i++) if (!isxdigit((unsigned char)s[i])) return 0;
+        return s[i] == ']' ? i + 1 : 0;
+    }
+    return 0;
+}
+
+char *rh_scrub(const char *text) { return rh_scrub_styled(text, NULL); }
+
+char *rh_scrub_styled(const char *text, const struct rh_scrub_style *given) {
+    static const struct rh_scrub_style masked = {0, RH_SCRUB_MASK, NULL, NULL};
+    const struct rh_scrub_style *style = given ? given : &masked;
+#define ON(kind) ((style->disabled & (1u << (kind))) == 0)
     struct out o = {NULL, 0, 0, false};
     put(&o, "", 0);
     size_t i = 0;
@@ -272,26 +361,28 @@ char *rh_scrub(const char *text) {
         bool digit_boundary = boundary && (i == 0 || replaced || (text[i - 1] != '.' && text[i - 1] != '-'));
         size_t before = o.length;
         size_t keep = 0, length = 0;
-        if (boundary && (length = match_jwt(s)) > 0) {
-            puts_(&o, "[secret]");
-        } else if (boundary && (length = match_aws_key(s)) > 0) {
-            puts_(&o, "[secret]");
-        } else if (boundary && (i == 0 || text[i - 1] != ':') && (length = match_ipv6(s)) > 0) {
-            puts_(&o, "[ip]");
-        } else if (digit_boundary && (length = match_phone(s)) > 0) {
-            puts_(&o, "[phone]");
-        } else if (boundary && match_bearer(s, &keep, &length)) {
+        if ((length = pseudonym_length(s)) > 0) {
+            put(&o, s, length);  /* a pseudonym written earlier: never scanned again (idempotent) */
+        } else if (ON(RH_SCRUB_JWT) && boundary && (length = match_jwt(s)) > 0) {
+            replace(&o, RH_SCRUB_JWT, s, length, style);
+        } else if (ON(RH_SCRUB_AWS_KEY) && boundary && (length = match_aws_key(s)) > 0) {
+            replace(&o, RH_SCRUB_AWS_KEY, s, length, style);
+        } else if (ON(RH_SCRUB_IPV6) && boundary && (i == 0 || text[i - 1] != ':') && (length = match_ipv6(s)) > 0) {
+            replace(&o, RH_SCRUB_IPV6, s, length, style);
+        } else if (ON(RH_SCRUB_CARD) && digit_boundary && (length = match_card(s)) > 0) {
+            replace(&o, RH_SCRUB_CARD, s, length, style);
+        } else if (ON(RH_SCRUB_PHONE) && digit_boundary && !after_version_word(text, i) && (length = match_phone(s)) > 0) {
+            replace(&o, RH_SCRUB_PHONE, s, length, style);
+        } else if (ON(RH_SCRUB_BEARER) && boundary && match_bearer(s, &keep, &length)) {
             put(&o, s, keep);
-            puts_(&o, "[secret]");
-        } else if (boundary && match_assignment(s, &keep, &length)) {
+            replace(&o, RH_SCRUB_BEARER, s + keep, length - keep, style);
+        } else if (ON(RH_SCRUB_SECRET) && boundary && match_assignment(s, &keep, &length)) {
             put(&o, s, keep);
-            puts_(&o, "[secret]");
-        } else if (boundary && is_local(*s) && (length = match_email(s)) > 0) {
-            puts_(&o, "[email]");
-        } else if (digit_boundary && (length = match_ipv4(s)) > 0) {
-            puts_(&o, "[ip]");
-        } else if (digit_boundary && (length = match_card(s)) > 0) {
-            puts_(&o, "[card]");
+            replace(&o, RH_SCRUB_SECRET, s + keep, length - keep, style);
+        } else if (ON(RH_SCRUB_EMAIL) && boundary && is_local(*s) && (length = match_email(s)) > 0) {
+            replace(&o, RH_SCRUB_EMAIL, s, length, style);
+        } else if (ON(RH_SCRUB_IPV4) && digit_boundary && !after_version_word(text, i) && (length = match_ipv4(s)) > 0) {
+            replace(&o, RH_SCRUB_IPV4, s, length, style);
         } else if (digit_boundary && isdigit((unsigned char)*s)) {
             /* Not a card: copy the whole run of digit groups, so no card is found inside it. */
             length = digit_run(s);
@@ -305,6 +396,79 @@ char *rh_scrub(const char *text) {
         i += length;
         replaced = o.length - before != length || memcmp(o.data + before, s, length) != 0;
     }
+#undef ON
+    if (o.failed) { free(o.data); return NULL; }
+    return o.data;
+}
+
+/* The length of a replacement written earlier at s (`[word]` or `[word:<12 hex>]`), or 0. */
+static size_t written_token(const char *s) {
+    if (s[0] != '[') return 0;
+    size_t i = 1;
+    while (isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '-') i++;
+    if (i == 1) return 0;
+    if (s[i] == ':') {
+        size_t start = ++i;
+        while (isxdigit((unsigned char)s[i])) i++;
+        if (i - start != 12) return 0;
+    }
+    return s[i] == ']' ? i + 1 : 0;
+}
+
+/* One stretch of text between replacements: each match of `pattern` replaced. */
+static void replace_matches(struct out *o, const char *text, size_t length, const char *name, const regex_t *pattern,
+                            const struct rh_scrub_style *style) {
+    char *piece = malloc(length + 1);
+    if (!piece) { o->failed = true; return; }
+    memcpy(piece, text, length);
+    piece[length] = '\0';
+    const char *at = piece;
+    regmatch_t match;
+    int flags = 0;
+    while (*at && regexec(pattern, at, 1, &match, flags) == 0) {
+        if (match.rm_eo <= match.rm_so) {  /* an empty match: step over one byte */
+            put(o, at, 1);
+            at++;
+        } else {
+            put(o, at, (size_t)match.rm_so);
+            if (style->method == RH_SCRUB_HASH && style->pseudonym) {
+                char hex[13];
+                style->pseudonym(style->context, at + match.rm_so, (size_t)(match.rm_eo - match.rm_so), hex);
+                puts_(o, "[");
+                puts_(o, name);
+                puts_(o, ":");
+                put(o, hex, 12);
+                puts_(o, "]");
+            } else if (style->method != RH_SCRUB_REMOVE) {
+                puts_(o, "[");
+                puts_(o, name);
+                puts_(o, "]");
+            }
+            at += match.rm_eo;
+        }
+        flags = REG_NOTBOL;
+    }
+    puts_(o, at);
+    free(piece);
+}
+
+char *rh_scrub_pattern(const char *text, const char *name, const regex_t *pattern, const struct rh_scrub_style *given) {
+    static const struct rh_scrub_style masked = {0, RH_SCRUB_MASK, NULL, NULL};
+    const struct rh_scrub_style *style = given ? given : &masked;
+    struct out o = {NULL, 0, 0, false};
+    put(&o, "", 0);
+    /* Replacements written before (`[email]`, `[ticket:3f9a…]`) are never matched again: the
+       result is idempotent whatever the pattern. */
+    size_t start = 0, i = 0;
+    while (text[i]) {
+        size_t token = written_token(text + i);
+        if (token == 0) { i++; continue; }
+        replace_matches(&o, text + start, i - start, name, pattern, style);
+        put(&o, text + i, token);
+        i += token;
+        start = i;
+    }
+    replace_matches(&o, text + start, i - start, name, pattern, style);
     if (o.failed) { free(o.data); return NULL; }
     return o.data;
 }

@@ -1,15 +1,48 @@
 /* scrub-pii: removes personal data and secrets from a report before it leaves the machine:
- * summary, description, every attribute value, every label and every text attachment go
- * through rh_scrub (scrub.c). It runs in both callbacks, so it also sees what other handlers
- * added before it. Idempotent. */
+ * summary, description, every attribute value (but those of `safeAttributes`), every label and
+ * every text attachment go through rh_scrub_styled (scrub.c), then the `extraPatterns`. It runs
+ * in both callbacks, so it also sees what other handlers added before it. Idempotent. Its
+ * options (options.c) come from the host's options_json (ABI 1.1); a 1.0 host gives none. */
 #include <reporthost/plugin.h>
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "options.h"
 #include "scrub.h"
 
 static const rh_host_api *host;
+static struct scrub_options options;
+/* The `hash` key is read on first use: the data folder is not known while the entry runs. */
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void load_key(void) {
+    char folder[4096], error[512];
+    size_t length = 0;
+    bool has_folder = host->struct_size >= offsetof(rh_host_api, data_folder) + sizeof host->data_folder &&
+                      host->data_folder(folder, sizeof folder, &length) == RH_OK;
+    if (has_folder && scrub_options_load_key(&options, folder, error, sizeof error)) {
+        options.style.pseudonym = scrub_options_pseudonym;
+        options.style.context = &options;
+    } else {
+        /* Without a key, values are masked: never left in the report. */
+        host->log(NULL, RH_LOG_WARN, has_folder ? error : "scrub-pii: the host gives no data folder for the hash key: masking instead");
+    }
+}
+
+/* rh_scrub_styled, then each extra pattern's matches replaced as the method says. */
+static char *clean(const char *text) {
+    if (options.style.method == RH_SCRUB_HASH) pthread_once(&key_once, load_key);
+    char *result = rh_scrub_styled(text, &options.style);
+    for (size_t k = 0; result && k < options.pattern_count; k++) {
+        char *next = rh_scrub_pattern(result, options.patterns[k].name, &options.patterns[k].compiled, &options.style);
+        free(result);
+        result = next;
+    }
+    return result;
+}
 
 typedef rh_status (*getter)(rh_report *, char *, size_t, size_t *);
 typedef rh_status (*setter)(rh_report *, const char *);
@@ -27,18 +60,19 @@ static char *read_field(rh_report *r, getter get) {
 static void scrub_field(rh_report *r, getter get, setter set) {
     char *value = read_field(r, get);
     if (!value) return;
-    char *clean = rh_scrub(value);
-    if (clean && strcmp(clean, value) != 0) set(r, clean);
-    free(clean);
+    char *cleaned = clean(value);
+    if (cleaned && strcmp(cleaned, value) != 0) set(r, cleaned);
+    free(cleaned);
     free(value);
 }
 
 static bool scrub_attribute(void *context, const char *key, const char *value) {
     rh_report *r = context;
-    char *clean = rh_scrub(value);
+    if (scrub_options_is_safe_attribute(&options, key)) return true;
+    char *cleaned = clean(value);
     /* The visitor sees a snapshot and the host holds no lock: setting here is allowed. */
-    if (clean && strcmp(clean, value) != 0) host->set_attribute(r, key, clean);
-    free(clean);
+    if (cleaned && strcmp(cleaned, value) != 0) host->set_attribute(r, key, cleaned);
+    free(cleaned);
     return true;
 }
 
@@ -59,10 +93,10 @@ static bool collect_label(void *context, const char *label) {
         l->items = items;
         l->capacity = capacity;
     }
-    char *clean = rh_scrub(label);
-    if (!clean) { l->failed = true; return false; }
-    l->changed |= strcmp(clean, label) != 0;
-    l->items[l->count++] = clean;
+    char *cleaned = clean(label);
+    if (!cleaned) { l->failed = true; return false; }
+    l->changed |= strcmp(cleaned, label) != 0;
+    l->items[l->count++] = cleaned;
     return true;
 }
 
@@ -100,13 +134,13 @@ static void scrub_attachment(rh_report *r, const char *name, const char *filenam
     if (!data) return;
     if (host->attachment_data(r, name, data, size, &size) == RH_OK && memchr(data, '\0', size) == NULL) {
         data[size] = '\0';
-        char *clean = rh_scrub(data);
-        if (clean && strcmp(clean, data) != 0) {
+        char *cleaned = clean(data);
+        if (cleaned && strcmp(cleaned, data) != 0) {
             host->remove_attachment(r, name);
-            if (strlen(clean) == 0 || host->add_attachment(r, name, filename, clean, strlen(clean)) != RH_OK)
+            if (strlen(cleaned) == 0 || host->add_attachment(r, name, filename, cleaned, strlen(cleaned)) != RH_OK)
                 host->log(r, RH_LOG_WARN, "scrub-pii: an attachment held personal data and could not be put back scrubbed: removed");
         }
-        free(clean);
+        free(cleaned);
     }
     free(data);
 }
@@ -137,7 +171,22 @@ static rh_handler handler = {
     "scrub-pii", "1.0.0", NULL, scrub, scrub, NULL, NULL,
 };
 
+/* Reads the options; options it cannot use (an unknown key, a bad pattern) refuse the load,
+   saying which, rather than scrub less than the configuration asked. */
 const rh_handler *rh_plugin_entry(const rh_host_api *h) {
     host = h;
+    char text[65536], error[512];
+    size_t length = 0;
+    bool has_options = h->struct_size >= offsetof(rh_host_api, options_json) + sizeof h->options_json;
+    if (has_options && h->options_json(text, sizeof text, &length) != RH_OK) {
+        h->log(NULL, RH_LOG_ERROR, "scrub-pii: its options are over 64 KB");
+        return NULL;
+    }
+    if (has_options && !scrub_options_parse(text, &options, error, sizeof error)) {
+        char message[600];
+        snprintf(message, sizeof message, "scrub-pii: options: %s", error);
+        h->log(NULL, RH_LOG_ERROR, message);
+        return NULL;
+    }
     return &handler;
 }

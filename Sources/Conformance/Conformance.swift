@@ -19,23 +19,31 @@ package struct CheckResult: Sendable, Equatable {
     package var status: CheckStatus
     package var details: String
     package var durationMs: Int
+    /// What a scoring check measured (the scrubbing checks' `ScrubFigures`), for `--json`.
+    package var figures: JSONValue?
 
-    package init(check: String, status: CheckStatus, details: String, durationMs: Int) {
+    package init(check: String, status: CheckStatus, details: String, durationMs: Int, figures: JSONValue? = nil) {
         self.check = check
         self.status = status
         self.details = details
         self.durationMs = durationMs
+        self.figures = figures
     }
 
     package var json: JSONValue {
-        .object([("check", .string(check)), ("status", .string(status.rawValue)), ("details", .string(details)),
-                 ("duration_ms", .int(durationMs))])
+        var fields: [(String, JSONValue)] = [
+            ("check", .string(check)), ("status", .string(status.rawValue)), ("details", .string(details)), ("duration_ms", .int(durationMs)),
+        ]
+        if let figures { fields.append(("figures", figures)) }
+        return .object(fields)
     }
 
     package init?(json: JSONValue) {
         guard let check = json["check"]?.stringValue, let status = json["status"]?.stringValue.flatMap(CheckStatus.init(rawValue:))
         else { return nil }
-        self.init(check: check, status: status, details: json["details"]?.stringValue ?? "", durationMs: json["duration_ms"]?.intValue ?? 0)
+        self.init(
+            check: check, status: status, details: json["details"]?.stringValue ?? "", durationMs: json["duration_ms"]?.intValue ?? 0,
+            figures: json["figures"])
     }
 }
 
@@ -50,10 +58,12 @@ package struct CheckContext: Sendable {
     let copiesFolder: URL
     /// `check --options`: what the plugin reads through `options_json` (SPEC T-3).
     package let options: JSONValue?
+    /// `check --scrub`'s corpus and thresholds (SPEC T-4).
+    package let scrub: ScrubSettings
 
     package init(
         pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor,
-        copiesFolder: URL = FileManager.default.temporaryDirectory, options: JSONValue? = nil
+        copiesFolder: URL = FileManager.default.temporaryDirectory, options: JSONValue? = nil, scrub: ScrubSettings = ScrubSettings()
     ) {
         self.pluginPath = pluginPath
         self.slot = slot
@@ -61,6 +71,7 @@ package struct CheckContext: Sendable {
         self.mainExecutor = mainExecutor
         self.copiesFolder = copiesFolder
         self.options = options
+        self.scrub = scrub
     }
 
     /// Short limits, so a never-completing plugin costs seconds, not minutes.
@@ -138,18 +149,34 @@ package struct ConformanceCheck: Sendable {
     package let name: String
     package let summary: String
     package let slots: Set<PluginSlot>
-    let body: @Sendable (CheckContext) throws -> (CheckStatus, String)
+    let body: @Sendable (CheckContext) throws -> (CheckStatus, String, JSONValue?)
+
+    init(name: String, summary: String, slots: Set<PluginSlot>, body: @escaping @Sendable (CheckContext) throws -> (CheckStatus, String)) {
+        self.init(name: name, summary: summary, slots: slots, scoring: { context in
+            let (status, details) = try body(context)
+            return (status, details, nil)
+        })
+    }
+
+    /// A check that also gives figures (`CheckResult.figures`).
+    init(name: String, summary: String, slots: Set<PluginSlot>, scoring body: @escaping @Sendable (CheckContext) throws -> (CheckStatus, String, JSONValue?)) {
+        self.name = name
+        self.summary = summary
+        self.slots = slots
+        self.body = body
+    }
 
     /// Runs the check, timing it; an error is a failure with its message.
     package func run(_ context: CheckContext) -> CheckResult {
         let clock = SystemClock()
         let start = clock.now()
-        let outcome: (CheckStatus, String)
+        let outcome: (CheckStatus, String, JSONValue?)
         do {
             outcome = try body(context)
         } catch {
-            outcome = (.failed, "\(error)")
+            outcome = (.failed, "\(error)", nil)
         }
-        return CheckResult(check: name, status: outcome.0, details: outcome.1, durationMs: clock.now().milliseconds(since: start))
+        return CheckResult(
+            check: name, status: outcome.0, details: outcome.1, durationMs: clock.now().milliseconds(since: start), figures: outcome.2)
     }
 }

@@ -5,9 +5,11 @@ import Host
 /// failure is reproduced with `--seed`.
 package struct PersonalData: Sendable {
     /// One planted value: `text` is what is placed in a field, `secret` the part of it that
-    /// must not survive (a scrubber may keep `token=` and replace what follows).
+    /// must not survive (a scrubber may keep `token=` and replace what follows). `kind` is the
+    /// SPEC T-4 name (`email`, `card`, …; `none` for a decoy), `name` what a person reads.
     package struct Item: Sendable, Equatable {
         package var kind: String
+        package var name: String
         package var text: String
         package var secret: String
     }
@@ -21,29 +23,48 @@ package struct PersonalData: Sendable {
     package init(seed: UInt64) {
         var random = SplitMix64(seed: seed)
         items = [
-            Item(kind: "e-mail address", text: random.email()),
-            Item(kind: "card number", text: random.cardNumber()),
-            Item(kind: "IPv4 address", text: random.ipv4()),
-            Item(kind: "IPv6 address", text: random.ipv6()),
-            Item(kind: "phone number", text: random.phoneNumber()),
+            Item(kind: "email", name: "e-mail address", text: random.email()),
+            Item(kind: "card", name: "card number", text: random.cardNumber()),
+            Item(kind: "ipv4", name: "IPv4 address", text: random.ipv4()),
+            Item(kind: "ipv6", name: "IPv6 address", text: random.ipv6()),
+            Item(kind: "phone", name: "phone number", text: random.phoneNumber()),
             random.tokenAssignment(),
             random.bearerToken(),
-            Item(kind: "AWS access key", text: "AKIA" + random.characters(16, from: PersonalData.upperAlphanumeric)),
-            Item(kind: "JWT", text: random.jwt()),
+            Item(kind: "aws_key", name: "AWS access key", text: "AKIA" + random.characters(16, from: PersonalData.upperAlphanumeric)),
+            Item(kind: "jwt", name: "JWT", text: random.jwt()),
         ]
+        // What scrubbers are known to take for personal data (Sentry's tracker: an order id
+        // taken for a card, "auth" in prose and in host names, `True`/`False`, `cc` in
+        // `Accept`), and the ids, digests and versions every report is full of.
         decoys = [
-            Item(kind: "version", text: "\(random.int(1..<30)).\(random.int(0..<50)).\(random.int(0..<200))"),
-            Item(kind: "timestamp", text: random.timestamp()),
-            Item(kind: "UUID", text: random.uuid()),
-            Item(kind: "hex id", text: "0x" + random.characters(8, from: PersonalData.hexDigits)),
+            Item(decoy: "version", "\(random.int(1..<30)).\(random.int(0..<50)).\(random.int(0..<200))"),
+            Item(decoy: "timestamp", random.timestamp()),
+            Item(decoy: "UUID", random.uuid()),
+            Item(decoy: "hex id", "0x" + random.characters(8, from: PersonalData.hexDigits)),
+            Item(decoy: "order id", "ord_" + random.luhnDigits(16)),
+            Item(decoy: "Luhn-valid build number", "build " + random.luhnDigits(10)),
+            Item(decoy: "Unix time", "at " + String(random.int(1_500_000_000..<1_999_999_999))),
+            Item(decoy: "prose with auth words", random.pick(PersonalData.authProse)),
+            Item(decoy: "host name with auth", random.pick(["auth", "oauth2", "authz-gateway", "sso-auth"]) + "." + random.pick(["example.com", "internal.example.net", "corp.example.org"])),
+            Item(decoy: "sha256 digest", random.characters(64, from: PersonalData.hexDigits)),
+            Item(decoy: "git commit", random.characters(40, from: PersonalData.hexDigits)),
+            Item(decoy: "semantic version", "v\(random.int(1..<20)).\(random.int(0..<40)).\(random.int(0..<100))" + random.pick(["", "-beta.2", "-rc.1"])),
+            Item(decoy: "boolean", random.pick(["retry", "cached", "enabled", "dry_run"]) + random.pick(["=", ": "]) + random.pick(["True", "False"])),
+            Item(decoy: "IPv4-looking version", "version \(random.int(1..<10)).\(random.int(0..<10)).\(random.int(0..<20)).\(random.int(0..<300))"),
+            Item(decoy: "phone-looking duration", "took \(random.int(201..<990)) \(random.int(200..<990)) \(random.digits(4)) " + random.pick(["ns", "µs", "bytes"])),
+            Item(decoy: "base64 image name", random.characters(22, from: PersonalData.base64URL.filter { $0 != "-" && $0 != "_" }) + random.pick([".png", ".jpg", ".webp"])),
+            Item(decoy: "Accept header", "Accept: " + random.pick(["text/html,application/json", "application/vnd.api+json", "image/avif,image/webp"])),
         ]
     }
 
+    /// Sentences that use secret words as ordinary words.
+    static let authProse = [
+        "User authenticated after the session refresh", "the secret to fast builds is caching",
+        "password reset page loaded in 2 s", "token bucket drained, backing off", "Authorization header missing from the retry",
+    ]
+
     /// Every item and decoy in running text, the way they appear in real reports.
-    package var text: String {
-        let fillers = ["user reported", "while syncing", "see", "retrying with", "contact", "failed for", "at", "build"]
-        return zip(items + decoys, fillers.cycled(items.count + decoys.count)).map { "\($1) \($0.text)" }.joined(separator: "; ")
-    }
+    package var text: String { document.text }
 
     static let upperAlphanumeric = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
     static let alphanumeric = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
@@ -52,22 +73,25 @@ package struct PersonalData: Sendable {
 }
 
 extension PersonalData.Item {
-    init(kind: String, text: String) { self.init(kind: kind, text: text, secret: text) }
-}
-
-extension Array {
-    /// The array repeated to `count` elements.
-    fileprivate func cycled(_ count: Int) -> [Element] { (0..<count).map { self[$0 % self.count] } }
+    init(kind: String, name: String, text: String) { self.init(kind: kind, name: name, text: text, secret: text) }
+    /// Text that is not personal data and must survive.
+    init(decoy name: String, _ text: String) { self.init(kind: ScrubCorpus.decoyKind, name: name, text: text, secret: text) }
 }
 
 extension SplitMix64 {
-    fileprivate mutating func pick<T>(_ list: [T]) -> T { list[int(0..<list.count)] }
+    mutating func pick<T>(_ list: [T]) -> T { list[int(0..<list.count)] }
+
+    /// `count` digits passing the Luhn check (what a card's digits also pass).
+    fileprivate mutating func luhnDigits(_ count: Int) -> String {
+        let body = String(int(1..<10)) + digits(count - 2)
+        return body + String(Self.luhnCheckDigit(body))
+    }
 
     fileprivate mutating func characters(_ count: Int, from alphabet: [Character]) -> String {
         String((0..<count).map { _ in pick(alphabet) })
     }
 
-    fileprivate mutating func digits(_ count: Int) -> String { (0..<count).map { _ in String(int(0..<10)) }.joined() }
+    mutating func digits(_ count: Int) -> String { (0..<count).map { _ in String(int(0..<10)) }.joined() }
 
     fileprivate mutating func email() -> String {
         let first = pick(["jane", "omar", "li", "maria", "kwame", "anna", "yuki", "pedro"])
@@ -131,12 +155,12 @@ extension SplitMix64 {
     fileprivate mutating func tokenAssignment() -> PersonalData.Item {
         let name = pick(["token", "api_key", "access_token", "client_secret", "password"])
         let value = characters(24, from: PersonalData.alphanumeric)
-        return PersonalData.Item(kind: "secret assignment", text: "\(name)=\(value)", secret: value)
+        return PersonalData.Item(kind: "secret", name: "secret assignment", text: "\(name)=\(value)", secret: value)
     }
 
     fileprivate mutating func bearerToken() -> PersonalData.Item {
         let value = characters(32, from: PersonalData.alphanumeric)
-        return PersonalData.Item(kind: "bearer token", text: "Authorization: Bearer \(value)", secret: value)
+        return PersonalData.Item(kind: "bearer", name: "bearer token", text: "Authorization: Bearer \(value)", secret: value)
     }
 
     fileprivate mutating func jwt() -> String {

@@ -12,7 +12,7 @@ import Host
 enum CheckCommand {
     static let options: [String: Bool] = [
         "slot": true, "json": false, "include": true, "exclude": true, "seed": true, "in-process": false, "list": false,
-        "options": true,
+        "options": true, "corpus": true, "min-recall": true, "max-false-positive-rate": true,
         "timeout-ms": true, "log-level": true, "scrub": false, "junit": true, "fuzz": true, "reproduce": true,
     ]
 
@@ -58,6 +58,10 @@ enum CheckCommand {
         }
         let options = try pluginOptions(arguments)
         if let text = arguments.value("options") { passedOn += ["--options", text] }
+        let scrub = try scrubSettings(arguments)
+        for name in ["corpus", "min-recall", "max-false-positive-rate"] {
+            if let text = arguments.value(name) { passedOn += ["--\(name)", name == "corpus" ? scrub.corpus ?? text : text] }
+        }
         let selected = catalogue.filter { check in
             check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
         }
@@ -85,7 +89,7 @@ enum CheckCommand {
                     .map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
                 let context = CheckContext(
                     pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, copiesFolder: copiesFolder,
-                    options: options)
+                    options: options, scrub: scrub)
                 results.append(check.run(context))
                 CheckContext.removeCopies()
             } else {
@@ -95,6 +99,10 @@ enum CheckCommand {
                     check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: limit, copies: copies, passing: passedOn))
             }
         }
+        // A parent's judgements over its children's figures (a child reports its field only).
+        if ProcessInfo.processInfo.environment[CheckContext.copiesFolderVariable] == nil {
+            results += Catalogue.scrubJudgements(results, settings: scrub)
+        }
         try junit?.write(JUnit.document(plugin: plugin, results: results))
         if arguments.flag("json") {
             let document = JSONValue.object([("plugin", .string(plugin)), ("results", .array(results.map(\.json)))])
@@ -103,6 +111,31 @@ enum CheckCommand {
             output.writeText(humanReport(plugin: plugin, slot: slot, seed: seed, results: results))
         }
         return results.contains { $0.status.fails } ? 1 : 0
+    }
+
+    /// `--corpus FILE`, `--min-recall R`, `--max-false-positive-rate F` (SPEC T-4): only with
+    /// `--scrub`; the corpus is read now, so a bad line is a usage error before any check runs.
+    static func scrubSettings(_ arguments: Arguments) throws -> ScrubSettings {
+        var settings = ScrubSettings()
+        for name in ["corpus", "min-recall", "max-false-positive-rate"] where arguments.value(name) != nil && !arguments.flag("scrub") {
+            throw UsageError("--\(name) needs --scrub")
+        }
+        func rate(_ name: String) throws -> Double? {
+            guard let text = arguments.value(name) else { return nil }
+            guard let value = Double(text), value >= 0, value <= 1 else { throw UsageError("--\(name) '\(text)' is not a number from 0 to 1") }
+            return value
+        }
+        settings.minRecall = try rate("min-recall")
+        settings.maxFalsePositiveRate = try rate("max-false-positive-rate")
+        if let path = arguments.value("corpus") {
+            settings.corpus = Paths.absolute(path)
+            do {
+                _ = try settings.loadCorpus(seed: 0)
+            } catch {
+                throw UsageError(error.description)
+            }
+        }
+        return settings
     }
 
     /// `--options JSON`: the object the plugin under test reads through `options_json` (SPEC T-3).
@@ -254,6 +287,9 @@ enum CheckCommand {
             for result in group {
                 lines.append("  \(result.check.padded(toLength: 32)) \(String(result.durationMs).padded(toLength: 6))ms  \(result.details)")
             }
+        }
+        if let figures = results.first(where: { $0.check == "scrub-recall" })?.figures.flatMap(ScrubFigures.init(json:)) {
+            lines += figures.lines
         }
         let failed = results.filter { $0.status.fails }.count
         lines.append("\(results.count - failed) passed, \(failed) failed")

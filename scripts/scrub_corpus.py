@@ -1,0 +1,122 @@
+"""Writes a labelled scrubbing corpus from text made outside this project, for
+`reporthost check --scrub --corpus FILE` (SPEC T-4): one JSON object a line,
+{"text": "…", "spans": [{"start": 0, "end": 5, "kind": "email"}, …]}, offsets in UTF-8 bytes.
+
+Each document is scrubadub's fake document (its templates, Faker's prose and personal data:
+e-mail addresses, phone numbers, names, street addresses), followed by a paragraph of Faker
+prose carrying what scrubadub does not make (IPv4 and IPv6 addresses, card numbers, and the
+secrets a report carries: a bearer token, a `key=value` secret, an AWS key id, a JWT) and
+decoys Faker makes that are not personal data (kind `none`, with a label): UUIDs, digests,
+file names, timestamps, host names, barcodes, booleans, versions, order numbers.
+Deterministic from --seed. Kinds check does not judge (name, address, …) keep scrubadub's names.
+
+    scripts/scrub-corpus [--seed N] [--documents N] [--out FILE]
+"""
+import argparse
+import base64
+import json
+import random
+import sys
+
+import faker
+import scrubadub.comparison
+
+SCRUBADUB_KINDS = {"email": "email", "phone": "phone", "credit_card": "card"}
+
+
+def spans_for(text, found, start_at=0):
+    """Byte spans of scrubadub's matches, found in order in `text`."""
+    spans, position = [], start_at
+    for item in found:
+        at = text.find(item["match"], position)
+        if at < 0:
+            at = text.find(item["match"])
+        if at < 0:
+            continue
+        position = at + len(item["match"])
+        start = len(text[:at].encode())
+        spans.append({"start": start, "end": start + len(item["match"].encode()),
+                      "kind": SCRUBADUB_KINDS.get(item["filth_type"], item["filth_type"])})
+    return spans
+
+
+def token(rng, alphabet, length):
+    return "".join(rng.choice(alphabet) for _ in range(length))
+
+
+def jwt(fake, rng):
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+    claims = {"sub": fake.uuid4(), "name": fake.first_name(), "iat": fake.unix_time()}
+    signature = base64.urlsafe_b64encode(bytes(rng.getrandbits(8) for _ in range(32))).decode().rstrip("=")
+    return part({"alg": "HS256", "typ": "JWT"}) + "." + part(claims) + "." + signature
+
+
+def extra_paragraph(fake, rng):
+    """Faker prose with the judged kinds scrubadub lacks, and decoys: (text, spans) pieces."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    planted = [
+        ("ipv4", fake.ipv4_public(), "Connection from {}."),
+        ("ipv6", fake.ipv6(), "Upstream peer {} closed the stream."),
+        ("card", fake.credit_card_number(), "Charged card {}."),
+        ("bearer", token(rng, letters, 32), "Authorization: Bearer {}"),
+        ("secret", token(rng, letters, 24), rng.choice(["api_key", "client_secret", "password", "access_token"]) + "={}"),
+        ("aws_key", "AKIA" + token(rng, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16), "Key id {} was rotated."),
+        ("jwt", jwt(fake, rng), "Session {} expired."),
+    ]
+    decoys = [
+        ("UUID", fake.uuid4(), "Request {} retried."),
+        ("sha256 digest", fake.sha256(), "Artifact digest {}."),
+        ("md5 digest", fake.md5(), "Cache key {}."),
+        ("image file name", fake.file_name(extension=rng.choice(["png", "jpg", "webp"])), "Missing asset {}."),
+        ("timestamp", fake.iso8601(), "Last sync at {}."),
+        ("host name", fake.hostname(), "Resolved {}."),
+        ("EAN-13 barcode", fake.ean13(), "Scanned item {}."),
+        ("boolean", rng.choice(["retry", "cached", "enabled"]) + "=" + str(fake.pybool()), "Flags: {}."),
+        ("version", fake.numerify("%.#.##"), "Client version {}."),
+        ("order number", fake.numerify("ord-##########"), "Order {} shipped."),
+    ]
+    pieces = planted + decoys
+    rng.shuffle(pieces)
+    text, spans = "", []
+    for index, (kind, value, template) in enumerate(pieces):
+        if index % 3 == 0:
+            text += fake.sentence() + " "
+        prefix, suffix = template.split("{}")
+        text += prefix
+        start = len(text.encode())
+        text += value
+        span = {"start": start, "end": len(text.encode()), "kind": kind if (kind, value, template) in planted else "none"}
+        if span["kind"] == "none":
+            span["label"] = kind
+        spans.append(span)
+        text += suffix + " "
+    return text.rstrip(), spans
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--documents", type=int, default=1000)
+    parser.add_argument("--out", help="the corpus file (default: standard output)")
+    options = parser.parse_args()
+    out = open(options.out, "w", encoding="utf-8") if options.out else sys.stdout
+    fake = faker.Faker("en_US")
+    for index in range(options.documents):
+        seed = options.seed * 1_000_003 + index
+        fake.seed_instance(seed)
+        rng = random.Random(seed)
+        document, found = scrubadub.comparison.make_fake_document(
+            paragraphs=2, seed=seed, faker=fake, filth_types=["email", "phone", "name", "address"])
+        spans = spans_for(document, found)
+        extra, extra_spans = extra_paragraph(fake, rng)
+        offset = len((document + "\n").encode())
+        text = document + "\n" + extra
+        spans += [dict(span, start=span["start"] + offset, end=span["end"] + offset) for span in extra_spans]
+        out.write(json.dumps({"text": text, "spans": spans}, ensure_ascii=False) + "\n")
+    if options.out:
+        out.close()
+
+
+if __name__ == "__main__":
+    main()
