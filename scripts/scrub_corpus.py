@@ -14,6 +14,7 @@ Deterministic from --seed. Kinds check does not judge (name, address, …) keep 
 """
 import argparse
 import base64
+import datetime
 import json
 import random
 import sys
@@ -22,6 +23,8 @@ import faker
 import scrubadub.comparison
 
 SCRUBADUB_KINDS = {"email": "email", "phone": "phone", "credit_card": "card"}
+# Dates from a fixed span, never "now": the same seed writes the same file on any day.
+START, END = datetime.datetime(2020, 1, 1), datetime.datetime(2026, 1, 1)
 
 
 def spans_for(text, found, start_at=0):
@@ -47,7 +50,7 @@ def token(rng, alphabet, length):
 def jwt(fake, rng):
     def part(value):
         return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
-    claims = {"sub": fake.uuid4(), "name": fake.first_name(), "iat": fake.unix_time()}
+    claims = {"sub": fake.uuid4(), "name": fake.first_name(), "iat": int(fake.unix_time(start_datetime=START, end_datetime=END))}
     signature = base64.urlsafe_b64encode(bytes(rng.getrandbits(8) for _ in range(32))).decode().rstrip("=")
     return part({"alg": "HS256", "typ": "JWT"}) + "." + part(claims) + "." + signature
 
@@ -69,7 +72,7 @@ def extra_paragraph(fake, rng):
         ("sha256 digest", fake.sha256(), "Artifact digest {}."),
         ("md5 digest", fake.md5(), "Cache key {}."),
         ("image file name", fake.file_name(extension=rng.choice(["png", "jpg", "webp"])), "Missing asset {}."),
-        ("timestamp", fake.iso8601(), "Last sync at {}."),
+        ("timestamp", fake.date_time_between(start_date=START, end_date=END).isoformat(), "Last sync at {}."),
         ("host name", fake.hostname(), "Resolved {}."),
         ("EAN-13 barcode", fake.ean13(), "Scanned item {}."),
         ("boolean", rng.choice(["retry", "cached", "enabled"]) + "=" + str(fake.pybool()), "Flags: {}."),
@@ -105,6 +108,7 @@ def main():
     for index in range(options.documents):
         seed = options.seed * 1_000_003 + index
         fake.seed_instance(seed)
+        random.seed(seed)  # scrubadub also draws from the module's generator
         rng = random.Random(seed)
         document, found = scrubadub.comparison.make_fake_document(
             paragraphs=2, seed=seed, faker=fake, filth_types=["email", "phone", "name", "address"])

@@ -55,8 +55,9 @@ import Testing
 
     func raise() throws -> ReportDocument {
         let host = try TestHost.make()
-        try host.loadPlugin(at: try Fixtures.plugin("trail-wrapper", source: Self.wrapper).path, into: .wrapper)
-        try host.loadPlugin(at: try Fixtures.plugin("trail-probe", source: Self.probe).path, into: .handler)
+        // Fresh copies: the probe keeps a handle in a global, which a shared image would share.
+        try host.loadPlugin(at: try Fixtures.freshCopy(of: Fixtures.plugin("trail-wrapper", source: Self.wrapper)).path, into: .wrapper)
+        try host.loadPlugin(at: try Fixtures.freshCopy(of: Fixtures.plugin("trail-probe", source: Self.probe)).path, into: .handler)
         return try host.raiseDocument(Self.request())
     }
 

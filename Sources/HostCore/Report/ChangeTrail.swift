@@ -47,6 +47,8 @@ public struct ChangeTrail: Sendable, Equatable {
     public private(set) var kept: [TrailEntry] = []
     public private(set) var dropped = 0
     private var positions: [Key: Int] = [:]
+    /// The entries of each field, by position: a change moves the others' ranges of its field only.
+    private var byField: [String: [Int]] = [:]
 
     private struct Key: Hashable, Sendable {
         var plugin: String, slot: String, step: String, field: String
@@ -62,6 +64,7 @@ public struct ChangeTrail: Sendable, Equatable {
                 dropped += count
             } else if kept.count < Self.capacity {
                 positions[Key(plugin: entry.plugin, slot: entry.slot, step: entry.step, field: entry.field)] = kept.count
+                byField[entry.field, default: []].append(kept.count)
                 kept.append(entry)
             }
         }
@@ -95,8 +98,8 @@ public struct ChangeTrail: Sendable, Equatable {
         let operation = operation ?? (new == nil ? .removed : (old == nil && field.hasPrefix("attribute:") ? .added : .set))
         let hunks = TextDiff.hunks(from: old.map { Array($0.utf8) } ?? [], to: new.map { Array($0.utf8) } ?? [])
         // Every entry's ranges are in the field's final value: earlier entries' move with this change.
-        let key = Key(plugin: who.handler, slot: who.slot, step: who.step, field: field)
-        for (other, position) in positions where other.field == field && other != key {
+        let own = positions[Key(plugin: who.handler, slot: who.slot, step: who.step, field: field)]
+        for position in byField[field] ?? [] where position != own {
             kept[position].ranges = kept[position].ranges.map { TextDiff.carry($0, through: hunks, adding: false) }
         }
         merge(who, field: field) { entry in
@@ -136,6 +139,7 @@ public struct ChangeTrail: Sendable, Equatable {
         change(&entry)
         guard let entry else { return }
         positions[key] = kept.count
+        byField[field, default: []].append(kept.count)
         kept.append(entry)
     }
 

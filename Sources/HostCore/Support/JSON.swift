@@ -36,6 +36,7 @@ package enum JSONValue: Equatable, Sendable {
     package var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
     package var objectValue: [(String, JSONValue)]? { if case .object(let o) = self { o } else { nil } }
     package var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    package var doubleValue: Double? { if case .number(let d) = self { d } else { nil } }
     package var isNull: Bool { self == .null }
 
     /// The value as an integer, when it is a number without a fractional part.

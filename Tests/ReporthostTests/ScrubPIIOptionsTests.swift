@@ -1,0 +1,82 @@
+import Foundation
+import Host
+import HostTestSupport
+import Testing
+
+/// SPEC T-4: scrub-pii's options, given through `plugins.options.handler` to the real plugin.
+@Suite struct ScrubPIIOptionsTests {
+    let fixture = CommandFixture("reporthost-scrub-options")
+    static let scrubPII = Products.directory.appendingPathComponent("libscrub-pii.so").path
+
+    /// `report error --print` through scrub-pii with `options`; the document, or the failure.
+    func report(_ options: String, summary: String, attributes: [String] = [], repository: String? = nil) throws -> ChildProcess.Result {
+        let file = fixture.folder.appendingPathComponent("c-\(UUID().uuidString).json")
+        try #"{"plugins": {"handler": "\#(Self.scrubPII)", "options": {"handler": \#(options)}}}"#.write(to: file, atomically: true, encoding: .utf8)
+        var words = ["report", "error", "--summary", summary, "--config", file.path, "--print"]
+        for attribute in attributes { words += ["--attribute", attribute] }
+        if let repository { words += ["--repository", repository] }
+        return try repository == nil ? fixture.run(words) : ChildProcess.reporthost(words, directory: fixture.folder)
+    }
+
+    func document(_ result: ChildProcess.Result) throws -> JSONValue {
+        guard result.status == 0 else { throw CommandFixture.CommandFailed(description: "exit \(result.status): \(result.stderr)") }
+        return try JSONValue.parse(result.stdout)
+    }
+
+    @Test("T-4 scrub-pii: safeAttributes keeps those keys whole; disable leaves a kind alone; remove writes nothing in its place")
+    func safeDisableRemove() async throws {
+        try await offPool { [self] in
+            let kept = try document(report(
+                #"{"safeAttributes": ["build.host"], "disable": ["phone"]}"#, summary: "call 202-555-0143 or mail bo@example.org",
+                attributes: ["build.host=ci@example.org", "note=ci@example.org"]))
+            #expect(kept["summary"]?.stringValue == "call 202-555-0143 or mail [email]")
+            #expect(kept["attributes"]?["build.host"]?.stringValue == "ci@example.org")
+            #expect(kept["attributes"]?["note"]?.stringValue == "[email]")
+            let removed = try document(report(#"{"method": "remove"}"#, summary: "mail bo@example.org, token=abcdef123456 now"))
+            #expect(removed["summary"]?.stringValue == "mail , token= now")
+        }
+    }
+
+    @Test("T-4 scrub-pii: extraPatterns are POSIX extended regexes replaced by [name]; a bad one refuses the load, naming it")
+    func extraPatterns() async throws {
+        try await offPool { [self] in
+            let done = try document(report(#"{"extraPatterns": {"ticket": "TCK-[0-9]{4,}", "employee": "E[0-9]{6}"}}"#,
+                summary: "TCK-12345 by E123456 (mail bo@example.org); TCK-1 stays"))
+            #expect(done["summary"]?.stringValue == "[ticket] by [employee] (mail [email]); TCK-1 stays")
+            for (options, says) in [
+                (#"{"extraPatterns": {"broken": "([a-z"}}"#, #"extraPatterns "broken": "([a-z" is not a POSIX extended regex"#),
+                (#"{"extraPatterns": {"empty": "x*"}}"#, #"extraPatterns "empty": "x*" matches empty text"#),
+                (#"{"method": "shred"}"#, #""method": "shred" is not mask, remove or hash"#),
+                (#"{"disable": ["names"]}"#, #""disable": "names" is not a kind"#),
+                (#"{"safeAtributes": []}"#, #"unknown option "safeAtributes""#),
+            ] {
+                let refused = try report(options, summary: "x")
+                #expect(refused.status == 2, "\(options)")
+                #expect(refused.stderr.contains("scrub-pii: options: " + says), "\(refused.stderr)")
+            }
+        }
+    }
+
+    @Test("T-4 scrub-pii: hash writes [kind:<12 hex>], the same for the same value in every report of a repository and another in another; its key stays in the data folder")
+    func hash() async throws {
+        try await offPool { [self] in
+            let repository = fixture.folder.appendingPathComponent("hashed").path
+            let first = try document(report(#"{"method": "hash"}"#, summary: "bo@example.org from 10.1.2.3", repository: repository))
+            let second = try report(#"{"method": "hash"}"#, summary: "again bo@example.org", repository: repository)
+            let summary = try #require(first["summary"]?.stringValue)
+            let token = try #require(summary.firstMatch(of: /\[email:([0-9a-f]{12})\]/)?.0)
+            #expect(summary.contains(/\[ipv4:[0-9a-f]{12}\]/), "\(summary)")
+            #expect(try document(second)["summary"]?.stringValue == "again \(token)")
+            let other = try document(report(#"{"method": "hash"}"#, summary: "bo@example.org", repository: fixture.folder.appendingPathComponent("other").path))
+            #expect(other["summary"]?.stringValue?.contains(String(token)) == false)
+            let key = repository + "/plugins/scrub-pii/hmac.key"
+            var info = stat()
+            #expect(stat(key, &info) == 0 && info.st_size == 32 && info.st_mode & 0o777 == 0o600)
+            let hex = try Data(contentsOf: URL(fileURLWithPath: key)).map { String(format: "%02x", $0) }.joined()
+            #expect(!first.serialized().contains(hex) && !second.stderr.contains(hex) && !second.stdout.contains(hex))
+            // Idempotent: a pseudonym is not scrubbed again.
+            let rescrubbed = try document(report(#"{"method": "hash"}"#, summary: summary, repository: repository))
+            #expect(rescrubbed["summary"]?.stringValue == summary)
+        }
+    }
+}
