@@ -50,7 +50,7 @@ struct ArchitectureTests {
         "Runtime", "RuntimeOptions", "ProgramExit", "MainExecutor", "ThreadExecutor", "HostError", "PluginLoadError",
         "Configuration", "Submission", "SubmissionURL", "RetryPolicy", "StorageLimits", "Limits", "LoggingDestination",
         "LogDestination", "LogLevel", "PluginSlot", "ReportRequest", "ReportDocument", "ReportContent", "ReportType", "Trigger",
-        "Attachment", "AttachmentInfo", "AttachmentSource", "OfferedAttachment", "InternalLogEntry",
+        "Attachment", "AttachmentInfo", "AttachmentSource", "OfferedAttachment", "InternalLogEntry", "TrailEntry", "Privacy",
         "DialogPresenter", "DialogFields", "DialogDecision",
     ]
 

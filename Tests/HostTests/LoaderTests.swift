@@ -1,6 +1,7 @@
 import Foundation
 import Host
 import HostTestSupport
+import PluginAPI
 import Testing
 
 /// ABI "Loading rules": every load error is its own case, names the path and the values,
@@ -109,7 +110,7 @@ import Testing
     @Test("Loader: a newer ABI minor than the host's is refused")
     func newerMinor() throws {
         let library = try Fixtures.plugin("minor", source: entry("handler.abi_minor = RH_ABI_VERSION_MINOR + 1;"))
-        #expect(try loadError(library.path)?.reason == .abiMinorNewer(plugin: 1, host: 0))
+        #expect(try loadError(library.path)?.reason == .abiMinorNewer(plugin: UInt32(RH_ABI_VERSION_MINOR) + 1, host: UInt32(RH_ABI_VERSION_MINOR)))
     }
 
     @Test("Loader: a struct_size that does not cover the 1.0 struct is refused")

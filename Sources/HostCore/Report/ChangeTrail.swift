@@ -41,11 +41,11 @@ public struct TrailEntry: Sendable, Equatable {
 
 /// The change trail of one report: entries coalesced per plugin, slot, step and field, at most
 /// `capacity` of them; later fields are counted, and one last entry says how many went.
-public struct ChangeTrail: Sendable, Equatable {
-    public static let capacity = 1_000
+package struct ChangeTrail: Sendable, Equatable {
+    package static let capacity = 1_000
 
-    public private(set) var kept: [TrailEntry] = []
-    public private(set) var dropped = 0
+    package private(set) var kept: [TrailEntry] = []
+    package private(set) var dropped = 0
     private var positions: [Key: Int] = [:]
     /// The entries of each field, by position: a change moves the others' ranges of its field only.
     private var byField: [String: [Int]] = [:]
@@ -54,11 +54,11 @@ public struct ChangeTrail: Sendable, Equatable {
         var plugin: String, slot: String, step: String, field: String
     }
 
-    public init() {}
+    package init() {}
 
     /// A trail read back from a stored document: `entries` as they were, the counting entry
     /// taken apart again.
-    public init(entries: [TrailEntry]) {
+    package init(entries: [TrailEntry]) {
         for entry in entries {
             if let count = entry.droppedCount {
                 dropped += count
@@ -71,13 +71,13 @@ public struct ChangeTrail: Sendable, Equatable {
     }
 
     /// The entries, with one counting those left off.
-    public var entries: [TrailEntry] {
+    package var entries: [TrailEntry] {
         dropped == 0 ? kept
             : kept + [TrailEntry(
                 plugin: "host", slot: "host", step: "host", field: "changes", operation: .dropped, droppedCount: dropped)]
     }
 
-    public var isEmpty: Bool { kept.isEmpty && dropped == 0 }
+    package var isEmpty: Bool { kept.isEmpty && dropped == 0 }
 
     /// Records a change that is not to text (severity, labels, attachments, drops).
     mutating func record(_ who: Contributor, field: String, _ operation: TrailEntry.Operation) {
