@@ -3,11 +3,13 @@
 {"text": "…", "spans": [{"start": 0, "end": 5, "kind": "email"}, …]}, offsets in UTF-8 bytes.
 
 Each document is scrubadub's fake document (its templates, Faker's prose and personal data:
-e-mail addresses, phone numbers, names, street addresses), followed by a paragraph of Faker
-prose carrying what scrubadub does not make (IPv4 and IPv6 addresses, card numbers, and the
-secrets a report carries: a bearer token, a `key=value` secret, an AWS key id, a JWT) and
-decoys Faker makes that are not personal data (kind `none`, with a label): UUIDs, digests,
-file names, timestamps, host names, barcodes, booleans, versions, order numbers.
+e-mail addresses, phone numbers, names, street addresses), two of presidio-evaluator's sentence
+templates filled by Faker (cards, phones, e-mail and IP addresses, IBANs, names, cities…; read
+from its wheel, which scripts/venv downloads without its dependencies), and a paragraph of
+Faker prose carrying what neither makes (IPv6 addresses, more cards, and the secrets a report
+carries: a bearer token, a `key=value` secret, an AWS key id, a JWT) with decoys Faker makes
+that are not personal data (kind `none`, with a label): UUIDs, digests, file names,
+timestamps, host names, barcodes, booleans, versions, order numbers.
 Deterministic from --seed. Kinds check does not judge (name, address, …) keep scrubadub's names.
 
     scripts/scrub-corpus [--seed N] [--documents N] [--out FILE]
@@ -15,9 +17,13 @@ Deterministic from --seed. Kinds check does not judge (name, address, …) keep 
 import argparse
 import base64
 import datetime
+import glob
 import json
+import os
 import random
+import re
 import sys
+import zipfile
 
 import faker
 import scrubadub.comparison
@@ -41,6 +47,45 @@ def spans_for(text, found, start_at=0):
         spans.append({"start": start, "end": start + len(item["match"].encode()),
                       "kind": SCRUBADUB_KINDS.get(item["filth_type"], item["filth_type"])})
     return spans
+
+
+# presidio-evaluator's placeholders: the Faker method that fills each, and the kind it is.
+PRESIDIO_FAKER = {"person": "name", "organization": "company", "ip_address": "ipv4_public", "name_female": "name_female",
+                  "name_male": "name_male", "prefix_female": "prefix_female", "prefix_male": "prefix_male"}
+PRESIDIO_KINDS = {"credit_card_number": "card", "phone_number": "phone", "email": "email", "ip_address": "ipv4"}
+
+
+def presidio_templates():
+    """The sentence templates in presidio-evaluator's wheel (see scripts/venv)."""
+    wheels = glob.glob(os.path.join(os.path.dirname(sys.executable), "..", "wheels", "presidio_evaluator-*.whl"))
+    if not wheels:
+        raise SystemExit("scrub-corpus: presidio-evaluator's wheel is missing: run scripts/venv")
+    with zipfile.ZipFile(sorted(wheels)[-1]) as wheel:
+        text = wheel.read("presidio_evaluator/data_generator/raw_data/templates.txt").decode("utf-8", "replace")
+    return [line.strip() for line in text.splitlines() if "{{" in line]
+
+
+def fill(template, fake, rng):
+    """A template with each placeholder filled by Faker: (text, spans), or None when Faker has
+    no method for one of them."""
+    text, spans, position = "", [], 0
+    for match in re.finditer(r"{{(\w+)}}", template):
+        name = match.group(1)
+        if name == "age":
+            value = str(rng.randint(18, 90))
+        elif name == "date_time":
+            value = fake.date_time_between(start_date=START, end_date=END).isoformat()
+        else:
+            method = getattr(fake, PRESIDIO_FAKER.get(name, name), None)
+            if not callable(method):
+                return None
+            value = str(method())
+        text += template[position:match.start()]
+        start = len(text.encode())
+        text += value
+        spans.append({"start": start, "end": len(text.encode()), "kind": PRESIDIO_KINDS.get(name, name)})
+        position = match.end()
+    return text + template[position:], spans
 
 
 def token(rng, alphabet, length):
@@ -105,6 +150,7 @@ def main():
     options = parser.parse_args()
     out = open(options.out, "w", encoding="utf-8") if options.out else sys.stdout
     fake = faker.Faker("en_US")
+    templates = [t for t in presidio_templates() if "{{" in t]
     for index in range(options.documents):
         seed = options.seed * 1_000_003 + index
         fake.seed_instance(seed)
@@ -112,11 +158,12 @@ def main():
         rng = random.Random(seed)
         document, found = scrubadub.comparison.make_fake_document(
             paragraphs=2, seed=seed, faker=fake, filth_types=["email", "phone", "name", "address"])
-        spans = spans_for(document, found)
-        extra, extra_spans = extra_paragraph(fake, rng)
-        offset = len((document + "\n").encode())
-        text = document + "\n" + extra
-        spans += [dict(span, start=span["start"] + offset, end=span["end"] + offset) for span in extra_spans]
+        text, spans = document, spans_for(document, found)
+        filled = [piece for piece in (fill(rng.choice(templates), fake, rng) for _ in range(3)) if piece][:2]
+        for piece, piece_spans in filled + [extra_paragraph(fake, rng)]:
+            offset = len((text + "\n").encode())
+            text += "\n" + piece
+            spans += [dict(span, start=span["start"] + offset, end=span["end"] + offset) for span in piece_spans]
         out.write(json.dumps({"text": text, "spans": spans}, ensure_ascii=False) + "\n")
     if options.out:
         out.close()
