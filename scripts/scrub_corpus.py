@@ -62,7 +62,8 @@ def presidio_templates():
         raise SystemExit("scrub-corpus: presidio-evaluator's wheel is missing: run scripts/venv")
     with zipfile.ZipFile(sorted(wheels)[-1]) as wheel:
         text = wheel.read("presidio_evaluator/data_generator/raw_data/templates.txt").decode("utf-8", "replace")
-    return [line.strip() for line in text.splitlines() if "{{" in line]
+    # A template writes a line break as the two characters \n.
+    return [line.strip().replace("\\n", "\n") for line in text.splitlines() if "{{" in line]
 
 
 def fill(template, fake, rng):

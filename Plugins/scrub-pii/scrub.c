@@ -255,20 +255,26 @@ static size_t digit_groups(const char *s, size_t *digits) {
     return end;
 }
 
+/* Ten digits alone: not part of a longer run, a word or a decimal. */
+static bool is_bare_ten(const char *s) {
+    size_t k = 0;
+    while (isdigit((unsigned char)s[k])) k++;
+    return k == 10 && !is_word(s[10]) && !(s[10] == '.' && isdigit((unsigned char)s[11]));
+}
+
 static size_t match_phone(const char *s) {
     size_t digits = 0, length = 0;
-    /* +CC groups, or the same after the international prefix 00 (001-201-555-0123). */
+    /* +CC groups, or the same after the international prefix 00 in three groups at least
+       (001-201-555-0123; 0012345678905 is a barcode, not a number to dial). */
     if ((s[0] == '+' && isdigit((unsigned char)s[1])) || (s[0] == '0' && s[1] == '0' && s[2] != '0' && isdigit((unsigned char)s[2]))) {
         size_t skip = s[0] == '+' ? 1 : 2;
         length = skip + digit_groups(s + skip, &digits);
-        return digits >= 8 && digits <= 15 && (skip == 1 || length > 3 + skip) ? length : 0;
+        size_t separators = 0;
+        for (size_t k = skip; k < length; k++) separators += !isdigit((unsigned char)s[k]);
+        return digits >= 8 && digits <= 15 && (skip == 1 || separators >= 2) ? length : 0;
     }
-    /* Ten bare digits: a national number (not one starting with 1: Unix seconds look so). */
-    if (s[0] != '1') {
-        size_t k = 0;
-        while (isdigit((unsigned char)s[k])) k++;
-        if (k == 10 && !is_word(s[10]) && !(s[10] == '.' && isdigit((unsigned char)s[11]))) return 10;
-    }
+    /* Ten bare digits: a national number (the caller keeps Unix seconds, which look so). */
+    if (is_bare_ten(s)) return 10;
     if (s[0] == '(' && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) && isdigit((unsigned char)s[3]) && s[4] == ')') {
         size_t i = s[5] == ' ' ? 6 : 5;
         length = digit_groups(s + i, &digits);
@@ -316,10 +322,31 @@ static void replace(struct out *o, enum rh_scrub_kind kind, const char *value, s
     puts_(o, masks[kind]);
 }
 
-/* Whether the word before position i (one space between) is a version's or a build's:
-   "version 1.2.3.4" is a version, not an address; "build 6425210041" not a phone number. */
-static bool after_version_word(const char *text, size_t i) {
-    static const char *const words[] = {"version", "ver", "v", "build", "release"};
+/* Whether the word before position i is one a time follows (`at`, `ts=`, `"timestamp": `):
+   ten bare digits starting with 1 after it are Unix seconds, not a phone number. */
+static bool after_time_word(const char *text, size_t i) {
+    static const char *const words[] = {"at", "time", "ts", "timestamp", "since", "until", "epoch", "expires", "expiry",
+                                        "created", "updated", "modified", "date", "when", "t"};
+    size_t end = i;
+    while (end > 0 && is_one_of(text[end - 1], " =:\"'\t")) end--;
+    if (end == i) return false;
+    size_t start = end;
+    while (start > 0 && (isalpha((unsigned char)text[start - 1]) || text[start - 1] == '_')) start--;
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
+        size_t n = strlen(words[k]);
+        if (end - start == n && strncasecmp(text + start, words[k], n) == 0) return true;
+    }
+    /* A key that ends in a time word: created_at, updatedAt, last_seen_ts. */
+    return end - start > 3 && (strncasecmp(text + end - 3, "_at", 3) == 0 || strncasecmp(text + end - 2, "At", 2) == 0 ||
+                               strncasecmp(text + end - 3, "_ts", 3) == 0);
+}
+
+/* Whether the word before position i (one space between) says an id or a version follows:
+   "version 1.2.3.4" is a version, not an address; "build 6425210041" or "id 1234567890" (ten
+   bare digits) not a phone number. */
+static bool after_id_word(const char *text, size_t i) {
+    static const char *const words[] = {"version", "ver", "v", "build", "release", "id", "order", "ref", "invoice", "ticket",
+                                        "pid", "tid"};
     if (i < 2 || text[i - 1] != ' ') return false;
     size_t end = i - 1, start = end;
     while (start > 0 && isalpha((unsigned char)text[start - 1])) start--;
@@ -371,7 +398,8 @@ char *rh_scrub_styled(const char *text, const struct rh_scrub_style *given) {
             replace(&o, RH_SCRUB_IPV6, s, length, style);
         } else if (ON(RH_SCRUB_CARD) && digit_boundary && (length = match_card(s)) > 0) {
             replace(&o, RH_SCRUB_CARD, s, length, style);
-        } else if (ON(RH_SCRUB_PHONE) && digit_boundary && !after_version_word(text, i) && (length = match_phone(s)) > 0) {
+        } else if (ON(RH_SCRUB_PHONE) && digit_boundary && !(is_bare_ten(s) && after_id_word(text, i)) &&
+                   !(s[0] == '1' && is_bare_ten(s) && after_time_word(text, i)) && (length = match_phone(s)) > 0) {
             replace(&o, RH_SCRUB_PHONE, s, length, style);
         } else if (ON(RH_SCRUB_BEARER) && boundary && match_bearer(s, &keep, &length)) {
             put(&o, s, keep);
@@ -381,7 +409,7 @@ char *rh_scrub_styled(const char *text, const struct rh_scrub_style *given) {
             replace(&o, RH_SCRUB_SECRET, s + keep, length - keep, style);
         } else if (ON(RH_SCRUB_EMAIL) && boundary && is_local(*s) && (length = match_email(s)) > 0) {
             replace(&o, RH_SCRUB_EMAIL, s, length, style);
-        } else if (ON(RH_SCRUB_IPV4) && digit_boundary && !after_version_word(text, i) && (length = match_ipv4(s)) > 0) {
+        } else if (ON(RH_SCRUB_IPV4) && digit_boundary && !after_id_word(text, i) && (length = match_ipv4(s)) > 0) {
             replace(&o, RH_SCRUB_IPV4, s, length, style);
         } else if (digit_boundary && isdigit((unsigned char)*s)) {
             /* Not a card: copy the whole run of digit groups, so no card is found inside it. */

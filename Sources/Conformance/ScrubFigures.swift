@@ -45,21 +45,20 @@ package struct ScrubFigures: Sendable, Equatable {
             let kept = min(spans.count, max(0, Self.occurrences(of: needle, in: left) - unmarked))
             for (index, span) in spans.enumerated() {
                 let survived = index < kept
-                if span.kind == ScrubCorpus.decoyKind {
-                    let label = span.label ?? ScrubCorpus.decoyKind
-                    decoys[field, default: [:]][label, default: Count()].total += 1
-                    if !survived {
-                        decoys[field, default: [:]][label, default: Count()].hit += 1
-                        examples["\(field) \(label)", default: text] = examples["\(field) \(label)"] ?? text
-                    }
+                let isDecoy = span.kind == ScrubCorpus.decoyKind
+                let name = isDecoy ? span.label ?? ScrubCorpus.decoyKind : span.kind
+                // Hit: a planted value removed, a decoy changed; either way, its text is gone.
+                let hit = !survived
+                if isDecoy {
+                    decoys[field, default: [:]][name, default: Count()].total += 1
+                    if hit { decoys[field, default: [:]][name, default: Count()].hit += 1 }
                 } else {
-                    planted[field, default: [:]][span.kind, default: Count()].total += 1
-                    if survived {
-                        examples["\(field) \(span.kind)"] = examples["\(field) \(span.kind)"] ?? text
-                    } else {
-                        planted[field, default: [:]][span.kind, default: Count()].hit += 1
-                    }
+                    planted[field, default: [:]][name, default: Count()].total += 1
+                    if hit { planted[field, default: [:]][name, default: Count()].hit += 1 }
                 }
+                // The first example of what went wrong: a value that survived, a decoy changed.
+                let wentWrong = isDecoy ? !survived : survived
+                if wentWrong, examples["\(field) \(name)"] == nil { examples["\(field) \(name)"] = text }
             }
         }
     }

@@ -346,7 +346,11 @@ package final class LocalReceiver: Sendable {
             at: Date(), method: request.method, path: request.target, status: 0, chaos: fault != nil,
             report: try? submission.get().uuid)
         defer { inbox?.record(log) }
-        if fault == .slow { usleep(UInt32(Chaos.slowMs) * 1_000) }
+        if fault == .slow {
+            var wait = timespec(tv_sec: Chaos.slowMs / 1_000, tv_nsec: (Chaos.slowMs % 1_000) * 1_000_000)
+            var left = timespec()
+            while nanosleep(&wait, &left) != 0 && errno == EINTR { wait = left }
+        }
         let response: Response =
             switch fault {
             case .status(let code): .status(code)

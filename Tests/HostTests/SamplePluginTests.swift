@@ -30,6 +30,17 @@ import Testing
         ("12345678901234567890123 is too long", "12345678901234567890123 is too long"),
         ("phone +1 555 123 4567", "phone [phone]"),
         ("id 1234567890", "id 1234567890"),
+        // found by the outside corpus (scripts/scrub-corpus): bare, 00-prefixed, 12-digit Maestro
+        ("call 4155550134 today", "call [phone] today"),
+        ("dial 001-415-555-0134x22", "dial [phone]x22"),
+        ("maestro 502001213672", "maestro [card]"),
+        // and what must stay: Unix seconds, versions, barcodes and ids without a card's prefix
+        ("at 1796184660 the sync ran", "at 1796184660 the sync ran"),
+        ("created_at: 1796184660", "created_at: 1796184660"),
+        ("version 1.2.3.4 ships", "version 1.2.3.4 ships"),
+        ("barcode 0012345678905", "barcode 0012345678905"),
+        ("ord_4111111111111111 shipped", "ord_4111111111111111 shipped"),
+        ("build 6425210041 passed", "build 6425210041 passed"),
         // bearer tokens and key=/token=/secret= values, case-insensitive, key kept
         ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer [secret]"),
         ("authorization: bearer xyz123", "authorization: bearer [secret]"),

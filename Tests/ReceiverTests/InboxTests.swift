@@ -232,6 +232,21 @@ import Testing
         #expect(try json(receiver, "/api/reports")["total"]?.intValue == counts[200])
     }
 
+    @Test("T-2 chaos: slow answers as usual, late: stored, 200, marked chaos; reset stores nothing")
+    func slowAndReset() throws {
+        let slow = try makeReceiver(chaos: try Chaos("slow:1", seed: 0))
+        defer { slow.stop() }
+        let submission = Self.submission(summary: "late")
+        #expect(try post(slow, submission).status == 200)
+        #expect(try json(slow, "/api/reports")["reports"]?.arrayValue?.first?["id"]?.stringValue == submission.uuid)
+        #expect(try json(slow, "/api/requests")["requests"]?.arrayValue?.first?["chaos"]?.boolValue == true)
+        let reset = try makeReceiver(chaos: try Chaos("reset:1", seed: 0))
+        defer { reset.stop() }
+        #expect(throws: HTTPExchangeFailed.self) { try post(reset, Self.submission(summary: "lost")) }
+        #expect(try json(reset, "/api/reports")["total"]?.intValue == 0)
+        #expect(try json(reset, "/api/requests")["requests"]?.arrayValue?.first?["answer"]?.stringValue == "reset")
+    }
+
     @Test("T-2 chaos: a spec that is not CODE:P, an unknown fault, a probability outside [0, 1] or a sum over 1 is refused, naming it")
     func chaosSpecErrors() {
         for (text, named) in [("429", "'429' is not CODE:P"), ("418:0.1", "'418' is not a chaos fault"), ("503:1.5", "probability '1.5'"),
