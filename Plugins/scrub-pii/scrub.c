@@ -337,7 +337,7 @@ static bool after_time_word(const char *text, size_t i) {
         if (end - start == n && strncasecmp(text + start, words[k], n) == 0) return true;
     }
     /* A key that ends in a time word: created_at, updatedAt, last_seen_ts. */
-    return end - start > 3 && (strncasecmp(text + end - 3, "_at", 3) == 0 || strncasecmp(text + end - 2, "At", 2) == 0 ||
+    return end - start > 3 && (strncasecmp(text + end - 3, "_at", 3) == 0 || strncmp(text + end - 2, "At", 2) == 0 ||
                                strncasecmp(text + end - 3, "_ts", 3) == 0);
 }
 
