@@ -299,7 +299,6 @@ static const char *const masks[RH_SCRUB_KINDS] = {
 };
 
 const char *rh_scrub_kind_name(enum rh_scrub_kind kind) { return kind < RH_SCRUB_KINDS ? kind_names[kind] : "?"; }
-const char *rh_scrub_mask(enum rh_scrub_kind kind) { return kind < RH_SCRUB_KINDS ? masks[kind] : "[?]"; }
 
 /* What replaces value[0..length) of `kind`. */
 static void replace(struct out *o, enum rh_scrub_kind kind, const char *value, size_t length, const struct rh_scrub_style *style) {

@@ -11,9 +11,8 @@ enum rh_scrub_kind {
     RH_SCRUB_JWT, RH_SCRUB_AWS_KEY, RH_SCRUB_BEARER, RH_SCRUB_SECRET, RH_SCRUB_KINDS
 };
 
-/* The kind's name (`email`, `aws_key`, …), and the mask it is replaced by (`[email]`, `[ip]`). */
+/* The kind's name (`email`, `aws_key`, …). */
 const char *rh_scrub_kind_name(enum rh_scrub_kind kind);
-const char *rh_scrub_mask(enum rh_scrub_kind kind);
 
 /* What replaces a value found: its mask, nothing, or a pseudonym `[kind:<12 hex>]` that
    `pseudonym` writes (the same value, the same pseudonym). */

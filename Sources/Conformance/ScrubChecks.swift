@@ -59,10 +59,10 @@ extension Catalogue {
         for more in scored.dropFirst() { figures = figures.merged(with: more) }
         let below = figures.kinds(below: settings.recallNeeded)
         let judged = ScrubCorpus.judgedKinds.compactMap { kind in
-            figures.judged[kind].map { "\(kind) \(ScrubFigures.rate($0, "").dropFirst())" }
+            figures.judged[kind].map { "\(kind) \(ScrubFigures.rate($0))" }
         }
         let others = figures.kinds.filter { !ScrubCorpus.judgedKinds.contains($0.key) }.sorted { $0.key < $1.key }
-            .map { "\($0.key) \(ScrubFigures.rate($0.value, "").dropFirst())" }
+            .map { "\($0.key) \(ScrubFigures.rate($0.value))" }
         let recallDetails = "\(ScrubFigures.rate(figures.allJudged, "recall")) over \(figures.source); "
             + judged.joined(separator: ", ") + (others.isEmpty ? "" : "; not judged: " + others.joined(separator: ", "))
         let recall = CheckResult(

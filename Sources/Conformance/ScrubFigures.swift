@@ -117,10 +117,11 @@ package struct ScrubFigures: Sendable, Equatable {
 
     // MARK: Reading
 
+    /// `1.000 (180/180)`.
+    static func rate(_ count: Count) -> String { "\(count.rate.map { String(format3: $0) } ?? "n/a") (\(count.hit)/\(count.total))" }
+
     /// `recall 1.000 (180/180)`.
-    static func rate(_ count: Count, _ word: String) -> String {
-        "\(word) \(count.rate.map { String(format3: $0) } ?? "n/a") (\(count.hit)/\(count.total))"
-    }
+    static func rate(_ count: Count, _ word: String) -> String { "\(word) \(rate(count))" }
 
     /// The table `check` prints: per kind, per decoy, per field.
     package var lines: [String] {

@@ -25,17 +25,13 @@ public struct Report: @unchecked Sendable {
         if status != RH_OK { throw ReportError(status: status) }
     }
 
-    /// Reads a string through a snprintf-style getter: measure, then copy.
-    private func string(
-        _ getter: (UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> rh_status
-    ) throws(ReportError) -> String? {
-        var length = 0
-        let first = getter(nil, 0, &length)
-        if first == RH_ERR_NOT_FOUND { return nil }
-        guard first == RH_OK || first == RH_ERR_TRUNCATED else { throw ReportError(status: first) }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        try Self.check(getter(&buffer, buffer.count, &length))
-        return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    /// Reads a string through a snprintf-style getter; nil when the field is absent.
+    private func string(_ getter: Getter) throws(ReportError) -> String? {
+        switch readGetter(getter) {
+        case .success(let text): return text
+        case .failure(let failure) where failure.status == RH_ERR_NOT_FOUND: return nil
+        case .failure(let failure): throw ReportError(status: failure.status)
+        }
     }
 
     // MARK: Fields
@@ -222,13 +218,27 @@ public struct HostTable: @unchecked Sendable {
     }
 
     private static func read(_ getter: @convention(c) (UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> rh_status) -> String? {
-        var length = 0
-        let first = getter(nil, 0, &length)
-        guard first == RH_OK || first == RH_ERR_TRUNCATED else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        guard getter(&buffer, buffer.count, &length) == RH_OK else { return nil }
-        return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        try? readGetter { getter($0, $1, $2) }.get()
     }
+}
+
+/// A snprintf-style getter of the host table (ABI: string getters).
+typealias Getter = (UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> rh_status
+
+/// The status a getter failed with.
+struct GetterFailure: Error {
+    let status: rh_status
+}
+
+/// Reads a string through a getter: measure, then copy.
+func readGetter(_ getter: Getter) -> Result<String, GetterFailure> {
+    var length = 0
+    let first = getter(nil, 0, &length)
+    guard first == RH_OK || first == RH_ERR_TRUNCATED else { return .failure(GetterFailure(status: first)) }
+    var buffer = [CChar](repeating: 0, count: length + 1)
+    let second = getter(&buffer, buffer.count, &length)
+    guard second == RH_OK else { return .failure(GetterFailure(status: second)) }
+    return .success(String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self))
 }
 
 extension Report {

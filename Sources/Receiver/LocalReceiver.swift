@@ -374,7 +374,7 @@ package final class LocalReceiver: Sendable {
             if case .status = fault {
                 answer = (code, "chaos: nothing was stored", "")
             } else {
-                answer = store(submission, code: code, target: request.target)
+                answer = self.answer(storing: submission, code: code, target: request.target)
             }
             log.status = answer.status
             let extra = answer.status == 429 || answer.status == 503 ? "Retry-After: 1\r\n" : ""
@@ -383,9 +383,9 @@ package final class LocalReceiver: Sendable {
         }
     }
 
-    /// Stores a submission answered `code`: the answer, with what was stored.
-    private func store(
-        _ submission: Result<Submission, StoreFailure>, code: Int, target: String
+    /// The answer to a submission the script answers `code`, once it is stored (or not).
+    private func answer(
+        storing submission: Result<Submission, StoreFailure>, code: Int, target: String
     ) -> (status: Int, message: String, uuid: String) {
         switch submission.flatMap({ store($0, target: target, answer: .status(code)) }) {
         case .success(let stored): (code, "ok", stored.uuid)

@@ -215,23 +215,24 @@ import Testing
 
     static let cargoAvailable = (try? ChildProcess.run("/usr/bin/env", ["cargo", "--version"]).status) == 0
 
-    @Test("I-8: the Rust sample passes every applicable check", .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
-    func rustSample() async throws {
+    /// Builds rust-example with its own script (offline, into a target folder of its own); its path.
+    func buildRustExample() async throws -> String {
         let build = try await offPool { try ChildProcess.run(
             Products.packageRoot.appendingPathComponent("Plugins/rust-example/build.sh").path, [],
             environment: ["CARGO_TARGET_DIR": makeTemporaryDirectory("rust-check").path]) }
         #expect(build.status == 0, "\(build.stderr)")
-        let (status, results) = try await check(build.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        return build.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("I-8: the Rust sample passes every applicable check", .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
+    func rustSample() async throws {
+        let (status, results) = try await check(try await buildRustExample())
         #expect(status == 0, "\(results.values.filter { $0.status.fails })")
     }
 
     @Test("T-3: the Rust crate reads its slot's options (rust-example passes them on as rust.options)", .enabled(if: cargoAvailable, "cargo is not installed on this machine"))
     func rustOptions() async throws {
-        let build = try await offPool { try ChildProcess.run(
-            Products.packageRoot.appendingPathComponent("Plugins/rust-example/build.sh").path, [],
-            environment: ["CARGO_TARGET_DIR": makeTemporaryDirectory("rust-options").path]) }
-        #expect(build.status == 0, "\(build.stderr)")
-        let plugin = build.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let plugin = try await buildRustExample()
         let folder = makeTemporaryDirectory("rust-options-run")
         let configuration = folder.appendingPathComponent("c.json")
         try #"{"plugins": {"handler": "\#(plugin)", "options": {"handler": {"team": "payments"}}}}"#.write(to: configuration, atomically: true, encoding: .utf8)

@@ -77,8 +77,6 @@ package struct ChangeTrail: Sendable, Equatable {
                 plugin: "host", slot: "host", step: "host", field: "changes", operation: .dropped, droppedCount: dropped)]
     }
 
-    package var isEmpty: Bool { kept.isEmpty && dropped == 0 }
-
     /// Records a change that is not to text (severity, labels, attachments, drops).
     mutating func record(_ who: Contributor, field: String, _ operation: TrailEntry.Operation) {
         merge(who, field: field) { entry in

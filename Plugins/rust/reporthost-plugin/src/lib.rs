@@ -285,19 +285,7 @@ impl Report<'_> {
     }
 
     /// A field read through the ABI's getter contract: ask for the length, then read.
-    fn read(&self, get: impl Fn(*mut c_char, usize, *mut usize) -> i32) -> Option<String> {
-        let mut length = 0usize;
-        match get(std::ptr::null_mut(), 0, &mut length) {
-            RH_OK | RH_ERR_TRUNCATED => {}
-            _ => return None,
-        }
-        let mut buffer = vec![0u8; length + 1];
-        if get(buffer.as_mut_ptr() as *mut c_char, buffer.len(), &mut length) != RH_OK {
-            return None;
-        }
-        buffer.truncate(length);
-        Some(String::from_utf8_lossy(&buffer).into_owned())
-    }
+    fn read(&self, get: impl Fn(*mut c_char, usize, *mut usize) -> i32) -> Option<String> { read_getter(get) }
 
     fn set(&self, setter: Setter, value: Option<&str>) -> Result<(), Error> {
         let value = value.map(c_string).transpose()?;
@@ -309,16 +297,21 @@ impl Report<'_> {
 /// table ends before the 1.1 members: they are read only after this says so).
 fn holds(host: &rh_host_api, offset: usize) -> bool { host.struct_size as usize >= offset + std::mem::size_of::<usize>() }
 
-/// Reads a getter with no report through the ABI's getter contract.
+/// Reads a getter with no report (`options_json`, `data_folder`).
 fn read_host(getter: Option<HostGetter>) -> Option<String> {
     let getter = getter?;
+    read_getter(|buf, cap, len| unsafe { getter(buf, cap, len) })
+}
+
+/// A string read through the ABI's getter contract: ask for the length, then read.
+fn read_getter(get: impl Fn(*mut c_char, usize, *mut usize) -> i32) -> Option<String> {
     let mut length = 0usize;
-    match unsafe { getter(std::ptr::null_mut(), 0, &mut length) } {
+    match get(std::ptr::null_mut(), 0, &mut length) {
         RH_OK | RH_ERR_TRUNCATED => {}
         _ => return None,
     }
     let mut buffer = vec![0u8; length + 1];
-    if unsafe { getter(buffer.as_mut_ptr() as *mut c_char, buffer.len(), &mut length) } != RH_OK {
+    if get(buffer.as_mut_ptr() as *mut c_char, buffer.len(), &mut length) != RH_OK {
         return None;
     }
     buffer.truncate(length);
