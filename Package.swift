@@ -44,6 +44,10 @@ let package = Package(
         // SHA-256, built in: libcrypto cost every program that links the host 1.4 MB for it.
         .target(name: "Digest"),
         .target(name: "CrashCapture"),
+        // The breadcrumb ring (SPEC B-1): lock-free, signal-safe writes into a mapped file.
+        .target(name: "Breadcrumbs"),
+        // embed.h's entry points that must stay lock-free (rh_embed_breadcrumb), in C.
+        .target(name: "EmbedCalls", dependencies: ["PluginAPI", "Breadcrumbs"]),
         // Symbolication at recovery: elfutils' libdw (DWARF lines, inlined frames) and libelf,
         // loaded with dlopen at the first symbolizer, not linked (only recovery needs them).
         .target(name: "Symbolize", linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("dl")]),
@@ -56,7 +60,7 @@ let package = Package(
         // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
         // the ones below it, so a reference that points up is a build error.
         .target(name: "HostCore", dependencies: ["Digest"]),
-        .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture"]),
+        .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture", "Breadcrumbs"]),
         .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI"]),
         .target(name: "HostStore", dependencies: ["HostCore", "HostCapture", "HostPlugins", "CSQLite", "SQLiteCalls"]),
         .target(name: "HostRecovery", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "Symbolize"]),
@@ -65,7 +69,7 @@ let package = Package(
             name: "Host", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery"]),
         .target(name: "Conformance", dependencies: ["Host"]),
         .target(
-            name: "Embed", dependencies: ["Host"],
+            name: "Embed", dependencies: ["Host", "EmbedCalls", "Breadcrumbs"],
             // Never unloaded: its crash handler and Swift code must outlive any dlclose.
             linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
         .target(name: "Receiver", dependencies: ["Host"]),

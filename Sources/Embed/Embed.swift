@@ -1,3 +1,4 @@
+import Breadcrumbs
 import FoundationEssentials
 import Host
 
@@ -71,6 +72,8 @@ public func embedStart(
             state.starting = false
             return token
         }
+        // rh_embed_breadcrumb (C, lock-free) finds the ring by the token from here on.
+        if let ring = host.runtime.breadcrumbs { rh_crumb_activate(token, ring.address) }
         return OpaquePointer(bitPattern: token)
     } catch {
         registry.withLock { $0.starting = false }
@@ -126,9 +129,17 @@ public func embedAddAttachment(_ handle: OpaquePointer?, _ path: UnsafePointer<C
     return embedded.call { embedded.addAttachment(path) ? ok : errInvalid } ?? errStopped
 }
 
+@_cdecl("rh_embed_consecutive_crashes")
+public func embedConsecutiveCrashes(_ handle: OpaquePointer?) -> Int32 {
+    guard let embedded = live(handle) else { return errStopped }
+    return Int32(clamping: embedded.runtime.consecutiveCrashes)
+}
+
 @_cdecl("rh_embed_stop")
 public func embedStop(_ handle: OpaquePointer?) {
     guard let embedded = live(handle), !embedded.isHostThread else { return }
+    // Breadcrumbs stop first: the ring file goes with the session.
+    rh_crumb_deactivate(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle))))
     embedded.stop()
     registry.withLock { state in
         if state.live?.host === embedded { state.live = nil }

@@ -83,6 +83,10 @@ public final class Runtime: Sendable {
     public var repositoryFolder: URL { session.repository.folder }
     /// Documents of the reports `recover` ran through the chain, oldest first.
     public var recovered: [ReportDocument] { session.recovered }
+    /// SPEC B-3: crashed or abnormally ended sessions in a row before this one.
+    public var consecutiveCrashes: Int { session.consecutiveCrashes }
+    /// This session's breadcrumb ring (SPEC B-1), nil when breadcrumbs are off.
+    package var breadcrumbs: BreadcrumbRing? { session.breadcrumbs }
     /// Reports held for a required slot now (recovered straight into `held`, or held before).
     package var heldForRequired: Int { (try? session.repository.heldForRequiredCount()) ?? 0 }
 

@@ -32,6 +32,11 @@ package final class HostSession: Sendable {
     private let recoveredOnce = Locked(false)
     /// How the program `reporthost run` watched ended: `recover` records what it left.
     private let watched: ProgramExit?
+    /// This session's breadcrumb ring (SPEC B-1); nil with `breadcrumbs.max` 0, or when the
+    /// file could not be made (logged: the session runs without breadcrumbs).
+    package let breadcrumbs: BreadcrumbRing?
+    /// SPEC B-3: crashed or abnormally ended sessions in a row before this one.
+    package let consecutiveCrashes: Int
 
     /// How long a launch waits for another process's lock (SPEC I-2).
     package static let defaultLockWaitMs = 10_000
@@ -40,9 +45,12 @@ package final class HostSession: Sendable {
     package var recovered: [ReportDocument] { recoveredDocuments.withLock { $0 } }
 
     private init(
-        host: ReportHost, repository: Repository, lock: FileLock?, alive: FileLock, sessionID: String, watched: ProgramExit?
+        host: ReportHost, repository: Repository, lock: FileLock?, alive: FileLock, sessionID: String, watched: ProgramExit?,
+        breadcrumbs: BreadcrumbRing?, consecutiveCrashes: Int
     ) {
         self.host = host
+        self.breadcrumbs = breadcrumbs
+        self.consecutiveCrashes = consecutiveCrashes
         self.watched = watched
         self.repository = repository
         self.lock = lock
@@ -92,11 +100,18 @@ package final class HostSession: Sendable {
         let alive = try storing { () throws(StorageError) in try repository.holdAlive(sessionID) }
         // I-2: mark the session and arm crash capture before recovering, so a plugin that
         // crashes or hangs on a recovered report is itself recorded.
-        try storing { () throws(StorageError) in
-            try repository.markSession(sessionID, phase: lock == nil ? .running : .recovering)
+        // `run`'s own host is not one of the program's sessions: the watched program's is.
+        let history = watched == nil ? Repository.SessionStart(release: host.release, limits: host.configuration.sessions) : nil
+        let crashesBefore = try storing { () throws(StorageError) -> Int in
+            try repository.markSession(sessionID, phase: lock == nil ? .running : .recovering, history: history)
+            return history == nil ? 0 : try repository.consecutiveCrashes(before: sessionID)
         }
+        if crashesBefore >= 2 { host.logger.warn("\(crashesBefore) consecutive crashed sessions before this one") }
+        let ring = makeBreadcrumbRing(repository: repository, session: sessionID, host: host)
+        ring?.write(.info, category: Breadcrumb.hostCategory, "session \(sessionID) started\(host.release.map { " (release \($0))" } ?? "")")
         let session = HostSession(
-            host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID, watched: watched)
+            host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID, watched: watched,
+            breadcrumbs: ring, consecutiveCrashes: crashesBefore)
         do throws(HostError) {
             try session.prepare(installCrashCapture: installCrashCapture)
             return session
@@ -107,6 +122,25 @@ package final class HostSession: Sendable {
             throw error
         }
     }
+
+    /// The session's ring file in `breadcrumbs/`, or nil (logged) when none can be made.
+    private static func makeBreadcrumbRing(repository: Repository, session: String, host: ReportHost) -> BreadcrumbRing? {
+        guard host.configuration.breadcrumbsMax > 0 else { return nil }
+        let path = repository.breadcrumbsPath(session)
+        if case .failure(let failure) = Paths.makeFolder(Paths.folder(of: path)) {
+            host.logger.warn("breadcrumbs are off for this session: cannot create \(Paths.folder(of: path)) (\(failure))")
+            return nil
+        }
+        switch BreadcrumbRing.create(at: path, slots: host.configuration.breadcrumbsMax) {
+        case .success(let ring): return ring
+        case .failure(let failure):
+            host.logger.warn("breadcrumbs are off for this session: cannot make \(path) (\(failure))")
+            return nil
+        }
+    }
+
+    /// The breadcrumbs a report of this session carries now, oldest first.
+    package var currentBreadcrumbs: [Breadcrumb] { breadcrumbs?.read(last: host.configuration.breadcrumbsMax) ?? [] }
 
     /// The rest of `open`, once the session is marked.
     private func prepare(installCrashCapture: Bool) throws(HostError) {
@@ -198,6 +232,8 @@ package final class HostSession: Sendable {
     /// (SPEC H-13), stored with the chain's result after bundling. nil when the user
     /// cancelled the dialog (nothing is stored).
     package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
+        var request = request
+        request.breadcrumbs = currentBreadcrumbs
         let report = host.makeReport(request)
         let slots = host.currentSlots
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
@@ -225,8 +261,14 @@ package final class HostSession: Sendable {
         }
         // One flush per report: the journal's (see `chainFinished`).
         try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document, flush: false) }
-        host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
+        stored(document)
         return document
+    }
+
+    /// Says that `document` is stored: in the log, and as a breadcrumb of the host's own.
+    private func stored(_ document: ReportDocument) {
+        host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
+        breadcrumbs?.write(.info, category: Breadcrumb.hostCategory, "\(document.type.name) report \(document.id) stored")
     }
 
     /// A report no callback sees (no handler, no delegate, no dialog): the chain is the host's
@@ -247,7 +289,7 @@ package final class HostSession: Sendable {
         }
         try storing { () throws(StorageError) in try repository.storeUnchained(document, session: sessionID) }
         host.faults.hit(.afterJournal)
-        host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
+        stored(document)
         return document
     }
 

@@ -50,6 +50,27 @@ public struct Privacy: Sendable, Equatable {
     public init() {}
 }
 
+/// The session history (SPEC B-2): how much is kept, and the window `status` rates.
+public struct SessionHistory: Sendable, Equatable {
+    /// The most sessions kept (the oldest ended ones go first).
+    public var maxCount = 1_000
+    /// Sessions that ended longer ago than this are forgotten.
+    public var maxAgeDays = 90
+    /// `status` rates the sessions that started in the last this many days.
+    public var windowDays = 30
+    public init() {}
+}
+
+/// Crash-free metrics sent to the server (SPEC B-2, optional): Backtrace's unique events
+/// (one a session, `guid`) and summed events (`Application Launches`).
+public struct Metrics: Sendable, Equatable {
+    public var enabled = false
+    /// Where the events go; nil: the submission URL's server, at Backtrace's
+    /// `/api/unique-events/submit` and `/api/summed-events/submit`.
+    public var url: String?
+    public init() {}
+}
+
 /// One logging destination (SPEC D-14).
 public struct LoggingDestination: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
@@ -82,6 +103,13 @@ public struct Configuration: Sendable, Equatable {
     public var reportsPerMin = 30
     public var storage = StorageLimits()
     public var privacy = Privacy()
+    /// The program's release, for sessions' crash-free rates (SPEC B-2); nil: the `version`
+    /// attribute.
+    public var release: String?
+    /// `breadcrumbs.max`: how many breadcrumbs each report carries (SPEC B-1), oldest dropped.
+    public var breadcrumbsMax = Breadcrumb.defaultMax
+    public var sessions = SessionHistory()
+    public var metrics = Metrics()
     public var logging = [LoggingDestination(kind: .console, level: .info)]
 
     public init() {}
@@ -142,6 +170,7 @@ extension Configuration {
         let root = try reader.object(json, at: "")
         try reader.allow(root, at: "", keys: [
             "repository", "plugins", "attributes", "limits", "submission", "retry", "reportsPerMin", "storage", "privacy", "logging",
+            "release", "breadcrumbs", "sessions", "metrics",
         ])
         let resolve = { (p: String) in Paths.absolute(p, relativeTo: baseDirectory) }
 
@@ -231,6 +260,32 @@ extension Configuration {
             let privacy = try reader.object(value, at: "privacy")
             try reader.allow(privacy, at: "privacy", keys: ["sendChanges"])
             if let v = privacy["sendChanges"] { config.privacy.sendChanges = try reader.bool(v, at: "privacy.sendChanges") }
+        }
+        config.release = try reader.optionalString(root["release"], at: "release")
+        if let value = root["breadcrumbs"] {
+            let breadcrumbs = try reader.object(value, at: "breadcrumbs")
+            try reader.allow(breadcrumbs, at: "breadcrumbs", keys: ["max"])
+            if let v = breadcrumbs["max"] { config.breadcrumbsMax = try reader.int(v, at: "breadcrumbs.max", min: 0, max: 10_000) }
+        }
+        if let value = root["sessions"] {
+            let sessions = try reader.object(value, at: "sessions")
+            try reader.allow(sessions, at: "sessions", keys: ["maxCount", "maxAgeDays", "windowDays"])
+            if let v = sessions["maxCount"] { config.sessions.maxCount = try reader.int(v, at: "sessions.maxCount", min: 1, max: 1_000_000) }
+            if let v = sessions["maxAgeDays"] { config.sessions.maxAgeDays = try reader.int(v, at: "sessions.maxAgeDays", min: 1, max: 3_650) }
+            if let v = sessions["windowDays"] { config.sessions.windowDays = try reader.int(v, at: "sessions.windowDays", min: 1, max: 3_650) }
+        }
+        if let value = root["metrics"] {
+            let metrics = try reader.object(value, at: "metrics")
+            try reader.allow(metrics, at: "metrics", keys: ["enabled", "url"])
+            if let v = metrics["enabled"] { config.metrics.enabled = try reader.bool(v, at: "metrics.enabled") }
+            config.metrics.url = try reader.optionalString(metrics["url"], at: "metrics.url")
+            if let url = config.metrics.url {
+                do throws(SubmissionURL.Problem) {
+                    _ = try SubmissionURL(url, allowInsecure: config.submission.allowInsecure)
+                } catch {
+                    throw .configuration("config \(origin): key 'metrics.url': \(error)")
+                }
+            }
         }
         if let value = root["logging"] {
             guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "logging", expected: "an array") }

@@ -11,6 +11,8 @@ public struct ReportDocument: Sendable, Equatable {
     public var createdAt: Date
     /// What plugins changed, and what the host dropped (SPEC T-1).
     public var changes: [TrailEntry]
+    /// How many identical crashes this record stands for (SPEC B-3): 1 when unique.
+    public var duplicates: Int = 1
 
     public var type: ReportType { trigger.type }
 
@@ -56,6 +58,8 @@ public struct ReportDocument: Sendable, Equatable {
                 ])
             })),
             ("changes", .array(changes.map(\.json))),
+            ("breadcrumbs", .array(content.breadcrumbs.map(\.json))),
+            ("duplicates", .int(duplicates)),
             ("created_at", .string(Self.timestamp(createdAt))),
         ])
     }
@@ -124,7 +128,9 @@ extension ReportDocument {
         }
         // Entries this version cannot read (a newer one's) are left out, never a failure.
         let changes = (json["changes"]?.arrayValue ?? []).compactMap(TrailEntry.init(json:))
+        content.breadcrumbs = (json["breadcrumbs"]?.arrayValue ?? []).compactMap(Breadcrumb.init(json:))
         self.init(id: id, trigger: trigger, content: content, internalLog: log, createdAt: createdAt, changes: changes)
+        duplicates = max(1, json["duplicates"]?.intValue ?? 1)
     }
 
     /// Parses `timestamp`'s format (UTC, seconds).

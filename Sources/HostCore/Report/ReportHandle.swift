@@ -257,6 +257,38 @@ package struct ReportHandle: Hashable, Sendable {
         }.get()
     }
 
+    // MARK: Breadcrumbs (SPEC B-1; ABI 1.1)
+
+    package func breadcrumbs() throws(ReportError) -> [Breadcrumb] { try read("each_breadcrumb") { $0.breadcrumbs } }
+
+    /// Replaces the message of the breadcrumb at `index` (cut to `textMaxBytes`, noted), the
+    /// way a scrubber masks one; the trail names it `breadcrumb:<index>`.
+    package func setBreadcrumbMessage(_ index: Int, _ message: String) throws(ReportError) {
+        let bounded = ReportContent.bounded(message)
+        let field = "breadcrumb:\(index)"
+        try self.access("set_breadcrumb_message", field: field, cost: bounded.text.utf8.count) {
+            (state, contributor) -> Result<Void, ReportError> in
+            guard state.content.breadcrumbs.indices.contains(index) else { return .failure(.notFound) }
+            if bounded.wasCut { state.record(.textCut("set_breadcrumb_message"), by: contributor.handler) }
+            let old = state.content.breadcrumbs[index].message
+            guard old != bounded.text else { return .success(()) }
+            state.trail.record(contributor, field: field, from: old, to: bounded.text)
+            state.content.breadcrumbs[index].message = bounded.text
+            return .success(())
+        }.get()
+    }
+
+    /// Removes the breadcrumb at `index`; later ones move down one place.
+    package func removeBreadcrumb(_ index: Int) throws(ReportError) {
+        let field = "breadcrumb:\(index)"
+        try self.access("remove_breadcrumb", field: field) { (state, contributor) -> Result<Void, ReportError> in
+            guard state.content.breadcrumbs.indices.contains(index) else { return .failure(.notFound) }
+            let removed = state.content.breadcrumbs.remove(at: index)
+            state.trail.record(contributor, field: field, from: removed.message, to: nil)
+            return .success(())
+        }.get()
+    }
+
     /// Notes in the internal log that a call's argument was refused or dropped (NULL where a
     /// value is required, or not UTF-8), under this handler's name.
     package func noteInvalid(_ operation: String, _ what: String) { note(.refusedArgument(operation, what), during: operation) }

@@ -135,6 +135,8 @@ public struct ReportContent: Sendable, Equatable {
     public var attributes: [String: String] = [:]
     public var labels: [String] = []
     public var attachments: [Attachment] = []
+    /// What the program did before the report, oldest first (SPEC B-1).
+    public var breadcrumbs: [Breadcrumb] = []
 
     public init() {}
 

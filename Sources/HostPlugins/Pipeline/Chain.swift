@@ -18,6 +18,8 @@ public struct ReportRequest: Sendable {
     public var attributes: [String: String] = [:]
     /// `--attach FILE`: the `extended` source (SPEC R-7).
     public var attachments: [ExtendedAttachment] = []
+    /// What the session did before the report (SPEC B-1): its session fills them in.
+    public var breadcrumbs: [Breadcrumb] = []
     public var isTerminating = false
     /// Shows a dialog report to its user (trigger `dialog`); nil for other reports.
     public var dialog: (any DialogPresenter)?

@@ -231,6 +231,10 @@ package final class ReportHost: Sendable {
 
     /// Makes a report for `request` with the host-wide attributes merged in (SPEC R-4), ready
     /// for `runChain` (a caller that journals reports first uses this).
+    /// The program's release (SPEC B-2): the configuration's `release`, else the `version`
+    /// attribute.
+    package var release: String? { configuration.release ?? attributes.snapshot["version"] }
+
     package func makeReport(_ request: ReportRequest) -> LiveReport {
         let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger, events: events)
         prepare(report, from: request)
@@ -277,6 +281,7 @@ package final class ReportHost: Sendable {
             content.email = request.email
             content.severity = request.severity ?? 0
             content.labels = request.labels
+            content.breadcrumbs = request.breadcrumbs
         }
         for (index, attachment) in request.attachments.enumerated() {
             let added = report.addAttachment(

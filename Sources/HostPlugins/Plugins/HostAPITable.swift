@@ -304,6 +304,33 @@ package enum HostAPITable {
             }
         }
 
+        t.pointee.each_breadcrumb = { r, visit, ctx in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let visit else { return RH_ERR_INVALID }
+            do throws(ReportError) {
+                for (index, crumb) in try h.breadcrumbs().enumerated() {
+                    let goOn = Breadcrumb.timestamp(crumb.timestamp).withCString { stamp in
+                        crumb.category.withCString { category in
+                            crumb.message.withCString { message in visit(ctx, index, stamp, crumb.level.rawValue, category, message) }
+                        }
+                    }
+                    if !goOn { break }
+                }
+                return RH_OK
+            } catch {
+                return error.rawValue
+            }
+        }
+        t.pointee.set_breadcrumb_message = { r, index, text in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            guard let message = HostAPITable.string(text) else { return HostAPITable.invalid(h, "set_breadcrumb_message", "message refused") }
+            return HostAPITable.status { () throws(ReportError) in try h.setBreadcrumbMessage(Int(clamping: index), message) }
+        }
+        t.pointee.remove_breadcrumb = { r, index in
+            guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
+            return HostAPITable.status { () throws(ReportError) in try h.removeBreadcrumb(Int(clamping: index)) }
+        }
+
         t.pointee.add_attachment = { r, name, filename, data, size in
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
             guard let name = HostAPITable.string(name), filename == nil || HostAPITable.string(filename) != nil,

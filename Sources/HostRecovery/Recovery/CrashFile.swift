@@ -341,3 +341,21 @@ package struct CrashFile: Sendable {
 
     package var signalName: String { Self.signalNames[signal] ?? "signal \(signal)" }
 }
+
+extension CrashFile {
+    /// What makes two crashes the same one (SPEC B-3): the signal, and the top frames of the
+    /// crashed thread as module build id (its path when it has none) and offset, so the same
+    /// fault under another address layout matches. nil when no top frame lies in a known
+    /// module: such a crash is never merged.
+    package var fingerprint: String? {
+        var parts = ["SIG\(signal)"]
+        for address in frames.prefix(Self.fingerprintFrames) {
+            guard let module = modules.first(where: { $0.start <= address && address < $0.end }) else { continue }
+            parts.append("\(module.buildID ?? module.path)+\(String(address - module.start, radix: 16))")
+        }
+        return parts.count > 1 ? parts.joined(separator: " ") : nil
+    }
+
+    /// How many top frames `fingerprint` compares.
+    package static let fingerprintFrames = 5
+}

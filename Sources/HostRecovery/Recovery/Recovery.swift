@@ -55,7 +55,7 @@ package struct Recovery {
     /// D-2: a save whose purge was interrupted: purge now.
     private func resumePurges() throws(StorageError) {
         let records = try repository.records(in: [.pendingPurge])
-        if !records.isEmpty { try purge(records.map { ($0.crashFile, $0.rowID) }) }
+        if !records.isEmpty { try purge(records.map { ($0.crashFile, .new($0.rowID)) }) }
     }
 
     /// D-1 steps 1 and 2 for `paths`, oldest first, `batch` files at a time: each file's
@@ -83,11 +83,16 @@ package struct Recovery {
                 }
             }
             guard !read.isEmpty else { continue }
-            let rowIDs = try repository.saveCrashes(read.map(\.save))
-            log.debug("\(rowIDs.count) crash file(s) saved as records \(rowIDs.first ?? 0)…\(rowIDs.last ?? 0)")
-            for (item, rowID) in zip(read, rowIDs) { try skipChainsTheCrashInterrupted(item.crash, record: rowID) }
+            let records = try repository.saveCrashes(read.map(\.save))
+            log.debug("\(records.count) crash file(s) saved as records \(records.first?.rowID ?? 0)…\(records.last?.rowID ?? 0)")
+            for (item, record) in zip(read, records) {
+                switch record {
+                case .new(let rowID): try skipChainsTheCrashInterrupted(item.crash, record: rowID)
+                case .counted(on: let rowID): log.info("crash file \(item.save.crashFile) is the same crash as record \(rowID): counted on it")
+                }
+            }
             host.faults.hit(.afterSave)
-            try purge(zip(read, rowIDs).map { ($0.save.crashFile, $1) })
+            try purge(zip(read, records).map { ($0.save.crashFile, $1) })
             saved += read.map { LocalPaths.fileName($0.save.crashFile) }
         }
         if host.isInterrupted && saved.count < files.count {
@@ -102,6 +107,8 @@ package struct Recovery {
         let watched: ProgramExit?
         let symbolCache = SymbolCache()
         var registered: [String: [String: FileIdentity]] = [:]
+        /// Each crashed session's breadcrumbs, read from its ring once.
+        var breadcrumbs: [String: [Breadcrumb]] = [:]
 
         init(watched: ProgramExit?) { self.watched = watched }
 
@@ -117,10 +124,15 @@ package struct Recovery {
                 if registered[session] == nil { registered[session] = try recovery.repository.crashAttachments(of: session) }
                 attachments = registered[session] ?? [:]
             }
+            var document = FoundReports.crash(
+                crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments)
+            if program == nil, let session = crash.session {
+                if breadcrumbs[session] == nil { breadcrumbs[session] = recovery.breadcrumbs(of: session) }
+                document.content.breadcrumbs = breadcrumbs[session] ?? []
+            }
             return Repository.CrashSave(
-                document: FoundReports.crash(
-                    crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments),
-                crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session)
+                document: document, crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session,
+                fingerprint: crash.fingerprint)
         }
     }
 
@@ -211,16 +223,19 @@ package struct Recovery {
     /// and the records marked purged in one transaction. A file that cannot be unlinked leaves
     /// its record `pending_purge` (the others are marked; the next launch tries again), with an
     /// error logged: never the end of the command.
-    private func purge(_ saved: [(path: String?, rowID: Int64)]) throws(StorageError) {
+    /// A file counted on another record (`.counted`) is only unlinked: its record is not its
+    /// own. A kill before that unlink counts the file again at the next launch: a count too
+    /// high by one, never a crash lost.
+    private func purge(_ saved: [(path: String?, record: Repository.CrashSaved)]) throws(StorageError) {
         var purged: [Int64] = []
         var folders: Set<String> = []
-        for (path, rowID) in saved {
+        for (path, record) in saved {
             if let path, repository.system.unlink(path) != 0, errno != ENOENT {
                 log.error("crash file \(path) saved but not purged (\(String(cString: strerror(errno)))): it is sent once a launch purges it")
                 continue
             }
             if let path { folders.insert(Paths.folder(of: path)) }
-            purged.append(rowID)
+            if case .new(let rowID) = record { purged.append(rowID) }
         }
         for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder)) }
         try repository.crashFilesPurged(purged)
@@ -239,14 +254,25 @@ package struct Recovery {
                 // It died while running chains over recovered reports: running this one through
                 // the same chain would likely end this launch too.
                 let duringRecovery = phase == .recovering
-                try repository.saveFound(
-                    FoundReports.abnormalExit(session: session, startedAt: startedAt, duringRecovery: duringRecovery),
-                    session: session, replacingSessionMark: true, runsChain: !duringRecovery)
+                var document = FoundReports.abnormalExit(session: session, startedAt: startedAt, duringRecovery: duringRecovery)
+                document.content.breadcrumbs = breadcrumbs(of: session)
+                try repository.saveFound(document, session: session, replacingSessionMark: true, runsChain: !duringRecovery)
+                repository.system.removeItem(repository.breadcrumbsPath(session))
                 log.info("session \(session) ended abnormally: recorded")
             } else {
                 try repository.clearSession(session)
             }
         }
+        try repository.removeLeftoverBreadcrumbs()
+    }
+
+    /// The last `breadcrumbs.max` breadcrumbs session `id` left in its ring (SPEC B-1), a
+    /// slot a kill left half written skipped (logged).
+    func breadcrumbs(of session: String) -> [Breadcrumb] {
+        guard let ring = BreadcrumbRing.read(fileAt: repository.breadcrumbsPath(session), last: host.configuration.breadcrumbsMax)
+        else { return [] }
+        if ring.torn > 0 { log.info("session \(session): \(ring.torn) breadcrumb(s) left half written by the end were skipped") }
+        return ring.crumbs
     }
 
     /// Runs or settles every chain that has not finished: native reports get the chain in

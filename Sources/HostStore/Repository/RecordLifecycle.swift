@@ -52,43 +52,77 @@ extension Repository {
         package var crash: JSONValue
         package var crashFile: String
         package var session: String?
+        /// What makes two crashes the same one (SPEC B-3), nil for a crash never merged.
+        package var fingerprint: String?
 
-        package init(document: ReportDocument, crash: JSONValue, crashFile: String, session: String?) {
+        package init(document: ReportDocument, crash: JSONValue, crashFile: String, session: String?, fingerprint: String? = nil) {
             self.document = document
             self.crash = crash
             self.crashFile = crashFile
             self.session = session
+            self.fingerprint = fingerprint
         }
     }
 
     /// D-1 step 1 for a batch of crash files, in one transaction: every record is saved or
-    /// none is. Returns their row ids, in order.
-    package func saveCrashes(_ saves: [CrashSave]) throws(StorageError) -> [Int64] {
-        let rowIDs = try makingRoom { omitting throws(StorageError) in
+    /// none is. A crash identical to one waiting in the repository (the same `fingerprint`,
+    /// SPEC B-3) is counted on that record instead of saved again. Returns, in order, each
+    /// file's record: new, or the one it was counted on.
+    package func saveCrashes(_ saves: [CrashSave]) throws(StorageError) -> [CrashSaved] {
+        let saved = try makingRoom { omitting throws(StorageError) in
             var written: [URL] = []
             var omitted: [(String, [Attachment])] = []
             do throws(StorageError) {
-                let rowIDs = try database.transaction { () throws(StorageError) -> [Int64] in
-                    var rowIDs: [Int64] = []
+                let saved = try database.transaction { () throws(StorageError) -> [CrashSaved] in
+                    var saved: [CrashSaved] = []
                     for save in saves {
+                        if let session = save.session { try recordEnd(of: session, .crashed, at: save.document.createdAt) }
+                        if let fingerprint = save.fingerprint, let waiting = try waitingRecord(withFingerprint: fingerprint) {
+                            try database.query("UPDATE reports SET duplicates = duplicates + 1 WHERE rowid = ?", [.integer(waiting)])
+                            saved.append(.counted(on: waiting))
+                            continue
+                        }
                         let (rowID, copies) = try insert(
                             save.document, state: .pendingPurge, crash: save.crash, crashFile: save.crashFile, session: save.session,
-                            omitting: omitting)
-                        rowIDs.append(rowID)
+                            fingerprint: save.fingerprint, omitting: omitting)
+                        saved.append(.new(rowID))
                         written += copies.written
                         omitted.append((save.document.id, copies.omitted))
                     }
-                    return rowIDs
+                    return saved
                 }
                 for (reportID, attachments) in omitted { warnOmitted(attachments, reportID: reportID) }
-                return rowIDs
+                return saved
             } catch {
                 removeCopies(written)
                 throw error
             }
         }
         try enforceLimits()
-        return rowIDs
+        return saved
+    }
+
+    /// Where a crash file went (`saveCrashes`).
+    package enum CrashSaved: Sendable, Equatable {
+        /// A record of its own, `pending_purge` until its file is gone.
+        case new(Int64)
+        /// Counted on a waiting record of the same crash.
+        case counted(on: Int64)
+
+        package var rowID: Int64 {
+            switch self {
+            case .new(let rowID), .counted(on: let rowID): rowID
+            }
+        }
+    }
+
+    /// A record not yet sent (nor being sent) of the crash `fingerprint` names.
+    private func waitingRecord(withFingerprint fingerprint: String) throws(StorageError) -> Int64? {
+        let waiting = [RecordState.pendingPurge, .pendingChain, .awaitingFirstAttempt, .retry, .held].map { SQLValue.text($0.rawValue) }
+        return try database.query(
+            "SELECT rowid FROM reports WHERE fingerprint = ? AND state IN (?, ?, ?, ?, ?) ORDER BY rowid LIMIT 1",
+            [.text(fingerprint)] + waiting
+        ).first?.first?.int
     }
 
     /// D-1 step 2: the crash files are gone; the chain is next. One transaction for all of
@@ -417,6 +451,7 @@ extension Repository {
                 if let clearingSession {
                     try database.query("DELETE FROM sessions WHERE id = ?", [.text(clearingSession)])
                     try database.query("DELETE FROM crash_attachments WHERE session = ?", [.text(clearingSession)])
+                    try recordEnd(of: clearingSession, .abnormalExit, at: nil)
                 }
                 return rowID
             }
@@ -432,19 +467,19 @@ extension Repository {
     /// its row id and the copies written.
     private func insert(
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
-        session: String? = nil, dialogPending: Bool = false, omitting: Bool = false
+        session: String? = nil, dialogPending: Bool = false, fingerprint: String? = nil, omitting: Bool = false
     ) throws(StorageError) -> (Int64, AttachmentCopies) {
         let text = document.json.serialized()  // once: the column and the size
         try database.query(
             """
             INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
-                                dialog_pending, bytes, updated_at)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                dialog_pending, bytes, updated_at, fingerprint)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
              .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
              .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
-             .integer(Self.milliseconds(SystemCalls.live.now()))])
+             .integer(Self.milliseconds(SystemCalls.live.now())), .optional(fingerprint)])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
         if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }

@@ -86,7 +86,7 @@ package final class Repository: Sendable {
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 11
+    static let schemaVersion = 12
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
@@ -206,7 +206,7 @@ package final class Repository: Sendable {
     // each in a file of their own)
 
     static let columns =
-        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held"
+        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held, duplicates"
     /// `columns` with NULL for the crash payload.
     static let columnsWithoutCrash = columns.replacing(" crash,", with: " NULL,")
 
@@ -328,8 +328,12 @@ package final class Repository: Sendable {
 
     /// The sessions that have a crash report stored (D-16: they are not abnormal exits).
     package func sessionsWithCrashReports() throws(StorageError) -> Set<String> {
+        // A crash counted on another session's record (SPEC B-3) is known by the history.
         let rows = try database.query(
-            "SELECT DISTINCT session FROM reports WHERE trigger = ? AND session IS NOT NULL", [.text(Trigger.crash.name)])
+            """
+            SELECT DISTINCT session FROM reports WHERE trigger = ? AND session IS NOT NULL
+            UNION SELECT id FROM session_history WHERE end = ?
+            """, [.text(Trigger.crash.name), .text(SessionEnd.crashed.rawValue)])
         return Set(rows.compactMap { $0.first?.string })
     }
 
@@ -363,9 +367,11 @@ package final class Repository: Sendable {
 
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
         let rowID = row[0].int ?? 0
-        guard let text = row[1].string, let json = try? JSONValue.parse(text), let document = ReportDocument(json: json) else {
+        guard let text = row[1].string, let json = try? JSONValue.parse(text), var document = ReportDocument(json: json) else {
             throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document")
         }
+        // The column counts the identical crashes merged into the record since its document was written.
+        document.duplicates = Int(clamping: max(1, row[13].int ?? 1))
         return ReportRecord(
             rowID: rowID, document: document, state: row[2].string.flatMap(RecordState.init(rawValue:)) ?? .terminal,
             attempts: Int(clamping: min(max(row[3].int ?? 0, 0), 1_000_000)), nextAttemptAt: row[4].int.map(Self.date),

@@ -135,5 +135,24 @@ extension Repository {
             }
             try database.execute("PRAGMA user_version = 11")
         }
+        if version < 12 {
+            // Every session's end and release, for crash-free rates and crash loops (SPEC B-2,
+            // B-3), and identical crashes counted on one record (B-3).
+            try database.transaction { () throws(StorageError) in
+                try database.execute("""
+                    CREATE TABLE session_history(
+                        id TEXT PRIMARY KEY,
+                        started_at INTEGER NOT NULL,
+                        ended_at INTEGER,
+                        end TEXT NOT NULL,
+                        release TEXT);
+                    CREATE INDEX session_history_by_start ON session_history(started_at);
+                    ALTER TABLE reports ADD COLUMN fingerprint TEXT;
+                    ALTER TABLE reports ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 1;
+                    CREATE INDEX reports_by_fingerprint ON reports(fingerprint) WHERE fingerprint IS NOT NULL;
+                    PRAGMA user_version = 12;
+                    """)
+            }
+        }
     }
 }

@@ -16,11 +16,141 @@ extension Repository {
     /// process keeps it (the log holds every commit), and the session's first flush (a
     /// report's journal, a crash batch) makes it durable. A power loss before any flush takes
     /// the mark and everything else the session wrote: that session leaves no abnormal exit.
-    package func markSession(_ id: String, phase: SessionPhase = .running) throws(StorageError) {
+    /// - Parameter history: the session's entry in the history (SPEC B-2), with the bounds
+    ///   that prune it; nil for a session that is not one of the program's (`run`'s own host:
+    ///   the watched program's session is the one rated).
+    package func markSession(_ id: String, phase: SessionPhase = .running, history: SessionStart? = nil) throws(StorageError) {
+        let now = Self.milliseconds(SystemCalls.live.now())
         try database.transaction(.committed) { () throws(StorageError) in
             try database.query(
                 "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
-                [.text(id), .integer(Int64(getpid())), .integer(Self.milliseconds(SystemCalls.live.now())), .text(phase.rawValue)])
+                [.text(id), .integer(Int64(getpid())), .integer(now), .text(phase.rawValue)])
+            if let history {
+                try database.query(
+                    "INSERT OR IGNORE INTO session_history(id, started_at, end, release) VALUES(?, ?, ?, ?)",
+                    [.text(id), .integer(now), .text(SessionEnd.running.rawValue), .optional(history.release)])
+                try prune(history.limits, now: now)
+            }
+        }
+    }
+
+    /// What the history keeps of a session when it starts.
+    package struct SessionStart: Sendable {
+        package var release: String?
+        package var limits: SessionHistory
+
+        package init(release: String?, limits: SessionHistory) {
+            self.release = release
+            self.limits = limits
+        }
+    }
+
+    /// How a session ended (SPEC B-2).
+    package enum SessionEnd: String, Sendable, CaseIterable {
+        case clean, crashed, abnormalExit = "abnormal_exit", running
+    }
+
+    /// Forgets sessions past the history's bounds: those that started longer ago than its age,
+    /// then the oldest past its count.
+    private func prune(_ limits: SessionHistory, now: Int64) throws(StorageError) {
+        let oldest = now - Int64(limits.maxAgeDays) * 86_400_000
+        try database.query("DELETE FROM session_history WHERE started_at < ?", [.integer(oldest)])
+        try database.query(
+            "DELETE FROM session_history WHERE id NOT IN (SELECT id FROM session_history ORDER BY started_at DESC LIMIT ?)",
+            [.integer(Int64(limits.maxCount))])
+    }
+
+    /// Records how session `id` ended, inside the caller's transaction. A crash outranks an
+    /// abnormal exit (the same death, found two ways); a clean end is final.
+    func recordEnd(of id: String, _ end: SessionEnd, at time: Date?) throws(StorageError) {
+        let replaces = end == .crashed ? "('running', 'abnormal_exit')" : "('running')"
+        try database.query(
+            "UPDATE session_history SET end = ?, ended_at = coalesce(?, ended_at) WHERE id = ? AND end IN \(replaces)",
+            [.text(end.rawValue), .optional(time.map { Self.milliseconds($0) }), .text(id)])
+    }
+
+    /// The session of a program `reporthost run` watched, with how it ended.
+    package func recordWatchedSession(
+        _ id: String, startedAt: Date, endedAt: Date, end: SessionEnd, history: SessionStart
+    ) throws(StorageError) {
+        try database.transaction(.committed) { () throws(StorageError) in
+            try database.query(
+                "INSERT OR IGNORE INTO session_history(id, started_at, end, release) VALUES(?, ?, ?, ?)",
+                [.text(id), .integer(Self.milliseconds(startedAt)), .text(SessionEnd.running.rawValue), .optional(history.release)])
+            try database.query("UPDATE session_history SET ended_at = ? WHERE id = ?", [.integer(Self.milliseconds(endedAt)), .text(id)])
+            try recordEnd(of: id, end, at: endedAt)
+            try prune(history.limits, now: Self.milliseconds(SystemCalls.live.now()))
+        }
+    }
+
+    /// SPEC B-3: how many sessions in a row before `current` crashed or ended abnormally (a
+    /// session still marked `running` whose process is gone is one the next launch will find
+    /// ended abnormally). Sessions of processes still running are passed over.
+    package func consecutiveCrashes(before current: String) throws(StorageError) -> Int {
+        var count = 0
+        let rows = try database.query(
+            "SELECT id, end FROM session_history WHERE id != ? ORDER BY started_at DESC, rowid DESC LIMIT 10000", [.text(current)])
+        for row in rows {
+            guard let id = row[0].string, let end = row[1].string.flatMap(SessionEnd.init(rawValue:)) else { continue }
+            if end == .clean { break }
+            if end == .running && isAlive(id) { continue }
+            count += 1
+        }
+        return count
+    }
+
+    /// One release's sessions that started since a time (SPEC B-2).
+    package struct ReleaseSessions: Sendable, Equatable {
+        package var release: String?
+        package var sessions = 0
+        package var ended = 0
+        package var crashed = 0
+        package var abnormalExit = 0
+
+        /// Ended sessions that neither crashed nor ended abnormally, over ended sessions; nil
+        /// before any ended.
+        package var crashFree: Double? {
+            ended == 0 ? nil : Double(ended - crashed - abnormalExit) / Double(ended)
+        }
+    }
+
+    /// Sessions that started at or after `since`, per release (most sessions first).
+    package func sessionsByRelease(since: Date) throws(StorageError) -> [ReleaseSessions] {
+        var byRelease: [String?: ReleaseSessions] = [:]
+        let rows = try database.query(
+            "SELECT release, end, COUNT(*) FROM session_history WHERE started_at >= ? GROUP BY release, end",
+            [.integer(Self.milliseconds(since))])
+        for row in rows {
+            let release = row[0].string
+            let count = Int(row[2].int ?? 0)
+            var entry = byRelease[release] ?? ReleaseSessions(release: release)
+            entry.sessions += count
+            switch row[1].string.flatMap(SessionEnd.init(rawValue:)) {
+            case .clean: entry.ended += count
+            case .crashed: entry.ended += count; entry.crashed += count
+            case .abnormalExit: entry.ended += count; entry.abnormalExit += count
+            case .running, nil: break
+            }
+            byRelease[release] = entry
+        }
+        return byRelease.values.sorted { ($0.sessions, $1.release ?? "") > ($1.sessions, $0.release ?? "") }
+    }
+
+    /// The breadcrumb ring file of session `id` (SPEC B-1).
+    package func breadcrumbsPath(_ id: String) -> String {
+        folder.appendingPathComponent("breadcrumbs", isDirectory: true).appendingPathComponent(Self.safeFileName(id) + ".ring").path
+    }
+
+    /// Ring files of sessions that have no mark and no live process: leftovers of a host killed
+    /// between the end of a session and the removal of its ring.
+    package func removeLeftoverBreadcrumbs() throws(StorageError) {
+        let folder = folder.appendingPathComponent("breadcrumbs", isDirectory: true).path
+        let names = system.entries(ofFolder: folder) ?? []
+        guard !names.isEmpty else { return }
+        let marked = Set(try database.query("SELECT id FROM sessions").compactMap { $0.first?.string })
+        for name in names where name.hasSuffix(".ring") {
+            let id = String(name.dropLast(5))
+            if !marked.contains(id) && !isAlive(id) { system.removeItem(breadcrumbsPath(id)) }
         }
     }
 
@@ -36,6 +166,7 @@ extension Repository {
     package func clearSession(_ id: String) throws(StorageError) {
         try database.transaction { () throws(StorageError) in try deleteMark(id) }
         system.removeItem(alivePath(id))
+        system.removeItem(breadcrumbsPath(id))
     }
 
     /// `clearSession` for this process's own session at a clean stop, its last write: the log
@@ -45,13 +176,18 @@ extension Repository {
     /// a mark left by a failure of the moment would make the next launch report this clean
     /// stop as an abnormal exit.
     package func endSession(_ id: String) throws(StorageError) {
+        let end = { () throws(StorageError) in
+            try self.deleteMark(id)
+            try self.recordEnd(of: id, .clean, at: SystemCalls.live.now())
+        }
         do {
-            try database.startLogOver { () throws(StorageError) in try deleteMark(id) }
+            try database.startLogOver(end)
         } catch {
             if error.outOfSpace { giveBackLogSpace() }
-            try database.transaction { () throws(StorageError) in try deleteMark(id) }
+            try database.transaction(.flushed, end)
         }
         system.removeItem(alivePath(id))
+        system.removeItem(breadcrumbsPath(id))
     }
 
     private func deleteMark(_ id: String) throws(StorageError) {
@@ -97,9 +233,12 @@ extension Repository {
     package func isAlive(_ id: String) -> Bool { FileLock.isHeld(alivePath(id)) }
 
     private func alivePath(_ id: String) -> String {
-        // Ids come from the database: only a plain file name is used as one.
-        let safe = id.isEmpty || id.contains("/") || id.hasPrefix(".") ? "_" : id
-        return folder.appendingPathComponent("sessions", isDirectory: true).appendingPathComponent(safe + ".alive", isDirectory: false).path
+        folder.appendingPathComponent("sessions", isDirectory: true).appendingPathComponent(Self.safeFileName(id) + ".alive", isDirectory: false).path
+    }
+
+    /// Ids come from the database: only a plain file name is used as one.
+    private static func safeFileName(_ id: String) -> String {
+        id.isEmpty || id.contains("/") || id.hasPrefix(".") ? "_" : id
     }
 
     /// Session marks left by hosts that did not stop cleanly.

@@ -31,12 +31,14 @@
 
 #include <stddef.h>
 
+#include "version.h" /* RH_LOG_* for rh_embed_breadcrumb */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define RH_EMBED_VERSION_MAJOR 1
-#define RH_EMBED_VERSION_MINOR 0
+#define RH_EMBED_VERSION_MINOR 1
 
 /* Results of the functions that return int. */
 #define RH_EMBED_OK              0
@@ -193,6 +195,35 @@ int rh_embed_add_attachment(rh_embed *h, const char *path);
  * be called from inside a plugin callback (it would wait for itself): such a call does
  * nothing. Called in a forked child, it returns at once and does nothing. [not-in-callback] */
 void rh_embed_stop(rh_embed *h);
+
+/* ---- 1.1 (SPEC B-1, B-3) ---- */
+
+/* Leaves a breadcrumb: one line of what the program is doing, kept in the session's ring
+ * file in the repository (breadcrumbs/<session>.ring, mapped into memory) and attached,
+ * oldest first, to every report of this session and to the crash or abnormal exit the next
+ * start recovers for it: the ring is in the page cache, so a SIGKILL or an OOM kill keeps
+ * it. The last `breadcrumbs.max` (default 100) are kept.
+ *
+ * level: RH_LOG_DEBUG, RH_LOG_INFO, RH_LOG_WARN or RH_LOG_ERROR (plugin.h's values, 0-3).
+ * category: a short name (NULL: "default"; cut to 64 bytes); message: the text (cut so
+ * that category and message fit 988 bytes, at a UTF-8 character boundary). Both UTF-8,
+ * copied before return.
+ *
+ * Never blocks: no lock, no allocation, no system call, no flush (one atomic add and a
+ * copy into the mapped slot, with a checksum that lets the reader skip a slot a kill left
+ * half written). Safe from any thread, and from a signal handler.
+ *
+ * Returns RH_EMBED_OK; RH_EMBED_ERR_INVALID for a level outside 0-3, a NULL message, or
+ * text that is not UTF-8 (nothing is written); RH_EMBED_ERR_STOPPED for a handle that is
+ * not the live one, once stop has begun, or in a forked child. [any-thread] */
+int rh_embed_breadcrumb(rh_embed *h, int level, const char *category, const char *message);
+
+/* How many sessions in a row before this one ended in a crash or an abnormal exit (0 when
+ * the last one stopped cleanly, or there was none): known when rh_embed_start returns, so
+ * a program can choose a safe mode (no plugins, not its last document) before it loads
+ * what crashed it. Sessions of other processes still running are not counted. Returns the
+ * count, or RH_EMBED_ERR_STOPPED for a handle that is not the live one. [any-thread] */
+int rh_embed_consecutive_crashes(rh_embed *h);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,11 @@ typedef void (*rh_completion)(void);
 typedef bool (*rh_visit_pair)(void *ctx, const char *key, const char *value);
 typedef bool (*rh_visit_string)(void *ctx, const char *value);
 typedef bool (*rh_visit_attachment)(void *ctx, const char *name, const char *filename, size_t size);
+/* 1.1: one breadcrumb (SPEC B-1). timestamp: ISO 8601 UTC with milliseconds
+   ("2026-01-01T00:00:00.123Z"); level: an RH_LOG_* value; strings owned by the host, valid
+   during the visit. Return false to stop. */
+typedef bool (*rh_visit_breadcrumb)(void *ctx, size_t index, const char *timestamp, int32_t level,
+                                    const char *category, const char *message);
 
 /* The functions the host hands to a plugin (never linked against).
  *
@@ -153,7 +158,7 @@ typedef struct rh_host_api {
        starts after the call. key, value: caller's, copied. [any-thread] */
     rh_status (*set_host_attribute)(const char *key, const char *value_or_null);
 
-    /* ---- 1.1 (SPEC T-3). A plugin reads these only when struct_size covers them. ---- */
+    /* ---- 1.1 (SPEC T-3, B-1). A plugin reads these only when struct_size covers them. ---- */
 
     /* The options the configuration gives the slot this table was handed to
        (plugins.options.<slot>), as one JSON object text ("{}" when none); getter rules.
@@ -164,6 +169,16 @@ typedef struct rh_host_api {
        RH_ERR_NOT_FOUND while rh_plugin_entry runs (the name is not known yet) and when the
        folder cannot be made. [any-thread] */
     rh_status (*data_folder)(char *buf, size_t cap, size_t *len_out);
+    /* The report's breadcrumbs, oldest first (a snapshot taken at the call, visitor rules):
+       what the program did before the report. [handle-open] */
+    rh_status (*each_breadcrumb)(rh_report *r, rh_visit_breadcrumb visit, void *ctx);
+    /* Replaces the message of the breadcrumb at index (as each_breadcrumb numbers them);
+       utf8: caller's, copied; cut to 64 KiB (noted). RH_ERR_NOT_FOUND past the last one.
+       [handle-open] */
+    rh_status (*set_breadcrumb_message)(rh_report *r, size_t index, const char *utf8);
+    /* Removes the breadcrumb at index; later indexes shift down. RH_ERR_NOT_FOUND past the
+       last one. [handle-open] */
+    rh_status (*remove_breadcrumb)(rh_report *r, size_t index);
 } rh_host_api;
 
 #ifdef __cplusplus

@@ -1,0 +1,204 @@
+#include "breadcrumb_ring.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#define RING_MAGIC 0x43424852u /* "RHBC" */
+#define RING_VERSION 1u
+
+typedef struct ring_header {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t slot_bytes;
+    uint32_t slots;
+    _Atomic uint64_t next;
+    uint8_t reserved[RH_CRUMB_HEADER_BYTES - 24];
+} ring_header;
+
+typedef struct ring_slot {
+    _Atomic uint64_t sequence;
+    int64_t timestamp_ms;
+    int32_t level;
+    uint16_t category_len;
+    uint16_t message_len;
+    uint64_t checksum;
+    uint32_t reserved;
+    char text[RH_CRUMB_TEXT_MAX];
+} ring_slot;
+
+_Static_assert(sizeof(ring_header) == RH_CRUMB_HEADER_BYTES, "ring header size");
+_Static_assert(sizeof(ring_slot) == RH_CRUMB_SLOT_BYTES, "ring slot size");
+_Static_assert(offsetof(ring_slot, text) == RH_CRUMB_SLOT_FIELDS, "ring slot fields");
+
+size_t rh_crumb_ring_bytes(uint32_t slots) { return RH_CRUMB_HEADER_BYTES + (size_t)slots * RH_CRUMB_SLOT_BYTES; }
+
+void rh_crumb_ring_format(void *base, uint32_t slots) {
+    ring_header *header = base;
+    header->version = RING_VERSION;
+    header->slot_bytes = RH_CRUMB_SLOT_BYTES;
+    header->slots = slots;
+    atomic_store_explicit(&header->next, 0, memory_order_relaxed);
+    /* The magic last: a ring read while it is made is not one yet. */
+    atomic_thread_fence(memory_order_release);
+    header->magic = RING_MAGIC;
+}
+
+bool rh_crumb_ring_valid(const void *base, size_t bytes, uint32_t *slots_out) {
+    if (base == NULL || bytes < RH_CRUMB_HEADER_BYTES) return false;
+    const ring_header *header = base;
+    if (header->magic != RING_MAGIC || header->version != RING_VERSION || header->slot_bytes != RH_CRUMB_SLOT_BYTES
+        || header->slots == 0 || rh_crumb_ring_bytes(header->slots) > bytes)
+        return false;
+    if (slots_out) *slots_out = header->slots;
+    return true;
+}
+
+/* FNV-1a, 64 bits, over the slot's fields and text (the sequence included). */
+static uint64_t fnv(uint64_t hash, const void *bytes, size_t len) {
+    const unsigned char *at = bytes;
+    for (size_t i = 0; i < len; i++) {
+        hash ^= at[i];
+        hash *= 0x100000001b3ull;
+    }
+    return hash;
+}
+
+static uint64_t slot_checksum(uint64_t sequence, const ring_slot *slot) {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    hash = fnv(hash, &sequence, sizeof sequence);
+    hash = fnv(hash, &slot->timestamp_ms, sizeof slot->timestamp_ms);
+    hash = fnv(hash, &slot->level, sizeof slot->level);
+    hash = fnv(hash, &slot->category_len, sizeof slot->category_len);
+    hash = fnv(hash, &slot->message_len, sizeof slot->message_len);
+    return fnv(hash, slot->text, (size_t)slot->category_len + slot->message_len);
+}
+
+/* `len` cut to at most `limit` bytes without splitting a UTF-8 sequence. */
+static size_t cut(const char *text, size_t len, size_t limit) {
+    if (len <= limit) return len;
+    size_t at = limit;
+    while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+    return at;
+}
+
+uint64_t rh_crumb_write(void *base, int64_t timestamp_ms, int32_t level, const char *category, size_t category_len,
+                        const char *message, size_t message_len) {
+    ring_header *header = base;
+    if (header == NULL || header->magic != RING_MAGIC || header->slots == 0 || message == NULL) return 0;
+    if (category == NULL) {
+        category = "default";
+        category_len = 7;
+    }
+    category_len = cut(category, category_len, RH_CRUMB_CATEGORY_MAX);
+    message_len = cut(message, message_len, RH_CRUMB_TEXT_MAX - category_len);
+
+    uint64_t sequence = atomic_fetch_add_explicit(&header->next, 1, memory_order_relaxed) + 1;
+    ring_slot *slot = (ring_slot *)((char *)base + RH_CRUMB_HEADER_BYTES + ((sequence - 1) % header->slots) * RH_CRUMB_SLOT_BYTES);
+    /* Empty first: a reader (or a kill) from here to the last store sees no breadcrumb. */
+    atomic_store_explicit(&slot->sequence, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    slot->timestamp_ms = timestamp_ms;
+    slot->level = level;
+    slot->category_len = (uint16_t)category_len;
+    slot->message_len = (uint16_t)message_len;
+    memcpy(slot->text, category, category_len);
+    memcpy(slot->text + category_len, message, message_len);
+    slot->checksum = slot_checksum(sequence, slot);
+    atomic_store_explicit(&slot->sequence, sequence, memory_order_release);
+    return sequence;
+}
+
+void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx, const rh_crumb *crumb), void *ctx,
+                        uint64_t *torn_out) {
+    uint32_t slots = 0;
+    uint64_t torn = 0;
+    if (rh_crumb_ring_valid(base, bytes, &slots)) {
+        for (uint32_t index = 0; index < slots; index++) {
+            ring_slot *shared = (ring_slot *)((char *)base + RH_CRUMB_HEADER_BYTES + (size_t)index * RH_CRUMB_SLOT_BYTES);
+            uint64_t before = atomic_load_explicit(&shared->sequence, memory_order_acquire);
+            if (before == 0) continue;
+            ring_slot copy;
+            memcpy(&copy, shared, sizeof copy);
+            atomic_thread_fence(memory_order_acquire);
+            uint64_t after = atomic_load_explicit(&shared->sequence, memory_order_relaxed);
+            if (after != before || (size_t)copy.category_len + copy.message_len > RH_CRUMB_TEXT_MAX
+                || slot_checksum(before, &copy) != copy.checksum) {
+                torn++;
+                continue;
+            }
+            rh_crumb crumb = {before, copy.timestamp_ms, copy.level, copy.text, copy.category_len,
+                              copy.text + copy.category_len, copy.message_len};
+            visit(ctx, &crumb);
+        }
+    }
+    if (torn_out) *torn_out = torn;
+}
+
+bool rh_crumb_valid_utf8(const char *text, size_t len) {
+    const unsigned char *at = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char lead = at[i];
+        size_t width;
+        uint32_t minimum;
+        if (lead < 0x80) {
+            i++;
+            continue;
+        } else if (lead >= 0xC2 && lead <= 0xDF) {
+            width = 2, minimum = 0x80;
+        } else if (lead >= 0xE0 && lead <= 0xEF) {
+            width = 3, minimum = 0x800;
+        } else if (lead >= 0xF0 && lead <= 0xF4) {
+            width = 4, minimum = 0x10000;
+        } else {
+            return false;
+        }
+        if (i + width > len) return false;
+        uint32_t point = lead & (0x7F >> width);
+        for (size_t k = 1; k < width; k++) {
+            if ((at[i + k] & 0xC0) != 0x80) return false;
+            point = (point << 6) | (at[i + k] & 0x3F);
+        }
+        if (point < minimum || point > 0x10FFFF || (point >= 0xD800 && point <= 0xDFFF)) return false;
+        i += width;
+    }
+    return true;
+}
+
+int64_t rh_crumb_now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* The embedding program's live ring. Rings are never unmapped (a writer may hold the
+ * pointer it loaded a moment before a stop), so a stale pointer writes into a mapping that
+ * stays valid, into a file the next launch reads or has removed. */
+static _Atomic uintptr_t live_token;
+static _Atomic(void *) live_ring;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+
+static void forget_in_child(void) {
+    atomic_store(&live_ring, NULL);
+    atomic_store(&live_token, 0);
+}
+
+static void install_fork_handler(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
+void rh_crumb_activate(uintptr_t token, void *base) {
+    pthread_once(&fork_handler_once, install_fork_handler);
+    atomic_store(&live_ring, base);
+    atomic_store(&live_token, token);
+}
+
+void rh_crumb_deactivate(uintptr_t token) {
+    uintptr_t expected = token;
+    if (atomic_compare_exchange_strong(&live_token, &expected, 0)) atomic_store(&live_ring, NULL);
+}
+
+void *rh_crumb_live_ring(uintptr_t token) {
+    if (token == 0 || atomic_load_explicit(&live_token, memory_order_acquire) != token) return NULL;
+    return atomic_load_explicit(&live_ring, memory_order_acquire);
+}
