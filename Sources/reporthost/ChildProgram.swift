@@ -68,9 +68,10 @@ struct ChildProgram {
         return (128 + signal, signal)
     }
 
-    /// Copies the child's standard error to ours as it comes, keeping its last `limit` bytes.
-    func teeStandardError(keeping limit: Int) -> OutputTail {
-        let tail = OutputTail(limit: limit)
+    /// Copies the child's standard error to ours as it comes, keeping its last `limit` bytes
+    /// and its last `lines` lines (with when each came: the report's breadcrumbs).
+    func teeStandardError(keeping limit: Int, lines: Int) -> OutputTail {
+        let tail = OutputTail(limit: limit, lines: lines)
         if let fd = standardError {
             let started = startThread {
                 nameCurrentThread("rh-run-stderr")
@@ -91,12 +92,12 @@ struct ChildProgram {
 /// # Thread safety
 /// State is a `WaitableState`; one thread copies, another reads the tail.
 final class OutputTail: Sendable {
-    private let state: WaitableState<(bytes: Data, done: Bool)>
+    private let state: WaitableState<(bytes: Data, done: Bool, lines: LineTail)>
     let limit: Int
 
-    init(limit: Int) {
+    init(limit: Int, lines: Int) {
         self.limit = limit
-        state = WaitableState((Data(), false))
+        state = WaitableState((Data(), false, LineTail(keep: lines)))
     }
 
     func copy(from fd: Int32) {
@@ -111,7 +112,9 @@ final class OutputTail: Sendable {
             guard count > 0 else { return }
             // Ours may be closed or full: the child's output is still kept for the report.
             _ = buffer.withUnsafeBytes { SystemCalls.live.writeAll(STDERR_FILENO, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            let now = SystemCalls.live.now()
             state.update { state in
+                state.lines.append(buffer[0..<count], at: now)
                 state.bytes.append(contentsOf: buffer[0..<count])
                 // Trimmed when twice the limit: each byte is copied a bounded number of
                 // times, however much the program writes.
@@ -124,11 +127,59 @@ final class OutputTail: Sendable {
 
     /// The tail once the stream ended, or as it is after `waitingAtMostMs` (a grandchild may
     /// keep the stream open after the child ended).
-    func finish(waitingAtMostMs: Int) -> Data {
+    func finish(waitingAtMostMs: Int) -> (bytes: Data, lines: [Breadcrumb]) {
         let clock = SystemClock()
         return state.wait(until: clock.now().advanced(byMilliseconds: waitingAtMostMs), clock: clock, for: { $0.done }) { state, _ in
-            Data(state.bytes.suffix(limit))
+            (Data(state.bytes.suffix(limit)), state.lines.breadcrumbs)
         }
+    }
+}
+
+/// The last lines of a stream, each with the time it came, as `stderr` breadcrumbs
+/// (SPEC B-1: `run` turns the watched program's standard error into breadcrumbs).
+struct LineTail: Sendable {
+    let keep: Int
+    private var lines: [Breadcrumb] = []
+    private var partial: [UInt8] = []
+    private var partialSince: Date?
+    private var count: UInt64 = 0
+
+    init(keep: Int) { self.keep = keep }
+
+    /// The longest line kept whole; the rest of a longer one is cut (a breadcrumb holds a line).
+    static let lineMaxBytes = 1024
+
+    mutating func append(_ bytes: ArraySlice<UInt8>, at time: Date) {
+        guard keep > 0 else { return }
+        for byte in bytes {
+            if byte == UInt8(ascii: "\n") {
+                close(at: time)
+            } else if partial.count < Self.lineMaxBytes {
+                if partial.isEmpty { partialSince = time }
+                partial.append(byte)
+            }
+        }
+    }
+
+    /// The lines kept, oldest first, with the unfinished last one.
+    var breadcrumbs: [Breadcrumb] {
+        var copy = self
+        copy.close(at: partialSince ?? SystemCalls.live.now())
+        return copy.lines
+    }
+
+    private mutating func close(at time: Date) {
+        defer {
+            partial = []
+            partialSince = nil
+        }
+        // A carriage return ends a line as written to a terminal.
+        while partial.last == UInt8(ascii: "\r") { partial.removeLast() }
+        guard !partial.isEmpty else { return }
+        count += 1
+        let text = String(decoding: ReportContent.completeCharacters(partial), as: UTF8.self)
+        lines.append(Breadcrumb(sequence: count, timestamp: partialSince ?? time, level: .info, category: "stderr", message: text))
+        if lines.count > keep { lines.removeFirst(lines.count - keep) }
     }
 }
 

@@ -102,7 +102,10 @@ enum StatusCommand {
         let quarantine: [QuarantineEntry]
         let unreadable: [(rowID: Int64, reason: String)]
         let evicted: Repository.EvictionTotals
+        let sessions: [Repository.ReleaseSessions]
+        let window = configuration.sessions.windowDays
         do {
+            sessions = try repository?.sessionsByRelease(since: SystemCalls.live.now().addingTimeInterval(-Double(window) * 86_400)) ?? []
             quarantine = try repository?.quarantined() ?? []
             unreadable = try repository?.unreadableRecords() ?? []
             evicted = try repository?.evictionTotals() ?? Repository.EvictionTotals()
@@ -112,7 +115,7 @@ enum StatusCommand {
         for row in unreadable { writeStandardError("reporthost: warn: \(row.reason); it is skipped and kept as it is\n") }
         let status = StatusReport(
             records: records, databaseBytes: repository?.databaseBytes ?? 0, quarantine: quarantine, unreadable: unreadable,
-            evicted: evicted)
+            evicted: evicted, sessions: sessions, windowDays: window)
         if arguments.flag("json") {
             // Every record unless --limit says otherwise: scripts read this list.
             output.write(status.json(limit: arguments.value("limit") == nil ? nil : limit).serialized(pretty: true) + "\n")
@@ -143,6 +146,9 @@ struct StatusReport {
     let unreadable: [(rowID: Int64, reason: String)]
     /// Records evicted by the storage limits since the repository was created (D-12).
     let evicted: Repository.EvictionTotals
+    /// Sessions per release that started in the last `windowDays` (SPEC B-2).
+    let sessions: [Repository.ReleaseSessions]
+    let windowDays: Int
 
     /// Records that still wait to be sent (a first attempt, a retry, or held).
     var waiting: [Repository.Summary] { records.filter { [.awaitingFirstAttempt, .retry, .held, .submitting].contains($0.state) } }
@@ -195,7 +201,37 @@ struct StatusReport {
             ("crash_points", .array(FaultPoint.allCases.map { .string($0.rawValue) })),
             ("quarantine", .array(quarantine.map(\.json))),
             ("unreadable_records", .array(unreadable.map { .object([("row", .int($0.rowID)), ("reason", .string($0.reason))]) })),
+            ("sessions", .object([
+                ("window_days", .int(windowDays)),
+                ("releases", .array(sessions.map { release in
+                    .object([
+                        ("release", .optional(release.release)),
+                        ("sessions", .int(release.sessions)),
+                        ("ended", .int(release.ended)),
+                        ("crashed", .int(release.crashed)),
+                        ("abnormal_exit", .int(release.abnormalExit)),
+                        ("crash_free", release.crashFree.map { .number($0) } ?? .null),
+                    ])
+                })),
+            ])),
         ])
+    }
+
+    /// SPEC B-2: "2.3.0: 70.0% crash-free (7 of 10 sessions)", a release a line.
+    var sessionLines: [String] {
+        guard !sessions.isEmpty else { return [] }
+        return ["sessions in the last \(windowDays) days, by release:"] + sessions.map { release in
+            let name = release.release ?? "(no release)"
+            let running = release.sessions - release.ended
+            let still = running > 0 ? "; \(running) running" : ""
+            guard let rate = release.crashFree else { return "  \(name): no session ended yet\(still)" }
+            let free = release.ended - release.crashed - release.abnormalExit
+            let percent = (rate * 1000).rounded() / 10
+            let causes = [(release.crashed, "crashed"), (release.abnormalExit, "ended abnormally")].filter { $0.0 > 0 }
+                .map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+            return "  \(name): \(percent)% crash-free (\(free) of \(release.ended) sessions)"
+                + (causes.isEmpty ? "" : "; \(causes)") + still
+        }
     }
 
     /// A summary (counts by state and type, the oldest waiting, the next attempt, held
@@ -254,6 +290,7 @@ struct StatusReport {
             text += "\n"
         }
         let tail = unreadable.map { "  row \($0.rowID): unreadable, skipped (\($0.reason))" } + QuarantineCommand.lines(quarantine)
+            + sessionLines
         return tail.isEmpty ? text : text + tail.joined(separator: "\n") + "\n"
     }
 }

@@ -10,7 +10,7 @@ import Host
 /// one (SIGKILL, the OOM killer). Standard input and output are the child's; signals sent to
 /// `run` are passed on; `run` exits with the child's status (128 + the signal that ended it).
 enum RunCommand {
-    static let options: [String: Bool] = Arguments.common.merging(["attach-output": true]) { a, _ in a }
+    static let options: [String: Bool] = Arguments.common.merging(["attach-output": true, "stderr-breadcrumbs": true]) { a, _ in a }
 
     /// The preloaded library, beside the `reporthost` executable.
     static let captureLibrary = "libreporthost-capture.so"
@@ -40,18 +40,27 @@ enum RunCommand {
 
         // Handlers before the child: a signal sent to `run` is never fatal to it (which would
         // orphan the child), and one sent while the child starts still reaches it.
+        // Its standard error goes through a pipe (copied to ours) when its last lines become
+        // breadcrumbs (SPEC B-1) or its tail an attachment; else the program has ours.
+        let crumbLines = try stderrBreadcrumbs(arguments, default: configuration.breadcrumbsMax)
+        let startedAt = SystemCalls.live.now()
         let child = try SignalForwarding.start {
             try ChildProgram.spawn(
                 arguments.trailing, environment: environment, standardOutput: output.fileDescriptor,
-                captureStandardError: keepBytes != nil)
+                captureStandardError: keepBytes != nil || crumbLines > 0)
         }
-        let tail = keepBytes.map { child.teeStandardError(keeping: $0) }
+        let tail = keepBytes != nil || crumbLines > 0 ? child.teeStandardError(keeping: keepBytes ?? 0, lines: crumbLines) : nil
         child.awaitExit()
+        let endedAt = SystemCalls.live.now()
         SignalForwarding.stop()
         let ended = child.wait()
-        let exit = ProgramExit(
+        let kept = tail?.finish(waitingAtMostMs: 3_000)
+        var exit = ProgramExit(
             program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
-            output: tail?.finish(waitingAtMostMs: 3_000), pid: child.pid)
+            output: keepBytes == nil ? nil : kept?.bytes, pid: child.pid)
+        exit.breadcrumbs = kept?.lines ?? []
+        exit.startedAt = startedAt
+        exit.endedAt = endedAt
         if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
 
         // What it left, recovered now: `start` stores its crash files or an abnormal exit, and
@@ -71,6 +80,17 @@ enum RunCommand {
             writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")
         }
         return exit.status
+    }
+
+    /// `--stderr-breadcrumbs N`: how many of the program's last standard-error lines become
+    /// breadcrumbs (0: none, and its standard error is ours, not a pipe); `breadcrumbs.max`
+    /// by default.
+    static func stderrBreadcrumbs(_ arguments: Arguments, default lines: Int) throws -> Int {
+        guard let text = arguments.value("stderr-breadcrumbs") else { return lines }
+        guard let count = Int(text), (0...10_000).contains(count) else {
+            throw UsageError("--stderr-breadcrumbs '\(text)' is not a count of lines from 0 to 10000")
+        }
+        return count
     }
 
     /// `--attach-output KB`: 1 … 3072 (the 3 MB attachment limit).

@@ -61,6 +61,9 @@ enum ShowCommand {
                 + (record.nextAttemptAt.map { ", next \(ReportDocument.timestamp($0))" } ?? "")
                 + (record.outcome.map { ", \($0)" } ?? "") + (record.held.map { ", held: \($0)" } ?? ""),
         ]
+        if document.duplicates > 1 {
+            lines.append("  \(document.duplicates) identical crashes (same signal, top frames and build ids) counted on this record")
+        }
         if record.state == .terminal {
             // Terminal rows keep their id, type and outcome only (SPEC D-9).
             lines.append("  its content was removed when it became terminal (\(ReportDocument.timestamp(record.updatedAt))): only its id, type and outcome are kept")
@@ -83,8 +86,17 @@ enum ShowCommand {
             lines += document.internalLog.map { "  \($0.level.name) [\($0.handler)] \($0.message)" }
         }
         lines += changeLines(document.changes)
+        lines += breadcrumbLines(content.breadcrumbs)
         if let crash = record.crash { lines += CrashText.lines(crash) }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// What the program did before the report (SPEC B-1), oldest first, under `breadcrumbs:`;
+    /// nothing when there are none.
+    static func breadcrumbLines(_ breadcrumbs: [Breadcrumb]) -> [String] {
+        breadcrumbs.isEmpty ? [] : ["breadcrumbs (\(breadcrumbs.count), oldest first):"] + breadcrumbs.map { crumb in
+            "  \(Breadcrumb.timestamp(crumb.timestamp)) \(crumb.level.name.padded(toLength: 5)) [\(TerminalText.visible(crumb.category))] \(TerminalText.visible(crumb.message))"
+        }
     }
 
     /// The change trail, an entry a line (SPEC T-1), under `changes:`; nothing when empty.

@@ -48,6 +48,9 @@ package enum BacktraceReport {
         set("reporthost.trigger", document.trigger.name)
         set("severity", document.content.severity > 0 ? String(document.content.severity) : nil)
         set("user.email", document.content.email)
+        // Backtrace's SDKs name the last breadcrumb sent with the report.
+        set("breadcrumbs.lastId", document.content.breadcrumbs.last.map { String($0.sequence) })
+        if document.trigger == .crash { set("reporthost.duplicates", String(document.duplicates)) }
 
         var annotations: [(String, JSONValue)] = []
         if let description = document.content.description { annotations.append(("Description", .string(description))) }
@@ -87,6 +90,36 @@ package enum BacktraceReport {
         fields.append(("annotations", .object(annotations)))
         fields.append(("classifiers", .array(document.content.labels.map(JSONValue.string))))
         return .object(fields)
+    }
+
+    /// The report's breadcrumbs as Backtrace's own SDKs send them: an attachment named
+    /// `bt-breadcrumbs-0` holding a JSON array of `{id, timestamp (Unix ms), level, type,
+    /// message, attributes}`, oldest first. nil when the report has none.
+    package static func breadcrumbsPart(_ document: ReportDocument) -> MultipartBody.InlinePart? {
+        guard !document.content.breadcrumbs.isEmpty else { return nil }
+        let entries = document.content.breadcrumbs.map { crumb -> JSONValue in
+            .object([
+                ("id", .int(Int(clamping: crumb.sequence))),
+                ("timestamp", .int(Int((crumb.timestamp.timeIntervalSince1970 * 1000).rounded(.down)))),
+                ("level", .string(backtraceLevel(crumb.level))),
+                ("type", .string(crumb.category == Breadcrumb.hostCategory ? "system" : crumb.category == "stderr" ? "log" : "manual")),
+                ("message", .string(crumb.message)),
+                ("attributes", .object([("category", .string(crumb.category))])),
+            ])
+        }
+        return MultipartBody.InlinePart(
+            name: "attachment_bt-breadcrumbs-0", filename: "bt-breadcrumbs-0", type: "application/json",
+            bytes: Array(JSONValue.array(entries).serialized().utf8))
+    }
+
+    /// Backtrace's breadcrumb level names.
+    private static func backtraceLevel(_ level: LogLevel) -> String {
+        switch level {
+        case .debug: "debug"
+        case .info: "info"
+        case .warn: "warning"
+        case .error: "error"
+        }
     }
 
     /// The crash payload but its threads, as `annotations["Crash"]`: module paths with the

@@ -231,13 +231,15 @@ package struct Deliverer: Sendable {
         document.content.attachments = present.map(\.attachment)
         let multipart = MultipartBody()
         let json = BacktraceReport.json(document, crash: record.crash, sendChanges: configuration.privacy.sendChanges)
+        let inline = BacktraceReport.breadcrumbsPart(document).map { [$0] } ?? []
         guard !present.isEmpty else {
             return Attempt(
-                record: record, body: RequestBody(contentType: multipart.contentType, bytes: multipart.bytes(json: json)),
+                record: record, body: RequestBody(contentType: multipart.contentType, bytes: multipart.bytes(json: json, inline: inline)),
                 hasCopies: !files.isEmpty)
         }
         try multipart.write(
-            json: json, attachments: present.map { ($0.attachment.name, $0.attachment.filename, $0.file) }, to: file, system: system)
+            json: json, inline: inline, attachments: present.map { ($0.attachment.name, $0.attachment.filename, $0.file) }, to: file,
+            system: system)
         return Attempt(record: record, body: RequestBody(contentType: multipart.contentType, file: file), hasCopies: true)
     }
 

@@ -18,8 +18,24 @@ package struct MultipartBody: Sendable {
     /// Writes `upload_file` (the JSON report) and one `attachment_<name>` part per file, each
     /// streamed from its copy (at most 3 MB, a regular file). Any failed write (a full disk)
     /// or unreadable copy is an error: no request is built, the record stays as it is.
+    /// A part made from bytes in memory (Backtrace's `bt-breadcrumbs-0`), not a copy's file.
+    package struct InlinePart: Sendable, Equatable {
+        package var name: String
+        package var filename: String
+        package var type: String
+        package var bytes: [UInt8]
+
+        package init(name: String, filename: String, type: String, bytes: [UInt8]) {
+            self.name = name
+            self.filename = filename
+            self.type = type
+            self.bytes = bytes
+        }
+    }
+
     package func write(
-        json: JSONValue, attachments: [(name: String, filename: String, file: URL)], to url: URL, system: SystemCalls = .live
+        json: JSONValue, inline: [InlinePart] = [], attachments: [(name: String, filename: String, file: URL)], to url: URL,
+        system: SystemCalls = .live
     ) throws(StorageError) {
         let fd: Int32
         switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
@@ -33,6 +49,12 @@ package struct MultipartBody: Sendable {
             }
         }
         try put(reportPart(json))
+        for part in inline {
+            let text = inlinePart(part)
+            if case .failure(let error) = system.writeAll(fd, Data(text)) {
+                throw StorageError(path: url.path, message: "cannot write the request body (\(error))")
+            }
+        }
         for attachment in attachments {
             try put(part("attachment_\(Self.sanitize(attachment.name))", filename: Self.sanitize(attachment.filename), type: "application/octet-stream"))
             if case .failure(let failure) = system.stream(attachment.file.path, to: fd, limit: ReportContent.attachmentMaxBytes) {
@@ -45,8 +67,14 @@ package struct MultipartBody: Sendable {
 
     /// The body of a report without attachments, in memory: the same bytes `write` writes
     /// with no attachment.
-    package func bytes(json: JSONValue) -> [UInt8] {
-        Array((reportPart(json) + "--\(boundary)--\r\n").utf8)
+    package func bytes(json: JSONValue, inline: [InlinePart] = []) -> [UInt8] {
+        Array(reportPart(json).utf8) + inline.flatMap(inlinePart) + Array("--\(boundary)--\r\n".utf8)
+    }
+
+    /// An inline part with the line break that ends it.
+    private func inlinePart(_ inline: InlinePart) -> [UInt8] {
+        Array(part(Self.sanitize(inline.name), filename: Self.sanitize(inline.filename), type: inline.type).utf8) + inline.bytes
+            + Array("\r\n".utf8)
     }
 
     /// The `upload_file` part: the JSON report, with the line break that ends it.

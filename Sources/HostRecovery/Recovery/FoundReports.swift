@@ -69,6 +69,7 @@ enum FoundReports {
         if let program {
             content.attributes["reporthost.program"] = program.program
             if let output = standardError(of: program) { content.attachments.append(output) }
+            content.breadcrumbs = program.breadcrumbs
         }
         return make(.crash, content, notes, createdAt: crash.time)
     }
@@ -105,6 +106,7 @@ enum FoundReports {
             "reporthost.program": exit.program, "reporthost.exit_signal": signalName, "reporthost.exit_status": "\(exit.status)",
         ]) { _, exit in exit }
         if let output = standardError(of: exit) { content.attachments = [output] }
+        content.breadcrumbs = exit.breadcrumbs
         let cause = "\(exit.program) (session \(exit.session)) ended by \(signalName) (a signal the crash writer cannot catch, or before it was installed)"
         return make(.abnormalExit, content, [note(.info, cause)], createdAt: SystemCalls.live.now())
     }

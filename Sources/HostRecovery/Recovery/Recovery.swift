@@ -36,7 +36,10 @@ package struct Recovery {
             try resumePurges()
             if let watched, watched.endedNormally { try discardCrashFiles(of: watched) }
             let saved = try saveCrashFiles(crashFiles(), watched: watched, batch: batch)
-            if let watched { try recordKilled(watched, savedNow: saved) }
+            if let watched {
+                try recordKilled(watched, savedNow: saved)
+                try recordSession(of: watched, savedNow: saved)
+            }
             try recordAbnormalExits(currentSession: currentSession)
         }
     }

@@ -22,6 +22,11 @@ public struct ProgramExit: Sendable, Equatable {
     /// The watched process itself (nil: not known). A process it forked writes crash files
     /// under the same session with a pid of its own.
     public var pid: pid_t?
+    /// Its last standard-error lines (`run`), the breadcrumbs of its reports (SPEC B-1).
+    public var breadcrumbs: [Breadcrumb] = []
+    /// When it started and ended (its session in the history, SPEC B-2); nil: not known.
+    public var startedAt: Date?
+    public var endedAt: Date?
 
     public init(program: String, session: String, signal: Int32?, status: Int32, output: Data?, pid: pid_t? = nil) {
         self.program = program
@@ -69,6 +74,17 @@ extension Recovery {
         log.info("\(exit.program) ended by \(signalName) without a crash file: recorded as an abnormal exit")
     }
 
+    /// The watched program's session in the history (SPEC B-2): crashed when it left a crash
+    /// file of its own, ended abnormally when a signal ended it without one, clean otherwise.
+    func recordSession(of exit: ProgramExit, savedNow: [String] = []) throws(StorageError) {
+        let crashed = savedNow.contains(where: exit.wrote) || leftCrashFiles(exit)
+        let end: Repository.SessionEnd = crashed ? .crashed : exit.signal != nil ? .abnormalExit : .clean
+        let now = SystemCalls.live.now()
+        try repository.recordWatchedSession(
+            exit.session, startedAt: exit.startedAt ?? now, endedAt: exit.endedAt ?? now, end: end,
+            history: Repository.SessionStart(release: host.release, limits: host.configuration.sessions))
+    }
+
     /// What a secondary records of a watched program: it recovers nothing (I-2), so crash
     /// files of a fault the program survived are discarded, the others left for the process
     /// holding the repository; a death that left none is recorded here.
@@ -78,6 +94,7 @@ extension Recovery {
             log.info("\(exit.program)'s crash file is left for the process holding the repository, or the next launch")
         }
         try recordKilled(exit)
+        try recordSession(of: exit)
     }
 
     private func leftCrashFiles(_ exit: ProgramExit) -> Bool {

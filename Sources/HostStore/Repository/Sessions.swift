@@ -117,6 +117,9 @@ extension Repository {
     /// Sessions that started at or after `since`, per release (most sessions first).
     package func sessionsByRelease(since: Date) throws(StorageError) -> [ReleaseSessions] {
         var byRelease: [String?: ReleaseSessions] = [:]
+        // `status` reads a repository an older host made without migrating it.
+        let hasHistory = try database.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_history'")
+        guard !hasHistory.isEmpty else { return [] }
         let rows = try database.query(
             "SELECT release, end, COUNT(*) FROM session_history WHERE started_at >= ? GROUP BY release, end",
             [.integer(Self.milliseconds(since))])
