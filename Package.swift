@@ -106,6 +106,7 @@ let package = Package(
             name: "HostTests",
             dependencies: [
                 "Host", "HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "HostTestSupport", "PluginAPI",
+                "Breadcrumbs",
             ]),
         .testTarget(name: "ReceiverTests", dependencies: ["Host", "Receiver", "HostTestSupport"]),
         .testTarget(

@@ -55,7 +55,7 @@ bool rh_crumb_ring_valid(const void *base, size_t bytes, uint32_t *slots_out) {
     return true;
 }
 
-/* FNV-1a, 64 bits, over the slot's fields and text (the sequence included). */
+/* FNV-1a, 64 bits. */
 static uint64_t fnv(uint64_t hash, const void *bytes, size_t len) {
     const unsigned char *at = bytes;
     for (size_t i = 0; i < len; i++) {
@@ -65,14 +65,19 @@ static uint64_t fnv(uint64_t hash, const void *bytes, size_t len) {
     return hash;
 }
 
-static uint64_t slot_checksum(uint64_t sequence, const ring_slot *slot) {
+/* The checksum of a slot's content: over the values themselves, never read back from the
+ * shared slot, so two writers that met in one slot (a ring lapped while a writer was
+ * preempted) leave a checksum that matches neither's mix. */
+static uint64_t checksum(uint64_t sequence, int64_t timestamp_ms, int32_t level, uint16_t category_len, uint16_t message_len,
+                         const char *category, const char *message) {
     uint64_t hash = 0xcbf29ce484222325ull;
     hash = fnv(hash, &sequence, sizeof sequence);
-    hash = fnv(hash, &slot->timestamp_ms, sizeof slot->timestamp_ms);
-    hash = fnv(hash, &slot->level, sizeof slot->level);
-    hash = fnv(hash, &slot->category_len, sizeof slot->category_len);
-    hash = fnv(hash, &slot->message_len, sizeof slot->message_len);
-    return fnv(hash, slot->text, (size_t)slot->category_len + slot->message_len);
+    hash = fnv(hash, &timestamp_ms, sizeof timestamp_ms);
+    hash = fnv(hash, &level, sizeof level);
+    hash = fnv(hash, &category_len, sizeof category_len);
+    hash = fnv(hash, &message_len, sizeof message_len);
+    hash = fnv(hash, category, category_len);
+    return fnv(hash, message, message_len);
 }
 
 /* `len` cut to at most `limit` bytes without splitting a UTF-8 sequence. */
@@ -105,7 +110,7 @@ uint64_t rh_crumb_write(void *base, int64_t timestamp_ms, int32_t level, const c
     slot->message_len = (uint16_t)message_len;
     memcpy(slot->text, category, category_len);
     memcpy(slot->text + category_len, message, message_len);
-    slot->checksum = slot_checksum(sequence, slot);
+    slot->checksum = checksum(sequence, timestamp_ms, level, (uint16_t)category_len, (uint16_t)message_len, category, message);
     atomic_store_explicit(&slot->sequence, sequence, memory_order_release);
     return sequence;
 }
@@ -124,7 +129,8 @@ void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx,
             atomic_thread_fence(memory_order_acquire);
             uint64_t after = atomic_load_explicit(&shared->sequence, memory_order_relaxed);
             if (after != before || (size_t)copy.category_len + copy.message_len > RH_CRUMB_TEXT_MAX
-                || slot_checksum(before, &copy) != copy.checksum) {
+                || checksum(before, copy.timestamp_ms, copy.level, copy.category_len, copy.message_len, copy.text,
+                            copy.text + copy.category_len) != copy.checksum) {
                 torn++;
                 continue;
             }

@@ -1,0 +1,210 @@
+import Breadcrumbs
+import Foundation
+@testable import Host
+@testable import HostCapture
+@testable import HostCore
+@testable import HostDelivery
+@testable import HostPlugins
+@testable import HostRecovery
+@testable import HostStore
+import HostTestSupport
+import Testing
+
+/// The breadcrumb ring (SPEC B-1), session history (B-2) and crash-loop records (B-3) over
+/// real files and a real repository.
+@Suite struct BreadcrumbTests {
+    let folder = makeTemporaryDirectory("breadcrumbs")
+
+    func ring(slots: Int) throws -> BreadcrumbRing {
+        try BreadcrumbRing.create(at: folder.appendingPathComponent("\(UUID().uuidString).ring").path, slots: slots).get()
+    }
+
+    @Test("B-1: the ring keeps the last N breadcrumbs, oldest first, read back from its file")
+    func lastInOrder() throws {
+        let ring = try ring(slots: 100)
+        for index in 1...150 { ring.write(index % 2 == 0 ? .warn : .info, category: "app", "step \(index)") }
+        let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
+        #expect(read.torn == 0)
+        #expect(read.crumbs.map(\.message) == (51...150).map { "step \($0)" })
+        #expect(read.crumbs.map(\.sequence) == (51...150).map(UInt64.init))
+        #expect(read.crumbs.first?.level == .info && read.crumbs.first?.category == "app")
+        #expect(BreadcrumbRing.read(fileAt: ring.path, last: 10)?.crumbs.map(\.message) == (141...150).map { "step \($0)" })
+    }
+
+    @Test("B-1: a slot whose bytes do not match its checksum is skipped and counted, never shown")
+    func tornSlotSkipped() throws {
+        let ring = try ring(slots: 8)
+        for index in 1...8 { ring.write(.info, category: "app", "message number \(index)") }
+        // Damage one byte of the third slot's message, as a half-finished write would leave it.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: ring.path))
+        let offset = UInt64(RH_CRUMB_HEADER_BYTES + 2 * RH_CRUMB_SLOT_BYTES + RH_CRUMB_SLOT_FIELDS + 5)
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: Data("X".utf8))
+        try handle.close()
+        let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
+        #expect(read.torn == 1)
+        #expect(read.crumbs.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
+    }
+
+    @Test("B-1: eight threads writing while another reads: every breadcrumb read is one that was written")
+    func concurrentWritersNeverTorn() async throws {
+        let ring = try ring(slots: 64)
+        // Each message says who wrote it and carries a payload its number determines.
+        func message(_ thread: Int, _ index: Int) -> String {
+            "t\(thread) n\(index) " + String(repeating: Character(Unicode.Scalar(UInt8(97 + (thread + index) % 26))), count: (index * 7) % 300)
+        }
+        let written = 20_000
+        await withTaskGroup(of: Void.self) { group in
+            for thread in 0..<8 {
+                group.addTask { for index in 0..<written { ring.write(.info, category: "t\(thread)", message(thread, index)) } }
+            }
+            group.addTask {
+                for _ in 0..<200 {
+                    for crumb in ring.read(last: 64) {
+                        let fields = crumb.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+                        guard fields.count >= 2, let thread = Int(fields[0].dropFirst()), let index = Int(fields[1].dropFirst()) else {
+                            Issue.record("a breadcrumb no writer wrote: \(crumb.message.prefix(80))")
+                            continue
+                        }
+                        #expect(crumb.message == message(thread, index) && crumb.category == "t\(thread)")
+                    }
+                }
+            }
+        }
+        let last = ring.read(last: 64)
+        #expect(last.count == 64)
+        #expect(last.last?.sequence == UInt64(8 * written))
+    }
+
+    @Test("B-1: a message longer than a slot is cut at a UTF-8 character boundary; an empty ring reads as none")
+    func longMessageCut() throws {
+        let ring = try ring(slots: 4)
+        #expect(ring.read(last: 10).isEmpty)
+        ring.write(.error, category: String(repeating: "c", count: 100), String(repeating: "é", count: 2_000))
+        let crumb = try #require(ring.read(last: 10).first)
+        #expect(crumb.category.utf8.count == Int(RH_CRUMB_CATEGORY_MAX))
+        #expect(crumb.message.utf8.count <= Int(RH_CRUMB_TEXT_MAX) - Int(RH_CRUMB_CATEGORY_MAX))
+        #expect(crumb.message.allSatisfy { $0 == "é" } && crumb.message.count > 400)
+        #expect(crumb.level == .error)
+    }
+
+    @Test("B-1: a file that is not a ring (wrong magic, too short, a folder) reads as nil, never a trap")
+    func notARing() throws {
+        let bad = folder.appendingPathComponent("bad.ring")
+        try Data(repeating: 0xAB, count: 4096).write(to: bad)
+        #expect(BreadcrumbRing.read(fileAt: bad.path, last: 10) == nil)
+        try Data("RHBC".utf8).write(to: bad)
+        #expect(BreadcrumbRing.read(fileAt: bad.path, last: 10) == nil)
+        #expect(BreadcrumbRing.read(fileAt: folder.path, last: 10) == nil)
+        #expect(BreadcrumbRing.read(fileAt: folder.appendingPathComponent("missing").path, last: 10) == nil)
+    }
+
+    @Test("B-1: the document carries breadcrumbs with millisecond timestamps, and reads them back")
+    func documentRoundTrip() throws {
+        var content = ReportContent()
+        let time = Date(timeIntervalSince1970: 1_796_184_660.123)
+        content.breadcrumbs = [Breadcrumb(sequence: 7, timestamp: time, level: .warn, category: "net", message: "retrying")]
+        var document = ReportDocument(id: randomUUID(), trigger: .crash, content: content, internalLog: [], createdAt: time)
+        document.duplicates = 4
+        let json = document.json
+        let first = try #require(json["breadcrumbs"]?.arrayValue?.first)
+        #expect(first["timestamp"]?.stringValue == "2026-12-02T04:11:00.123Z")
+        #expect(first["level"]?.stringValue == "warn" && first["category"]?.stringValue == "net" && first["message"]?.stringValue == "retrying")
+        #expect(json["duplicates"]?.intValue == 4)
+        let back = try #require(ReportDocument(json: JSONValue.parse(json.serialized())))
+        let crumb = try #require(back.content.breadcrumbs.first)
+        #expect(Breadcrumb.timestamp(crumb.timestamp) == "2026-12-02T04:11:00.123Z")
+        #expect(crumb.sequence == 7 && crumb.level == .warn && crumb.category == "net" && crumb.message == "retrying")
+        #expect(back.duplicates == 4)
+    }
+
+    // MARK: Sessions (B-2) and crash loops (B-3)
+
+    @Test("B-2: ten sessions with three crashed read 70.0% crash-free for their release; running ones are not ended")
+    func crashFreeRate() throws {
+        let repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
+        let start = Repository.SessionStart(release: "2.3.0", limits: SessionHistory())
+        for index in 0..<10 {
+            let id = "s\(index)"
+            try repository.markSession(id, history: start)
+            if index < 3 {
+                try repository.database.transaction { () throws(StorageError) in try repository.recordEnd(of: id, .crashed, at: nil) }
+            } else {
+                try repository.endSession(id)
+            }
+        }
+        try repository.markSession("other", history: Repository.SessionStart(release: "2.4.0", limits: SessionHistory()))
+        let rates = try repository.sessionsByRelease(since: Date(timeIntervalSince1970: 0))
+        let release = try #require(rates.first { $0.release == "2.3.0" })
+        #expect(release.sessions == 10 && release.ended == 10 && release.crashed == 3 && release.abnormalExit == 0)
+        #expect(release.crashFree == 0.7)
+        let running = try #require(rates.first { $0.release == "2.4.0" })
+        #expect(running.sessions == 1 && running.ended == 0 && running.crashFree == nil)
+    }
+
+    @Test("B-2: the history keeps at most maxCount sessions, the newest")
+    func historyBounded() throws {
+        let repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
+        var limits = SessionHistory()
+        limits.maxCount = 5
+        for index in 0..<12 {
+            try repository.markSession("s\(index)", history: Repository.SessionStart(release: "1", limits: limits))
+            try repository.endSession("s\(index)")
+        }
+        let kept = try repository.database.query("SELECT id FROM session_history ORDER BY started_at, rowid").compactMap { $0.first?.string }
+        #expect(kept == (7..<12).map { "s\($0)" })
+    }
+
+    @Test("B-3: crashed and abnormal sessions in a row are counted back to the last clean end; live ones are passed over")
+    func consecutive() throws {
+        let repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
+        let start = Repository.SessionStart(release: nil, limits: SessionHistory())
+        try repository.markSession("clean", history: start)
+        try repository.endSession("clean")
+        try repository.markSession("crashed", history: start)
+        try repository.database.transaction { () throws(StorageError) in try repository.recordEnd(of: "crashed", .crashed, at: nil) }
+        try repository.markSession("killed", history: start)  // still marked: no process holds it
+        let alive = try repository.holdAlive("alive")
+        defer { alive.release() }
+        try repository.markSession("alive", history: start)
+        try repository.markSession("now", history: start)
+        #expect(try repository.consecutiveCrashes(before: "now") == 2)
+        try repository.endSession("killed")
+        #expect(try repository.consecutiveCrashes(before: "now") == 0, "a clean end resets the count")
+    }
+
+    @Test("B-3: a thousand identical crash files become one record counting 1000; another crash and an abnormal exit stay apart")
+    func identicalCrashesCounted() throws {
+        let repoFolder = folder.appendingPathComponent("repo")
+        let repository = try Repository.open(folder: repoFolder)
+        try FileManager.default.createDirectory(at: repository.crashesFolder, withIntermediateDirectories: true)
+        func crashFile(session: String, frames: [String], time: Int) -> String {
+            (["reporthost-crash 1", "session \(session)", "signal 11", "code 1", "address 0x0", "thread 7", "time \(time)",
+              "module 0x400000 0x500000 /usr/bin/app 0123abcd", "module 0x7f0000 0x7f8000 /lib/libc.so.6 feedbeef"]
+                + frames.map { "frame \($0)" } + ["end"]).joined(separator: "\n") + "\n"
+        }
+        for index in 0..<1_000 {
+            // Each under its own session, as a program that crashes at every start leaves them.
+            let text = crashFile(session: "loop-\(index)", frames: ["0x401234", "0x402000", "0x7f0100"], time: 1_700_000_000 + index)
+            try text.write(to: repository.crashesFolder.appendingPathComponent("loop-\(index)-1-1-1-1.crash"), atomically: false, encoding: .utf8)
+        }
+        try crashFile(session: "other", frames: ["0x409999", "0x7f0100"], time: 1_700_000_500)
+            .write(to: repository.crashesFolder.appendingPathComponent("other-1-1-1-1.crash"), atomically: false, encoding: .utf8)
+        try repository.markSession("killed-1")
+        try repository.markSession("killed-2")
+        let host = try TestHost.make { $0.repository = repoFolder.path }
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        try session.recover()
+        let records = try #require(try Repository.openForReading(folder: repoFolder)).records()
+        let crashes = records.filter { $0.trigger == .crash }
+        #expect(crashes.map(\.document.duplicates).sorted() == [1, 1_000])
+        #expect(records.filter { $0.trigger == .abnormalExit }.count == 2, "abnormal exits carry no frames: never merged")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: repository.crashesFolder.path).filter { $0.hasSuffix(".crash") }.isEmpty)
+        // The loop's sessions are crashed ones, not abnormal exits (their crash is counted elsewhere).
+        let loop = try #require(crashes.first { $0.document.duplicates == 1_000 })
+        let wire = BacktraceReport.json(loop.document, crash: loop.crash)
+        #expect(wire["attributes"]?["reporthost.duplicates"]?.stringValue == "1000")
+    }
+}
