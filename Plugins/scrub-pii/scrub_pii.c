@@ -1,6 +1,7 @@
 /* scrub-pii: removes personal data and secrets from a report before it leaves the machine:
- * summary, description, every attribute value (but those of `safeAttributes`), every label and
- * every text attachment go through rh_scrub_styled (scrub.c), then the `extraPatterns`. It runs
+ * summary, description, every attribute value (but those of `safeAttributes`), every label,
+ * every breadcrumb's message (ABI 1.1) and every text attachment go through rh_scrub_styled
+ * (scrub.c), then the `extraPatterns`. It runs
  * in both callbacks, so it also sees what other handlers added before it. Idempotent. Its
  * options (options.c) come from the host's options_json (ABI 1.1); a 1.0 host gives none. */
 #include <reporthost/plugin.h>
@@ -155,6 +156,30 @@ static void scrub_attachments(rh_report *r) {
     }
 }
 
+/* Breadcrumbs (ABI 1.1): each message scrubbed and set again by its index when it changed;
+   set_breadcrumb_message changes one message in place, so the indexes of the snapshot hold. */
+struct breadcrumb_visit {
+    rh_report *report;
+};
+
+static bool scrub_breadcrumb(void *context, size_t index, const char *timestamp, int32_t level, const char *category,
+                             const char *message) {
+    (void)timestamp;
+    (void)level;
+    (void)category;
+    struct breadcrumb_visit *visit = context;
+    char *cleaned = clean(message);
+    if (cleaned && strcmp(cleaned, message) != 0) host->set_breadcrumb_message(visit->report, index, cleaned);
+    free(cleaned);
+    return true;
+}
+
+static void scrub_breadcrumbs(rh_report *r) {
+    if (host->struct_size < offsetof(rh_host_api, set_breadcrumb_message) + sizeof host->set_breadcrumb_message) return;
+    struct breadcrumb_visit visit = {r};
+    host->each_breadcrumb(r, scrub_breadcrumb, &visit);
+}
+
 static void scrub(void *context, rh_report *r, bool is_terminating, rh_completion completion) {
     (void)context;
     (void)is_terminating;
@@ -162,6 +187,7 @@ static void scrub(void *context, rh_report *r, bool is_terminating, rh_completio
     scrub_field(r, host->description, host->set_description);
     host->each_attribute(r, scrub_attribute, r);
     scrub_labels(r);
+    scrub_breadcrumbs(r);
     scrub_attachments(r);
     completion();
 }

@@ -85,7 +85,7 @@ extension Catalogue {
 
 /// A field the scrubbing checks plant personal data in.
 package enum ScrubField: String, CaseIterable, Sendable {
-    case summary, description, attributes, labels, attachments
+    case summary, description, attributes, labels, breadcrumbs, attachments
 
     var summary: String {
         switch self {
@@ -93,6 +93,7 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .description: "personal data in the description is removed, and text that is not personal data stays"
         case .attributes: "personal data in an attribute value is removed, and text that is not personal data stays"
         case .labels: "personal data in a label is removed, and text that is not personal data stays"
+        case .breadcrumbs: "personal data in a breadcrumb's message is removed, and text that is not personal data stays (ABI 1.1)"
         case .attachments: "personal data in a text attachment is removed, and text that is not personal data stays"
         }
     }
@@ -107,6 +108,11 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .description: request.description = document.text
         case .attributes: request.attributes["context.text"] = document.text
         case .labels: request.labels = [document.text]
+        case .breadcrumbs:
+            request.breadcrumbs = [
+                Breadcrumb(sequence: 1, timestamp: SystemCalls.live.now(), level: .info, category: "app", message: "opened the settings"),
+                Breadcrumb(sequence: 2, timestamp: SystemCalls.live.now(), level: .info, category: "app", message: document.text),
+            ]
         case .attachments:
             request.attachments = [ReportRequest.ExtendedAttachment(
                 name: "session.log", filename: "session.log", data: Data(document.text.utf8))]
@@ -122,6 +128,7 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .description: return content.description ?? ""
         case .attributes: return content.attributes["context.text"] ?? ""
         case .labels: return content.labels.joined(separator: "\n")
+        case .breadcrumbs: return content.breadcrumbs.last?.message ?? ""
         case .attachments: return content.attachments.map { String(decoding: $0.data, as: UTF8.self) }.joined(separator: "\n")
         }
     }

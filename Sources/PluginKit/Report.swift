@@ -130,6 +130,55 @@ public struct Report: @unchecked Sendable {
 
     public func hasLabel(_ label: String) -> Bool { label.withCString { api.has_label(handle, $0) } }
 
+    // MARK: Breadcrumbs (ABI 1.1)
+
+    /// One breadcrumb: what the program did before the report (SPEC B-1).
+    public struct Breadcrumb: Sendable, Equatable {
+        /// ISO 8601 UTC with milliseconds.
+        public var timestamp: String
+        /// An `RH_LOG_*` value.
+        public var level: Int32
+        public var category: String
+        public var message: String
+    }
+
+    /// Whether the host's table holds the member at `offset` (a 1.0 host's does not).
+    private func has(_ offset: Int?) -> Bool {
+        guard let offset else { return false }
+        return Int(api.struct_size) >= offset + MemoryLayout<UnsafeRawPointer>.size
+    }
+
+    /// A snapshot, oldest first; empty on a 1.0 host.
+    public func breadcrumbs() throws(ReportError) -> [Breadcrumb] {
+        guard has(MemoryLayout<rh_host_api>.offset(of: \.each_breadcrumb)), let each = api.each_breadcrumb else { return [] }
+        final class Collector { var crumbs: [Breadcrumb] = [] }
+        let collector = Collector()
+        let status = each(handle, { context, _, timestamp, level, category, message in
+            Unmanaged<Collector>.fromOpaque(context!).takeUnretainedValue().crumbs.append(Breadcrumb(
+                timestamp: String(cString: timestamp!), level: level, category: String(cString: category!), message: String(cString: message!)))
+            return true
+        }, Unmanaged.passUnretained(collector).toOpaque())
+        try Self.check(status)
+        return collector.crumbs
+    }
+
+    /// Replaces the message of the breadcrumb at `index` (as `breadcrumbs()` numbers them).
+    /// Throws `.notFound` past the last one, and on a 1.0 host.
+    public func setBreadcrumbMessage(at index: Int, _ message: String) throws(ReportError) {
+        guard has(MemoryLayout<rh_host_api>.offset(of: \.set_breadcrumb_message)), let set = api.set_breadcrumb_message else {
+            throw ReportError(status: RH_ERR_NOT_FOUND)
+        }
+        try Self.check(message.withCString { set(handle, index, $0) })
+    }
+
+    /// Removes the breadcrumb at `index`; later ones move down one place.
+    public func removeBreadcrumb(at index: Int) throws(ReportError) {
+        guard has(MemoryLayout<rh_host_api>.offset(of: \.remove_breadcrumb)), let remove = api.remove_breadcrumb else {
+            throw ReportError(status: RH_ERR_NOT_FOUND)
+        }
+        try Self.check(remove(handle, index))
+    }
+
     // MARK: Attachments
 
     /// Adds an attachment to this callback's budget: three of at most 3 MB.

@@ -332,7 +332,7 @@ import Testing
         let partial = try plugin("summary-only", before: "on_before", extra: Self.summaryOnly)
         let (partialStatus, partialResults) = try await check(partial, ["--scrub", "--include", "^scrub-", "--seed", "7"])
         #expect(partialStatus == 1)
-        #expect(failing(partialResults) == ["scrub-description", "scrub-attributes", "scrub-labels", "scrub-attachments", "scrub-recall"])
+        #expect(failing(partialResults) == ["scrub-description", "scrub-attributes", "scrub-labels", "scrub-breadcrumbs", "scrub-attachments", "scrub-recall"])
         let data = PersonalData(seed: 7)
         let description = try #require(partialResults["scrub-description"]?.details)
         #expect(description.contains("--seed 7"))

@@ -233,7 +233,8 @@ package final class HostSession: Sendable {
     /// cancelled the dialog (nothing is stored).
     package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         var request = request
-        request.breadcrumbs = currentBreadcrumbs
+        // A request that brings its own (a check's planted ones) keeps them.
+        if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
         let report = host.makeReport(request)
         let slots = host.currentSlots
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp

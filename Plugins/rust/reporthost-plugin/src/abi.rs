@@ -35,6 +35,9 @@ pub type Setter = unsafe extern "C" fn(*mut rh_report, *const c_char) -> i32;
 pub type Visit = Option<unsafe extern "C" fn(*mut c_void, *const c_char) -> bool>;
 pub type VisitPair = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> bool>;
 pub type VisitAttachment = Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, usize) -> bool>;
+/// 1.1: one breadcrumb (index, timestamp, level, category, message).
+pub type VisitBreadcrumb =
+    Option<unsafe extern "C" fn(*mut c_void, usize, *const c_char, i32, *const c_char, *const c_char) -> bool>;
 
 #[repr(C)]
 pub struct rh_host_api {
@@ -73,9 +76,12 @@ pub struct rh_host_api {
     pub each_attachment: unsafe extern "C" fn(*mut rh_report, VisitAttachment, *mut c_void) -> i32,
     pub log: unsafe extern "C" fn(*mut rh_report, i32, *const c_char),
     pub set_host_attribute: unsafe extern "C" fn(*const c_char, *const c_char) -> i32,
-    // 1.1 (SPEC T-3): read only when `struct_size` covers them (a 1.0 host's table ends above).
+    // 1.1 (SPEC T-3, B-1): read only when `struct_size` covers them (a 1.0 host's table ends above).
     pub options_json: Option<HostGetter>,
     pub data_folder: Option<HostGetter>,
+    pub each_breadcrumb: Option<unsafe extern "C" fn(*mut rh_report, VisitBreadcrumb, *mut c_void) -> i32>,
+    pub set_breadcrumb_message: Option<unsafe extern "C" fn(*mut rh_report, usize, *const c_char) -> i32>,
+    pub remove_breadcrumb: Option<unsafe extern "C" fn(*mut rh_report, usize) -> i32>,
 }
 
 /// A getter with no report (`options_json`, `data_folder`).

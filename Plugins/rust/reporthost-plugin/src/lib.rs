@@ -41,6 +41,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// One breadcrumb of a report (ABI 1.1, SPEC B-1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breadcrumb {
+    /// ISO 8601 UTC with milliseconds.
+    pub timestamp: String,
+    /// An `RH_LOG_*` value: 0 debug, 1 info, 2 warn, 3 error.
+    pub level: i32,
+    pub category: String,
+    pub message: String,
+}
+
 /// Why a report function refused (the ABI's `RH_ERR_…`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Error {
@@ -273,6 +284,47 @@ impl Report<'_> {
     pub fn log(&self, level: LogLevel, message: &str) { log_to(self.host, self.raw, level, message) }
 
     /// `plugins.options.<slot>` as JSON text (ABI 1.1); `{}` when none or on a 1.0 host.
+    /// The report's breadcrumbs, oldest first (ABI 1.1); empty on a 1.0 host.
+    pub fn breadcrumbs(&self) -> Vec<Breadcrumb> {
+        unsafe extern "C" fn visit(
+            context: *mut c_void, _index: usize, timestamp: *const c_char, level: i32, category: *const c_char,
+            message: *const c_char,
+        ) -> bool {
+            let list = unsafe { &mut *(context as *mut Vec<Breadcrumb>) };
+            list.push(Breadcrumb { timestamp: text(timestamp), level, category: text(category), message: text(message) });
+            true
+        }
+        let mut list: Vec<Breadcrumb> = Vec::new();
+        if holds(self.host, std::mem::offset_of!(rh_host_api, each_breadcrumb)) {
+            if let Some(each) = self.host.each_breadcrumb {
+                unsafe { each(self.raw, Some(visit), &mut list as *mut _ as *mut c_void) };
+            }
+        }
+        list
+    }
+
+    /// Replaces the message of the breadcrumb at `index` (ABI 1.1); `NotFound` past the last
+    /// one, and on a 1.0 host.
+    pub fn set_breadcrumb_message(&self, index: usize, message: &str) -> Result<(), Error> {
+        let message = c_string(message)?;
+        match self.host.set_breadcrumb_message {
+            Some(set) if holds(self.host, std::mem::offset_of!(rh_host_api, set_breadcrumb_message)) => {
+                Error::check(unsafe { set(self.raw, index, message.as_ptr()) })
+            }
+            _ => Err(Error::NotFound),
+        }
+    }
+
+    /// Removes the breadcrumb at `index`; later ones move down (ABI 1.1).
+    pub fn remove_breadcrumb(&self, index: usize) -> Result<(), Error> {
+        match self.host.remove_breadcrumb {
+            Some(remove) if holds(self.host, std::mem::offset_of!(rh_host_api, remove_breadcrumb)) => {
+                Error::check(unsafe { remove(self.raw, index) })
+            }
+            _ => Err(Error::NotFound),
+        }
+    }
+
     pub fn options_json(&self) -> String {
         let covered = holds(self.host, std::mem::offset_of!(rh_host_api, options_json));
         covered.then(|| read_host(self.host.options_json)).flatten().unwrap_or_else(|| "{}".to_string())
