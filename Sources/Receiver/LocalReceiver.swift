@@ -35,6 +35,12 @@ package final class LocalReceiver: Sendable {
         package var answer: Response
     }
 
+    /// One metric event taken at `/api/<kind>/submit`.
+    package struct MetricEvent: Sendable {
+        package var kind: String
+        package var body: JSONValue
+    }
+
     package let port: UInt16
     package let folder: URL
     private let listener: Int32
@@ -44,6 +50,7 @@ package final class LocalReceiver: Sendable {
         var script: [Response]
         var chaos: Chaos?
         var received: [Received] = []
+        var metricEvents: [MetricEvent] = []
         var stopped = false
         /// Connections served now, by descriptor (removed before the descriptor is closed).
         var connections: [Int32: Connection] = [:]
@@ -159,6 +166,8 @@ package final class LocalReceiver: Sendable {
     /// The inbox's page (with `inbox`).
     package var inboxURL: String { "http://127.0.0.1:\(port)/" }
     package var received: [Received] { state.withLock { $0.received } }
+    /// The metric events taken, in order.
+    package var metricEvents: [MetricEvent] { state.withLock { $0.metricEvents } }
 
     /// Stops accepting (open connections finish their current request). The accept thread
     /// closes the listening socket itself when it wakes, so its descriptor number cannot be
@@ -330,11 +339,38 @@ package final class LocalReceiver: Sendable {
                 return
             }
             let request = HTTPRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
-            let keepOpen = isInboxRequest(request)
-                ? serveInbox(request, reader: &reader)
-                : submit(request, body: data, client: client, reader: &reader)
+            let keepOpen: Bool
+            if isInboxRequest(request) {
+                keepOpen = serveInbox(request, reader: &reader)
+            } else if let kind = Self.metricKind(request) {
+                keepOpen = takeMetricEvent(kind, body: data, request: request, reader: &reader)
+            } else {
+                keepOpen = submit(request, body: data, client: client, reader: &reader)
+            }
             if !keepOpen || headers["connection"]?.lowercased() == "close" { return }
         }
+    }
+
+    /// `unique-events` or `summed-events` for a POST to Backtrace's events endpoints
+    /// (`/api/<kind>/submit`), else nil.
+    static func metricKind(_ request: HTTPRequest) -> String? {
+        guard request.method == "POST" else { return nil }
+        let path = request.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
+        return ["unique-events", "summed-events"].first { path == "/api/\($0)/submit" }
+    }
+
+    /// Keeps a metric event (crash-free metrics, SPEC B-2): 200 for a JSON object, 400 else.
+    private func takeMetricEvent(_ kind: String, body: Data, request: HTTPRequest, reader: inout SocketReader) -> Bool {
+        var log = Inbox.Request(at: Date(), method: request.method, path: request.target, status: 400, chaos: false, report: nil)
+        defer { inbox?.record(log) }
+        guard let event = try? JSONValue.parse(body), event.objectValue != nil else {
+            reader.answer(400, "not a JSON object")
+            return true
+        }
+        state.withLock { $0.metricEvents.append(MetricEvent(kind: kind, body: event)) }
+        log.status = 200
+        reader.answer(200, "ok")
+        return true
     }
 
     /// Answers a submission: a chaos fault drawn for it, else the next scripted answer (a

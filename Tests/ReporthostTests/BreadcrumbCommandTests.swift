@@ -264,6 +264,33 @@ import Testing
         #expect(releases.contains { $0["release"] == .null }, "--attribute is a report's, not the program's release")
     }
 
+    @Test("B-2: metrics.enabled sends each session's start as Backtrace's unique and summed events; reports carry the guid")
+    func metricsSent() throws {
+        let receiver = try LocalReceiver(folder: fixture.folder.appendingPathComponent("got-metrics"))
+        defer { receiver.stop() }
+        let off = try fixture.configuration(url: receiver.url, extra: #""release": "2.3.0""#)
+        _ = try fixture.run(["report", "error", "--summary", "no metrics", "--config", off])
+        #expect(receiver.metricEvents.isEmpty, "metrics are off by default")
+        let on = try fixture.configuration(url: receiver.url, extra: #""release": "2.3.0", "metrics": {"enabled": true}"#)
+        for _ in 0..<2 { #expect(try fixture.run(["report", "error", "--summary", "with metrics", "--config", on]).status == 0) }
+        let events = receiver.metricEvents
+        #expect(events.map(\.kind) == ["unique-events", "summed-events", "unique-events", "summed-events"])
+        let unique = events.compactMap { $0.body["unique_events"]?.arrayValue?.first }
+        let guids = Set(unique.compactMap { $0["attributes"]?["guid"]?.stringValue })
+        #expect(guids.count == 1, "one installation: \(guids)")
+        #expect(Set(unique.compactMap { $0["attributes"]?["application.session"]?.stringValue }).count == 2, "one event a session")
+        #expect(unique.allSatisfy { $0["unique"]?.arrayValue?.first?.stringValue == "guid" && $0["timestamp"]?.intValue != nil })
+        let summed = events.compactMap { $0.body["summed_events"]?.arrayValue?.first }
+        #expect(summed.count == 2 && summed.allSatisfy { $0["metric_group"]?.stringValue == "Application Launches" })
+        #expect(events.allSatisfy { $0.body["appversion"]?.stringValue == "2.3.0" && $0.body["application"]?.stringValue != nil })
+        let reports = receiver.received.filter { $0.report["attributes"]?["error.message"]?.stringValue == "with metrics" }
+        #expect(reports.count == 2 && reports.allSatisfy { $0.report["attributes"]?["guid"]?.stringValue == guids.first })
+        let bad = fixture.folder.appendingPathComponent("bad-metrics.json")
+        try #"{"metrics": {"enabled": true, "url": "ftp://x"}}"#.write(to: bad, atomically: true, encoding: .utf8)
+        let refused = try fixture.run(["report", "error", "--config", bad.path])
+        #expect(refused.status == 2 && refused.stderr.contains("metrics.url"), "\(refused.stderr)")
+    }
+
     @Test("B-1: breadcrumbs reach the server as Backtrace's bt-breadcrumbs-0 attachment, with breadcrumbs.lastId")
     func breadcrumbsOnTheWire() throws {
         let receiver = try LocalReceiver(folder: fixture.folder.appendingPathComponent("got"))

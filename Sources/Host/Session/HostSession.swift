@@ -107,6 +107,7 @@ package final class HostSession: Sendable {
             return history == nil ? 0 : try repository.consecutiveCrashes(before: sessionID)
         }
         if crashesBefore >= 2 { host.logger.warn("\(crashesBefore) consecutive crashed sessions before this one") }
+        if history != nil && host.configuration.metrics.enabled { try queueMetrics(repository: repository, session: sessionID, host: host) }
         let ring = makeBreadcrumbRing(repository: repository, session: sessionID, host: host)
         ring?.write(.info, category: Breadcrumb.hostCategory, "session \(sessionID) started\(host.release.map { " (release \($0))" } ?? "")")
         let session = HostSession(
@@ -120,6 +121,20 @@ package final class HostSession: Sendable {
             // abnormal exit: the next launch must not report one.
             session.end()
             throw error
+        }
+    }
+
+    /// `metrics.enabled`: this session's start in Backtrace's unique and summed events form,
+    /// queued for the next delivery pass, and the installation's `guid` and the session on
+    /// every report (the server matches crashes to sessions by them).
+    private static func queueMetrics(repository: Repository, session: String, host: ReportHost) throws(HostError) {
+        let guid = repository.installationGUID()
+        host.attributes.set("guid", guid)
+        host.attributes.set("application.session", session)
+        let application = host.attributes.snapshot["application"] ?? ProcessInfo.processInfo.processName
+        try storing { () throws(StorageError) in
+            try repository.queueMetricEvents(SessionMetrics.events(
+                application: application, release: host.release, session: session, guid: guid, at: SystemCalls.live.now()))
         }
     }
 

@@ -57,6 +57,13 @@ package struct Deliverer: Sendable {
     /// Initial attempts, oldest first, native reports ahead of the others (D-6); with
     /// `retries`, then the due retries in `retry.order` (only under behaviour `interval`).
     package func deliver(retries: Bool) throws(HostError) -> Summary {
+        let summary = try deliverReports(retries: retries)
+        // Then the metric events (the primary's): a report never waits behind them.
+        if ownSession == nil { _ = try sendMetrics() }
+        return summary
+    }
+
+    private func deliverReports(retries: Bool) throws(HostError) -> Summary {
         var summary = Summary()
         guard let text = configuration.submission.url else {
             logger.debug("no submission URL configured: reports stay awaiting_first_attempt")

@@ -83,6 +83,11 @@ extension Recovery {
         try repository.recordWatchedSession(
             exit.session, startedAt: exit.startedAt ?? now, endedAt: exit.endedAt ?? now, end: end,
             history: Repository.SessionStart(release: host.release, limits: host.configuration.sessions))
+        if host.configuration.metrics.enabled {
+            try repository.queueMetricEvents(SessionMetrics.events(
+                application: exit.program, release: host.release, session: exit.session, guid: repository.installationGUID(),
+                at: exit.startedAt ?? now))
+        }
     }
 
     /// What a secondary records of a watched program: it recovers nothing (I-2), so crash

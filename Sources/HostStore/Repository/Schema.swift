@@ -137,7 +137,8 @@ extension Repository {
         }
         if version < 12 {
             // Every session's end and release, for crash-free rates and crash loops (SPEC B-2,
-            // B-3), and identical crashes counted on one record (B-3).
+            // B-3), identical crashes counted on one record (B-3), and the metric events that
+            // wait to be sent (`metrics.enabled`).
             try database.transaction { () throws(StorageError) in
                 try database.execute("""
                     CREATE TABLE session_history(
@@ -150,6 +151,12 @@ extension Repository {
                     ALTER TABLE reports ADD COLUMN fingerprint TEXT;
                     ALTER TABLE reports ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 1;
                     CREATE INDEX reports_by_fingerprint ON reports(fingerprint) WHERE fingerprint IS NOT NULL;
+                    CREATE TABLE metric_events(
+                        id INTEGER PRIMARY KEY,
+                        kind TEXT NOT NULL,
+                        body TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0);
                     PRAGMA user_version = 12;
                     """)
             }

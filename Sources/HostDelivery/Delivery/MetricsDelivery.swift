@@ -1,0 +1,54 @@
+import FoundationEssentials
+import HostCore
+import HostStore
+
+/// Sends the waiting metric events (SPEC B-2, `metrics.enabled`) to Backtrace's events
+/// endpoints: `<scheme>://<host>[:port]/api/unique-events/submit` and
+/// `…/api/summed-events/submit`, with the query of `metrics.url` (else of the submission URL,
+/// its token included). A 2xx or a refusal for good (4xx but 408, 425 and 429) ends an event;
+/// anything else counts an attempt, and an event is dropped after
+/// `Repository.metricAttemptsMax`.
+extension Deliverer {
+    /// The endpoint events of `kind` go to, nil when neither URL parses.
+    static func metricsEndpoint(_ kind: String, configuration: Configuration) -> URL? {
+        guard let base = (configuration.metrics.url ?? configuration.submission.url).flatMap(URL.init(string:)),
+            let scheme = base.scheme, let host = base.host
+        else { return nil }
+        let port = base.port.map { ":\($0)" } ?? ""
+        let query = base.query.map { "?\($0)" } ?? ""
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return URL(string: "\(scheme)://\(bracketed)\(port)/api/\(kind)/submit\(query)")
+    }
+
+    /// One pass over the waiting events; how many the server took.
+    func sendMetrics() throws(HostError) -> Int {
+        guard configuration.metrics.enabled else { return 0 }
+        var sent = 0
+        for event in try storing({ () throws(StorageError) in try repository.pendingMetricEvents() }) {
+            guard let url = Self.metricsEndpoint(event.kind, configuration: configuration) else { return sent }
+            let body = RequestBody(contentType: "application/json", bytes: Array(event.body.utf8))
+            let result = transport.post(url, body: body, timeoutMs: configuration.submission.timeoutMs)
+            let final: Bool
+            switch result {
+            case .response(let status, _) where (200..<300).contains(status):
+                final = true
+                sent += 1
+            case .response(let status, _) where (400..<500).contains(status) && ![408, 425, 429].contains(status):
+                logger.warn("metrics: the server refused a \(event.kind) event (HTTP \(status)): dropped")
+                final = true
+            default:
+                final = false
+            }
+            try storing { () throws(StorageError) in
+                if final {
+                    try repository.metricEventDone(event.id)
+                } else if try repository.metricEventFailed(event.id) {
+                    logger.warn("metrics: a \(event.kind) event failed \(Repository.metricAttemptsMax) times: dropped")
+                }
+            }
+            if !final { break }  // the server is not answering: the rest wait for the next pass
+        }
+        if sent > 0 { logger.debug("metrics: \(sent) event(s) sent") }
+        return sent
+    }
+}
