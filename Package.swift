@@ -59,8 +59,8 @@ let package = Package(
         .target(name: "SQLiteCalls", dependencies: ["CSQLite"]),
         // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
         // the ones below it, so a reference that points up is a build error.
-        .target(name: "HostCore", dependencies: ["Digest"]),
-        .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture", "Breadcrumbs"]),
+        .target(name: "HostCore", dependencies: ["Digest", "Breadcrumbs"]),
+        .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture"]),
         .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI"]),
         .target(name: "HostStore", dependencies: ["HostCore", "HostCapture", "HostPlugins", "CSQLite", "SQLiteCalls"]),
         .target(name: "HostRecovery", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "Symbolize"]),

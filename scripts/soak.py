@@ -262,6 +262,8 @@ def parse_submission(content_type, body):
                 report = json.loads(data)
             except ValueError as error:
                 raise ValueError(f"upload_file is not JSON: {error}")
+        elif name == "attachment_bt-breadcrumbs-0":
+            pass  # the breadcrumbs (SPEC B-1): part of the wire, not a file the run attached
         elif name and name.startswith("attachment_"):
             attachments[name[len("attachment_"):]] = len(data)
     if not isinstance(report, dict) or not isinstance(report.get("uuid"), str):
@@ -503,6 +505,12 @@ def read_repository(repository):
         records = [dict(zip(("rowid", "report_id", "trigger", "state", "outcome", "session"), row)) for row in
                    database.execute("SELECT rowid, report_id, trigger, state, outcome, session FROM reports")]
         rows = database.execute("SELECT record, name, size, file FROM attachments").fetchall()
+        # A crash identical to a waiting one is counted on that record (SPEC B-3): its session
+        # names the record it went to.
+        by_rowid = {r["rowid"]: r for r in records}
+        for record_id, session in database.execute("SELECT record, session FROM merged_crashes"):
+            if record_id in by_rowid:
+                records.append(dict(by_rowid[record_id], session=session, merged=True))
     finally:
         database.close()
     return records, rows
@@ -550,6 +558,8 @@ def account(ledger, receipts, records):
                                 f"{received[report_id].attachments}, expected {expected}")
 
     for record in records:
+        if record.get("merged"):
+            continue
         report_id = record["report_id"]
         if record["state"] == "terminal" and not delivered(record):
             lost.setdefault(report_id, f"record {record['rowid']} ({record['trigger']}) terminal without delivery: {record['outcome']}")

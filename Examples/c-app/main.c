@@ -3,7 +3,9 @@
  *   c-app [--config FILE] [--repository DIR] report|crash|both
  *
  * report: raises an "error" report and prints `report <id>`; crash: prints `crashing` and
- * dies by a real SIGSEGV (the next start recovers it); both: the report, then the crash. */
+ * dies by a real SIGSEGV (the next start recovers it); both: the report, then the crash.
+ * Each step leaves a breadcrumb, and a start after crashed sessions says how many (where a
+ * real program would choose a safe mode). */
 #include <reporthost/embed.h>
 
 #include <stdbool.h>
@@ -48,15 +50,20 @@ int main(int argc, char **argv) {
     }
     int status = rh_embed_set_attribute(host, "example", "c-app");
     if (status != RH_EMBED_OK) return fail(host, "rh_embed_set_attribute", status);
+    int crashes = rh_embed_consecutive_crashes(host);
+    if (crashes > 0) fprintf(stderr, "c-app: the last %d session(s) crashed; a real program would start in safe mode\n", crashes);
+    rh_embed_breadcrumb(host, RH_LOG_INFO, "c-app", "started");
 
     if (report) {
         char id[37];
+        rh_embed_breadcrumb(host, RH_LOG_INFO, "c-app", "raising an error report");
         status = rh_embed_report(host, "error", "c-app error", NULL, id);
         if (status != RH_EMBED_OK) return fail(host, "rh_embed_report", status);
         if (printf("report %s\n", id) < 0 || fflush(stdout) != 0) return fail(host, "writing stdout", 0);
     }
     if (crash) {
         if (printf("crashing\n") < 0 || fflush(stdout) != 0) return fail(host, "writing stdout", 0);
+        rh_embed_breadcrumb(host, RH_LOG_WARN, "c-app", "about to write through a NULL pointer");
         volatile int *nothing = NULL;
         *nothing = 1; /* a real SIGSEGV: the crash writer records it, then the process dies */
     }

@@ -51,7 +51,7 @@ struct ArchitectureTests {
         "Configuration", "Submission", "SubmissionURL", "RetryPolicy", "StorageLimits", "Limits", "LoggingDestination",
         "LogDestination", "LogLevel", "PluginSlot", "ReportRequest", "ReportDocument", "ReportContent", "ReportType", "Trigger",
         "Attachment", "AttachmentInfo", "AttachmentSource", "OfferedAttachment", "InternalLogEntry", "TrailEntry", "Privacy",
-        "DialogPresenter", "DialogFields", "DialogDecision",
+        "DialogPresenter", "DialogFields", "DialogDecision", "Breadcrumb", "SessionHistory", "Metrics",
     ]
 
     @Test("Public surface: the engine makes public only the runtime, its options and value types (everything else is package or internal)")

@@ -22,19 +22,19 @@ import Testing
     @Test("B-1: the ring keeps the last N breadcrumbs, oldest first, read back from its file")
     func lastInOrder() throws {
         let ring = try ring(slots: 100)
-        for index in 1...150 { ring.write(index % 2 == 0 ? .warn : .info, category: "app", "step \(index)") }
+        for index in 1...150 { ring.write(level: index % 2 == 0 ? 2 : 1, category: "app", "step \(index)") }
         let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
         #expect(read.torn == 0)
-        #expect(read.crumbs.map(\.message) == (51...150).map { "step \($0)" })
-        #expect(read.crumbs.map(\.sequence) == (51...150).map(UInt64.init))
-        #expect(read.crumbs.first?.level == .info && read.crumbs.first?.category == "app")
-        #expect(BreadcrumbRing.read(fileAt: ring.path, last: 10)?.crumbs.map(\.message) == (141...150).map { "step \($0)" })
+        #expect(read.entries.map(\.message) == (51...150).map { "step \($0)" })
+        #expect(read.entries.map(\.sequence) == (51...150).map(UInt64.init))
+        #expect(read.entries.first?.level == 1 && read.entries.first?.category == "app")
+        #expect(BreadcrumbRing.read(fileAt: ring.path, last: 10)?.entries.map(\.message) == (141...150).map { "step \($0)" })
     }
 
     @Test("B-1: a slot whose bytes do not match its checksum is skipped and counted, never shown")
     func tornSlotSkipped() throws {
         let ring = try ring(slots: 8)
-        for index in 1...8 { ring.write(.info, category: "app", "message number \(index)") }
+        for index in 1...8 { ring.write(level: 1, category: "app", "message number \(index)") }
         // Damage one byte of the third slot's message, as a half-finished write would leave it.
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: ring.path))
         let offset = UInt64(RH_CRUMB_HEADER_BYTES + 2 * RH_CRUMB_SLOT_BYTES + RH_CRUMB_SLOT_FIELDS + 5)
@@ -43,7 +43,7 @@ import Testing
         try handle.close()
         let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
         #expect(read.torn == 1)
-        #expect(read.crumbs.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
+        #expect(read.entries.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
     }
 
     @Test("B-1: eight threads writing while another reads: every breadcrumb read is one that was written")
@@ -56,7 +56,7 @@ import Testing
         let written = 20_000
         await withTaskGroup(of: Void.self) { group in
             for thread in 0..<8 {
-                group.addTask { for index in 0..<written { ring.write(.info, category: "t\(thread)", message(thread, index)) } }
+                group.addTask { for index in 0..<written { ring.write(level: 1, category: "t\(thread)", message(thread, index)) } }
             }
             group.addTask {
                 for _ in 0..<200 {
@@ -80,12 +80,12 @@ import Testing
     func longMessageCut() throws {
         let ring = try ring(slots: 4)
         #expect(ring.read(last: 10).isEmpty)
-        ring.write(.error, category: String(repeating: "c", count: 100), String(repeating: "é", count: 2_000))
+        ring.write(level: 3, category: String(repeating: "c", count: 100), String(repeating: "é", count: 2_000))
         let crumb = try #require(ring.read(last: 10).first)
         #expect(crumb.category.utf8.count == Int(RH_CRUMB_CATEGORY_MAX))
         #expect(crumb.message.utf8.count <= Int(RH_CRUMB_TEXT_MAX) - Int(RH_CRUMB_CATEGORY_MAX))
         #expect(crumb.message.allSatisfy { $0 == "é" } && crumb.message.count > 400)
-        #expect(crumb.level == .error)
+        #expect(crumb.level == 3)
     }
 
     @Test("B-1: a file that is not a ring (wrong magic, too short, a folder) reads as nil, never a trap")

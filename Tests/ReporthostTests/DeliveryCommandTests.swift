@@ -176,8 +176,8 @@ import Testing
             #expect(process.terminationStatus == 0)
             // One line per report received: id, type, attachments, the summary on one line, the answer.
             #expect(lines == [
-                "received \(id) (Bug report, 1 attachment(s)) \"the save button is gone\" -> 500",
-                "received \(id) (Bug report, 1 attachment(s)) \"the save button is gone\" -> 200",
+                "received \(id) (Bug report, 1 attachment(s), 1 breadcrumb(s)) \"the save button is gone\" -> 500",
+                "received \(id) (Bug report, 1 attachment(s), 1 breadcrumb(s)) \"the save button is gone\" -> 200",
             ])
             #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("\(id).json").path))
             #expect(FileManager.default.contents(atPath: dir.appendingPathComponent(id).appendingPathComponent("note.txt").path) == Data("attached".utf8))

@@ -484,7 +484,8 @@ import Testing
             defer { receiver.stop() }
             #expect(try run(["launch", "--config", try config(receiver.url)]).status == 0)
             #expect(receiver.received.count == 1)
-            #expect(receiver.received.first?.attachments.isEmpty == true)
+            // Only the breadcrumbs go (an attachment of the wire, not a copy).
+            #expect(receiver.received.first.map { Array($0.attachments.keys) } == ["bt-breadcrumbs-0"])
             #expect(try Data(contentsOf: outside) == Data("must stay".utf8))
         }
     }

@@ -141,7 +141,8 @@ import Testing
                 try FileManager.default.createDirectory(atPath: crashes, withIntermediateDirectories: true)
                 for index in 0..<3 {
                     let other = scenario.appendingPathComponent("crashed-\(index)").path
-                    _ = try ChildProcess.reporthost(["crash", "--repository", other])
+                    // Three different crashes (identical ones would be one record, SPEC B-3).
+                    _ = try ChildProcess.reporthost(["crash", "--signal", ["SEGV", "BUS", "ILL"][index], "--repository", other])
                     for name in try FileManager.default.contentsOfDirectory(atPath: other + "/crashes") where name.hasSuffix(".crash") {
                         try FileManager.default.moveItem(atPath: other + "/crashes/" + name, toPath: crashes + "/" + name)
                     }

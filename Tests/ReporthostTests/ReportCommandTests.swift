@@ -46,7 +46,7 @@ import Testing
             let keys = json.objectValue?.map(\.0)
             #expect(keys == [
                 "report_id", "type", "trigger", "summary", "description", "email", "severity", "attributes", "labels",
-                "attachments", "internal_log", "changes", "created_at",
+                "attachments", "internal_log", "changes", "breadcrumbs", "duplicates", "created_at",
             ])
         }
     }

@@ -109,7 +109,7 @@ package final class HostSession: Sendable {
         if crashesBefore >= 2 { host.logger.warn("\(crashesBefore) consecutive crashed sessions before this one") }
         if history != nil && host.configuration.metrics.enabled { try queueMetrics(repository: repository, session: sessionID, host: host) }
         let ring = makeBreadcrumbRing(repository: repository, session: sessionID, host: host)
-        ring?.write(.info, category: Breadcrumb.hostCategory, "session \(sessionID) started\(host.release.map { " (release \($0))" } ?? "")")
+        ring?.write(level: LogLevel.info.rawValue, category: Breadcrumb.hostCategory, "session \(sessionID) started\(host.release.map { " (release \($0))" } ?? "")")
         let session = HostSession(
             host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID, watched: watched,
             breadcrumbs: ring, consecutiveCrashes: crashesBefore)
@@ -155,7 +155,11 @@ package final class HostSession: Sendable {
     }
 
     /// The breadcrumbs a report of this session carries now, oldest first.
-    package var currentBreadcrumbs: [Breadcrumb] { breadcrumbs?.read(last: host.configuration.breadcrumbsMax) ?? [] }
+    package var currentBreadcrumbs: [Breadcrumb] {
+        (breadcrumbs?.read(last: host.configuration.breadcrumbsMax) ?? []).map {
+            Breadcrumb(sequence: $0.sequence, milliseconds: $0.timestampMs, level: $0.level, category: $0.category, message: $0.message)
+        }
+    }
 
     /// The rest of `open`, once the session is marked.
     private func prepare(installCrashCapture: Bool) throws(HostError) {
@@ -284,7 +288,7 @@ package final class HostSession: Sendable {
     /// Says that `document` is stored: in the log, and as a breadcrumb of the host's own.
     private func stored(_ document: ReportDocument) {
         host.logger.info("report \(document.id) (\(document.type.name), \(document.trigger.name)) stored")
-        breadcrumbs?.write(.info, category: Breadcrumb.hostCategory, "\(document.type.name) report \(document.id) stored")
+        breadcrumbs?.write(level: LogLevel.info.rawValue, category: Breadcrumb.hostCategory, "\(document.type.name) report \(document.id) stored")
     }
 
     /// A report no callback sees (no handler, no delegate, no dialog): the chain is the host's

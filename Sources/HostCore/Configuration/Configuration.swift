@@ -107,7 +107,7 @@ public struct Configuration: Sendable, Equatable {
     /// attribute.
     public var release: String?
     /// `breadcrumbs.max`: how many breadcrumbs each report carries (SPEC B-1), oldest dropped.
-    public var breadcrumbsMax = Breadcrumb.defaultMax
+    public var breadcrumbsMax = 100
     public var sessions = SessionHistory()
     public var metrics = Metrics()
     public var logging = [LoggingDestination(kind: .console, level: .info)]

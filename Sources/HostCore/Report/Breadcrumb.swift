@@ -20,11 +20,16 @@ public struct Breadcrumb: Sendable, Equatable {
         self.message = message
     }
 
+    /// A breadcrumb as the ring and the ABI carry it: Unix milliseconds and an `RH_LOG_*`
+    /// level (an unknown one reads as info).
+    public init(sequence: UInt64, milliseconds: Int64, level: Int32, category: String, message: String) {
+        self.init(
+            sequence: sequence, timestamp: Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000),
+            level: LogLevel(rawValue: level) ?? .info, category: category, message: message)
+    }
+
     /// The category of the host's own breadcrumbs.
     public static let hostCategory = "reporthost"
-
-    /// How many a report carries by default (`breadcrumbs.max`).
-    public static let defaultMax = 100
 
     /// In the report document: `{"timestamp", "level", "category", "message"}` (and its
     /// `sequence`, which the wire format sends as Backtrace's breadcrumb `id`).

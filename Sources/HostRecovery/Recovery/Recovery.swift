@@ -133,9 +133,14 @@ package struct Recovery {
                 if breadcrumbs[session] == nil { breadcrumbs[session] = recovery.breadcrumbs(of: session) }
                 document.content.breadcrumbs = breadcrumbs[session] ?? []
             }
+            // The files it carries are part of what makes it the same crash: one with other
+            // files is kept whole, never counted on a record that lacks them.
+            let fingerprint = crash.fingerprint.map { frames in
+                ([frames] + document.content.attachments.map { "\($0.name):\($0.sha256)" }).joined(separator: " ")
+            }
             return Repository.CrashSave(
                 document: document, crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session,
-                fingerprint: crash.fingerprint)
+                fingerprint: fingerprint)
         }
     }
 
@@ -275,7 +280,7 @@ package struct Recovery {
         guard let ring = BreadcrumbRing.read(fileAt: repository.breadcrumbsPath(session), last: host.configuration.breadcrumbsMax)
         else { return [] }
         if ring.torn > 0 { log.info("session \(session): \(ring.torn) breadcrumb(s) left half written by the end were skipped") }
-        return ring.crumbs
+        return ring.entries.map { Breadcrumb(sequence: $0.sequence, milliseconds: $0.timestampMs, level: $0.level, category: $0.category, message: $0.message) }
     }
 
     /// Runs or settles every chain that has not finished: native reports get the chain in

@@ -79,6 +79,9 @@ extension Repository {
                         if let session = save.session { try recordEnd(of: session, .crashed, at: save.document.createdAt) }
                         if let fingerprint = save.fingerprint, let waiting = try waitingRecord(withFingerprint: fingerprint) {
                             try database.query("UPDATE reports SET duplicates = duplicates + 1 WHERE rowid = ?", [.integer(waiting)])
+                            try database.query(
+                                "INSERT INTO merged_crashes(record, session, at) VALUES(?, ?, ?)",
+                                [.integer(waiting), .optional(save.session), .integer(Self.milliseconds(save.document.createdAt))])
                             saved.append(.counted(on: waiting))
                             continue
                         }

@@ -83,6 +83,8 @@ package final class Repository: Sendable {
     package let system: SystemCalls
     /// Where maintenance says what it did (one line per eviction pass, D-12).
     let logger: HostLogger
+    /// Whether `reports` has its `duplicates` column (schema 12), once looked up.
+    private let duplicatesColumn = Locked<Bool?>(nil)
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
@@ -205,10 +207,20 @@ package final class Repository: Sendable {
     // RecordLifecycle.swift; attachment copies, the admission window, sessions and eviction
     // each in a file of their own)
 
-    static let columns =
-        "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held, duplicates"
+    var columns: String {
+        // `status` and `show` read a repository an older host made without migrating it:
+        // one without the column reads every record as unique.
+        let duplicates = duplicatesColumn.withLock { known in
+            if let known { return known }
+            let present = !((try? database.query("SELECT 1 FROM pragma_table_info('reports') WHERE name = 'duplicates'")) ?? []).isEmpty
+            known = present
+            return present
+        }
+        return "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
+            + (duplicates ? "duplicates" : "1")
+    }
     /// `columns` with NULL for the crash payload.
-    static let columnsWithoutCrash = columns.replacing(" crash,", with: " NULL,")
+    var columnsWithoutCrash: String { columns.replacing(" crash,", with: " NULL,") }
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
@@ -322,7 +334,7 @@ package final class Repository: Sendable {
 
     /// One record, read whole; nil when it is gone or cannot be read.
     package func record(_ rowID: Int64) throws(StorageError) -> ReportRecord? {
-        try database.query("SELECT \(Self.columns) FROM reports WHERE rowid = ?", [.integer(rowID)]).first
+        try database.query("SELECT \(columns) FROM reports WHERE rowid = ?", [.integer(rowID)]).first
             .flatMap { row in try? record(from: row) }
     }
 
@@ -344,7 +356,7 @@ package final class Repository: Sendable {
             "SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM reports INDEXED BY readable_by_state WHERE \(Self.readable))")
         if let counts = counts.first, counts[0].int == counts[1].int { return [] }
         // NULL (a NULL trigger or document) counts as unreadable.
-        let damaged = try database.query("SELECT \(Self.columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0) ORDER BY rowid")
+        let damaged = try database.query("SELECT \(columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0) ORDER BY rowid")
         return damaged.compactMap { row -> (rowID: Int64, reason: String)? in
             do throws(StorageError) {
                 _ = try record(from: row)
@@ -360,7 +372,7 @@ package final class Repository: Sendable {
     private func rows(in states: [RecordState], crashes: Bool = true) throws(StorageError) -> [[SQLValue]] {
         let filter = states.isEmpty
             ? "" : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable)"
-        let columns = crashes ? Self.columns : Self.columnsWithoutCrash
+        let columns = crashes ? self.columns : columnsWithoutCrash
         return try database.query(
             "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
     }

@@ -137,21 +137,27 @@ extension Repository {
         }
         if version < 12 {
             // Every session's end and release, for crash-free rates and crash loops (SPEC B-2,
-            // B-3), identical crashes counted on one record (B-3), and the metric events that
-            // wait to be sent (`metrics.enabled`).
+            // B-3), identical crashes counted on one record (B-3) with the sessions they came
+            // from (what a crash became is always known), and the metric events that
+            // wait to be sent (`metrics.enabled`). Each step may be there already (a
+            // repository whose version was set back by hand).
             try database.transaction { () throws(StorageError) in
+                let columns = try database.query("SELECT name FROM pragma_table_info('reports')").compactMap { $0.first?.string }
+                if !columns.contains("fingerprint") { try database.execute("ALTER TABLE reports ADD COLUMN fingerprint TEXT") }
+                if !columns.contains("duplicates") {
+                    try database.execute("ALTER TABLE reports ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 1")
+                }
                 try database.execute("""
-                    CREATE TABLE session_history(
+                    CREATE TABLE IF NOT EXISTS session_history(
                         id TEXT PRIMARY KEY,
                         started_at INTEGER NOT NULL,
                         ended_at INTEGER,
                         end TEXT NOT NULL,
                         release TEXT);
-                    CREATE INDEX session_history_by_start ON session_history(started_at);
-                    ALTER TABLE reports ADD COLUMN fingerprint TEXT;
-                    ALTER TABLE reports ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 1;
-                    CREATE INDEX reports_by_fingerprint ON reports(fingerprint) WHERE fingerprint IS NOT NULL;
-                    CREATE TABLE metric_events(
+                    CREATE INDEX IF NOT EXISTS session_history_by_start ON session_history(started_at);
+                    CREATE INDEX IF NOT EXISTS reports_by_fingerprint ON reports(fingerprint) WHERE fingerprint IS NOT NULL;
+                    CREATE TABLE IF NOT EXISTS merged_crashes(record INTEGER NOT NULL, session TEXT, at INTEGER NOT NULL);
+                    CREATE TABLE IF NOT EXISTS metric_events(
                         id INTEGER PRIMARY KEY,
                         kind TEXT NOT NULL,
                         body TEXT NOT NULL,
