@@ -10,7 +10,8 @@
  * from a signal handler.
  *
  * Layout (little-endian, as the host writes it):
- *   header (64 bytes): magic "RHBC", version 1, slot bytes, slot count, next sequence (u64)
+ *   header (64 bytes): magic "RHBC", version 1, slot bytes, slot count (a power of two),
+ *   next sequence (u64)
  *   slots (slot count x RH_CRUMB_SLOT_BYTES): sequence (u64, 0 = empty), timestamp in Unix
  *   milliseconds (i64), level (i32), category bytes (u16), message bytes (u16), checksum
  *   (u64, FNV-1a), then the category and the message, neither NUL-terminated. */
@@ -32,7 +33,7 @@ extern "C" {
 /* Category and message share the rest of a slot; a longer message is cut likewise. */
 #define RH_CRUMB_TEXT_MAX (RH_CRUMB_SLOT_BYTES - RH_CRUMB_SLOT_FIELDS)
 
-/* The bytes of a ring of `slots` slots. */
+/* The bytes of a ring of at least `slots` slots (rounded up to a power of two). */
 size_t rh_crumb_ring_bytes(uint32_t slots);
 
 /* Writes an empty ring's header into `base` (rh_crumb_ring_bytes(slots) zeroed bytes). */
@@ -68,7 +69,8 @@ void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx,
 /* Whether text of `len` bytes is valid UTF-8 (the embedding API refuses text that is not). */
 bool rh_crumb_valid_utf8(const char *text, size_t len);
 
-/* The current time in Unix milliseconds (CLOCK_REALTIME, through the vDSO). */
+/* The current time in Unix milliseconds, to the kernel's tick (CLOCK_REALTIME_COARSE,
+ * through the vDSO). */
 int64_t rh_crumb_now_ms(void);
 
 /* The embedding program's ring (embed.h: rh_embed_breadcrumb): the live handle's token and
