@@ -73,13 +73,20 @@ let package = Package(
             // Never unloaded: its crash handler and Swift code must outlive any dlclose.
             linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
         .target(name: "Receiver", dependencies: ["Host"]),
+        // Capture from outside (SPEC B-6): ptrace and libunwind-ptrace (libunwind-dev).
+        .target(
+            name: "RemoteCapture",
+            linkerSettings: [
+                .linkedLibrary("unwind-ptrace"), .linkedLibrary("unwind-generic"), .linkedLibrary("unwind"), .linkedLibrary("lzma"),
+            ]),
         // The async-signal-safe handler that passes signals sent to `reporthost run` on.
         .target(name: "SignalForwarding"),
         // The CLI's main thread serving the main dispatch queue (Foundation's run loop did).
         .target(name: "MainQueue", linkerSettings: [.linkedLibrary("dispatch")]),
         .target(name: "MallocArena"),
         .executableTarget(
-            name: "reporthost", dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue", "MallocArena"]),
+            name: "reporthost",
+            dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue", "MallocArena", "RemoteCapture"]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI", "Digest"], path: "Plugins/scrub-pii",

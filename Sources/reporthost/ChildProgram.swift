@@ -63,6 +63,11 @@ struct ChildProgram {
         while waitpid(pid, &raw, 0) < 0 {
             guard errno == EINTR else { return (1, nil) }
         }
+        return Self.decode(raw)
+    }
+
+    /// A wait status as `run` exits with it: the exit status, or 128 + the signal.
+    static func decode(_ raw: Int32) -> (status: Int32, signal: Int32?) {
         let signal = raw & 0x7f
         if signal == 0 { return ((raw >> 8) & 0xff, nil) }
         return (128 + signal, signal)

@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import RemoteCapture
 
 /// `reporthost run [options] -- PROGRAM ARGS…`: runs an unmodified program as a child with the
 /// crash writer preloaded (`libreporthost-capture.so`, writing into the repository's crashes/
@@ -10,7 +11,30 @@ import Host
 /// one (SIGKILL, the OOM killer). Standard input and output are the child's; signals sent to
 /// `run` are passed on; `run` exits with the child's status (128 + the signal that ended it).
 enum RunCommand {
-    static let options: [String: Bool] = Arguments.common.merging(["attach-output": true, "stderr-breadcrumbs": true]) { a, _ in a }
+    static let options: [String: Bool] = Arguments.common.merging(["attach-output": true, "stderr-breadcrumbs": true, "capture": true]) {
+        a, _ in a
+    }
+
+    /// How `run` captures the program's crashes (SPEC B-6).
+    enum Capture: String {
+        /// The crash writer preloaded into the program (`LD_PRELOAD`).
+        case preload
+        /// From outside: `run` traces the program and unwinds a crashed thread with
+        /// libunwind-ptrace.
+        case ptrace
+    }
+
+    /// `--capture=preload|ptrace`; by default the preload, or ptrace for a program the preload
+    /// cannot reach (a static one: no dynamic loader reads LD_PRELOAD). A setuid program is
+    /// never traced (the kernel would run it without its privileges).
+    static func capture(_ arguments: Arguments, program: String) throws -> Capture {
+        if let text = arguments.value("capture") {
+            guard let capture = Capture(rawValue: text) else { throw UsageError("--capture '\(text)' is not preload or ptrace") }
+            return capture
+        }
+        guard let path = Watchability.resolve(program), Watchability.isStaticELF(path), !Watchability.isSetID(path) else { return .preload }
+        return .ptrace
+    }
 
     /// The preloaded library, beside the `reporthost` executable.
     static let captureLibrary = "libreporthost-capture.so"
@@ -32,9 +56,11 @@ enum RunCommand {
         guard FileManager.default.isReadableFile(atPath: library) else {
             throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build)")
         }
-        if let problem = Watchability.problem(with: program) { logger.warn("run: \(problem)") }
+        let capture = try capture(arguments, program: program)
+        if capture == .preload, let problem = Watchability.problem(with: program) { logger.warn("run: \(problem)") }
+        if capture == .ptrace { logger.debug("run: \(program) is traced: its crashes are captured from outside") }
         let session = UUID().uuidString.lowercased()
-        let environment = PreloadEnvironment.make(
+        let environment = capture == .ptrace ? ProcessInfo.processInfo.environment : PreloadEnvironment.make(
             from: ProcessInfo.processInfo.environment, library: library, crashes: crashes, session: session,
             configuration: configuration)
 
@@ -44,16 +70,24 @@ enum RunCommand {
         // breadcrumbs (SPEC B-1) or its tail an attachment; else the program has ours.
         let crumbLines = try stderrBreadcrumbs(arguments, default: configuration.breadcrumbsMax)
         let startedAt = SystemCalls.live.now()
+        // Traced, the program starts as a shell that stops itself before it execs the
+        // program: seized while stopped, none of the program runs untraced.
+        let words = capture == .ptrace ? Self.stoppedTrampoline + arguments.trailing : arguments.trailing
         let child = try SignalForwarding.start {
             try ChildProgram.spawn(
-                arguments.trailing, environment: environment, standardOutput: output.fileDescriptor,
+                words, environment: environment, standardOutput: output.fileDescriptor,
                 captureStandardError: keepBytes != nil || crumbLines > 0)
         }
         let tail = keepBytes != nil || crumbLines > 0 ? child.teeStandardError(keeping: keepBytes ?? 0, lines: crumbLines) : nil
-        child.awaitExit()
+        let ended: (status: Int32, signal: Int32?)
+        if capture == .ptrace {
+            ended = try trace(child, crashes: crashes, session: session)
+        } else {
+            child.awaitExit()
+            ended = child.wait()
+        }
         let endedAt = SystemCalls.live.now()
         SignalForwarding.stop()
-        let ended = child.wait()
         let kept = tail?.finish(waitingAtMostMs: 3_000)
         var exit = ProgramExit(
             program: URL(fileURLWithPath: program).lastPathComponent, session: session, signal: ended.signal, status: ended.status,
@@ -80,6 +114,20 @@ enum RunCommand {
             writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")
         }
         return exit.status
+    }
+
+    /// `sh -c 'kill -STOP $$; exec "$0" "$@"' PROGRAM ARGS…`: stops, then becomes PROGRAM.
+    static let stoppedTrampoline = ["/bin/sh", "-c", #"kill -STOP $$; exec "$0" "$@""#]
+
+    /// Traces `child` until it ends (`rh_trace_program`); its status as `ChildProgram.wait`
+    /// gives it.
+    static func trace(_ child: ChildProgram, crashes: URL, session: String) throws -> (status: Int32, signal: Int32?) {
+        var error = [CChar](repeating: 0, count: 512)
+        let raw = rh_trace_program(child.pid, crashes.path, session, &error, error.count)
+        guard raw >= 0 else {
+            throw HostError.runtime("run: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+        }
+        return ChildProgram.decode(raw)
     }
 
     /// `--stderr-breadcrumbs N`: how many of the program's last standard-error lines become

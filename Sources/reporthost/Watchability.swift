@@ -10,8 +10,7 @@ enum Watchability {
     /// can read: a script, which its interpreter runs dynamically).
     static func problem(with program: String) -> String? {
         guard let path = resolve(program) else { return nil }
-        var status = stat()
-        if stat(path, &status) == 0, status.st_mode & (S_ISUID | S_ISGID) != 0 {
+        if isSetID(path) {
             return "\(path) is setuid or setgid: the loader ignores LD_PRELOAD there, so its crashes show only as abnormal exits"
         }
         if isStaticELF(path) {
@@ -26,6 +25,12 @@ enum Watchability {
         if program.contains("/") { return program }
         let search = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         return search.map { "\($0)/\(program)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// Whether the file is setuid or setgid.
+    static func isSetID(_ path: String) -> Bool {
+        var status = stat()
+        return stat(path, &status) == 0 && status.st_mode & (S_ISUID | S_ISGID) != 0
     }
 
     /// An ELF executable with no PT_INTERP program header (no dynamic loader).

@@ -1,0 +1,298 @@
+#define _GNU_SOURCE
+#include "remote_capture.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind-ptrace.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FRAMES_MAX 256
+
+static int written;
+
+int rh_trace_crash_files_written(void) { return written; }
+
+static void fail(char *error, size_t cap, const char *format, ...) {
+    if (!error || cap == 0) return;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error, cap, format, args);
+    va_end(args);
+}
+
+int rh_trace_unwind(pid_t tid, unsigned long *frames, int max) {
+    unw_addr_space_t space = unw_create_addr_space(&_UPT_accessors, 0);
+    if (!space) return -1;
+    void *context = _UPT_create(tid);
+    if (!context) {
+        unw_destroy_addr_space(space);
+        return -1;
+    }
+    unw_cursor_t cursor;
+    int count = 0;
+    if (unw_init_remote(&cursor, space, context) == 0) {
+        int step = 0;
+        do {
+            unw_word_t ip = 0;
+            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+            frames[count++] = (unsigned long)ip;
+        } while (count < max && (step = unw_step(&cursor)) > 0);
+        (void)step;
+    }
+    _UPT_destroy(context);
+    unw_destroy_addr_space(space);
+    return count;
+}
+
+/* The executable mappings of `pid` (from /proc/<pid>/maps), for stack scanning. */
+struct ranges {
+    unsigned long start[512], end[512];
+    int count;
+};
+
+static void executable_ranges(pid_t pid, struct ranges *out) {
+    char maps[64], line[4352];
+    snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
+    out->count = 0;
+    FILE *in = fopen(maps, "re");
+    if (!in) return;
+    while (out->count < 512 && fgets(line, sizeof line, in)) {
+        unsigned long start, end;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && perms[2] == 'x') {
+            out->start[out->count] = start;
+            out->end[out->count++] = end;
+        }
+    }
+    fclose(in);
+}
+
+static bool executable(const struct ranges *ranges, unsigned long address) {
+    for (int i = 0; i < ranges->count; i++)
+        if (address >= ranges->start[i] && address < ranges->end[i]) return true;
+    return false;
+}
+
+/* Whether the bytes before `address` in `pid` end with a call instruction: a direct `call
+   rel32` (E8), or an indirect `call r/m` (FF /2) of 2 to 7 bytes. */
+static bool follows_call(pid_t pid, unsigned long address) {
+    unsigned char code[8];
+    struct iovec local = {code, sizeof code}, remote = {(void *)(address - sizeof code), sizeof code};
+    if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof code) return false;
+    if (code[8 - 5] == 0xE8) return true;
+    for (int length = 2; length <= 7; length++) {
+        if (code[8 - length] == 0xFF && ((code[8 - length + 1] >> 3) & 7) == 2) return true;
+    }
+    return false;
+}
+
+/* The fallback when the unwind tables end the walk at the first frame (a static program
+   linked without .eh_frame_hdr): the words of the stack from `sp` up that point into
+   executable code right after a call, as crash reporters' stack scanning takes them. */
+static int scan_stack(pid_t pid, pid_t tid, unsigned long sp, unsigned long *frames, int count, int max) {
+    struct ranges ranges;
+    executable_ranges(pid, &ranges);
+    unsigned long words[2048];
+    struct iovec local = {words, sizeof words}, remote = {(void *)sp, sizeof words};
+    ssize_t got = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+    for (ssize_t i = 0; got > 0 && i < got / (ssize_t)sizeof *words && count < max; i++) {
+        if (executable(&ranges, words[i]) && follows_call(pid, words[i])) frames[count++] = words[i];
+    }
+    return count;
+}
+
+/* The GNU build id of the ELF file at `path` (its PT_NOTE segments), as lowercase hex. */
+static void build_id_of(const char *path, char *out, size_t cap) {
+    out[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return;
+    Elf64_Ehdr header;
+    if (pread(fd, &header, sizeof header, 0) != (ssize_t)sizeof header || memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 ||
+        header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phnum > 256) {
+        close(fd);
+        return;
+    }
+    for (int i = 0; i < header.e_phnum && !out[0]; i++) {
+        Elf64_Phdr segment;
+        if (pread(fd, &segment, sizeof segment, (off_t)(header.e_phoff + (uint64_t)i * sizeof segment)) != (ssize_t)sizeof segment) break;
+        if (segment.p_type != PT_NOTE || segment.p_filesz > 65536) continue;
+        unsigned char notes[65536];
+        if (pread(fd, notes, segment.p_filesz, (off_t)segment.p_offset) != (ssize_t)segment.p_filesz) break;
+        size_t at = 0;
+        while (at + sizeof(Elf64_Nhdr) <= segment.p_filesz) {
+            Elf64_Nhdr note;
+            memcpy(&note, notes + at, sizeof note);
+            size_t name = at + sizeof note, desc = name + ((note.n_namesz + 3) & ~3u);
+            size_t next = desc + ((note.n_descsz + 3) & ~3u);
+            if (next > segment.p_filesz) break;
+            if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && memcmp(notes + name, "GNU", 4) == 0 && note.n_descsz <= 64 &&
+                note.n_descsz * 2 + 1 <= cap) {
+                for (size_t k = 0; k < note.n_descsz; k++) snprintf(out + 2 * k, 3, "%02x", notes[desc + k]);
+                break;
+            }
+            at = next;
+        }
+    }
+    close(fd);
+}
+
+/* `module <start> <end> <path>` and `build_id` lines for each file mapped in `pid`: its
+   lowest and highest addresses (what the in-process writer's map says of a module). */
+static void write_modules(FILE *out, pid_t pid) {
+    char maps[64];
+    snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
+    FILE *in = fopen(maps, "re");
+    if (!in) return;
+    fprintf(out, "modules_at_crash\n");
+    char line[4352], current[4096] = "";
+    unsigned long low = 0, high = 0;
+    while (fgets(line, sizeof line, in)) {
+        unsigned long start, end;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &start, &end, &path_at) < 2 || path_at == 0) continue;
+        char *path = line + path_at;
+        path[strcspn(path, "\n")] = '\0';
+        if (path[0] != '/') continue;
+        if (strcmp(path, current) == 0 && start >= high) {
+            high = end;
+            continue;
+        }
+        if (current[0]) {
+            char id[129];
+            build_id_of(current, id, sizeof id);
+            fprintf(out, "module 0x%lx 0x%lx %s\n", low, high, current);
+            if (id[0]) fprintf(out, "build_id %s\n", id);
+        }
+        snprintf(current, sizeof current, "%s", path);
+        low = start;
+        high = end;
+    }
+    if (current[0]) {
+        char id[129];
+        build_id_of(current, id, sizeof id);
+        fprintf(out, "module 0x%lx 0x%lx %s\n", low, high, current);
+        if (id[0]) fprintf(out, "build_id %s\n", id);
+    }
+    fclose(in);
+}
+
+/* Writes the crash file of thread `tid` (of `pid`), stopped at the delivery of `info`. The
+   file is made `.partial`, flushed, then renamed: recovery never reads half of it. */
+static void write_crash(const char *dir, const char *session, pid_t pid, pid_t tid, const siginfo_t *info) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char path[4096], partial[4200];
+    snprintf(path, sizeof path, "%s/%s-%lld-%d-%d-%d.crash", dir, session, (long long)now.tv_sec, (int)pid, (int)tid, written + 1);
+    snprintf(partial, sizeof partial, "%s.partial", path);
+    int fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    FILE *out = fdopen(fd, "w");
+    if (!out) {
+        close(fd);
+        unlink(partial);
+        return;
+    }
+    fprintf(out, "reporthost-crash 1\nsession %s\nsignal %d\ncode %d\n", session, info->si_signo, info->si_code);
+    bool fault = info->si_signo == SIGSEGV || info->si_signo == SIGBUS || info->si_signo == SIGILL || info->si_signo == SIGFPE;
+    if (fault && info->si_code > 0) fprintf(out, "address 0x%lx\n", (unsigned long)(uintptr_t)info->si_addr);
+    if (info->si_code <= 0) fprintf(out, "sender_pid %d\nsender_uid %u\n", (int)info->si_pid, (unsigned)info->si_uid);
+    fprintf(out, "thread %d\npid %d\ntime %lld\ncapture ptrace\n", (int)tid, (int)pid, (long long)now.tv_sec);
+#if defined(__x86_64__)
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
+        const struct { const char *name; unsigned long long value; } named[] = {
+            {"rip", regs.rip}, {"rsp", regs.rsp}, {"rbp", regs.rbp}, {"rax", regs.rax}, {"rbx", regs.rbx}, {"rcx", regs.rcx},
+            {"rdx", regs.rdx}, {"rsi", regs.rsi}, {"rdi", regs.rdi}, {"r8", regs.r8}, {"r9", regs.r9}, {"r10", regs.r10},
+            {"r11", regs.r11}, {"r12", regs.r12}, {"r13", regs.r13}, {"r14", regs.r14}, {"r15", regs.r15}};
+        for (size_t i = 0; i < sizeof named / sizeof *named; i++) fprintf(out, "register %s 0x%llx\n", named[i].name, named[i].value);
+    }
+#endif
+    unsigned long frames[FRAMES_MAX];
+    int count = rh_trace_unwind(tid, frames, FRAMES_MAX);
+#if defined(__x86_64__)
+    if (count < 2) {
+        if (count == 0 && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) frames[count++] = regs.rip;
+        if (count == 1 && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
+            fprintf(out, "unwind scanned\n");
+            count = scan_stack(pid, tid, regs.rsp, frames, count, 64);
+        }
+    }
+#endif
+    for (int i = 0; i < count; i++) fprintf(out, "frame 0x%lx\n", frames[i]);
+    write_modules(out, pid);
+    fprintf(out, "end\n");
+    bool ok = fflush(out) == 0 && fsync(fd) == 0;
+    fclose(out);
+    if (ok && rename(partial, path) == 0) {
+        written++;
+    } else {
+        unlink(partial);
+    }
+}
+
+static bool is_fatal(int signal) {
+    return signal == SIGSEGV || signal == SIGBUS || signal == SIGILL || signal == SIGFPE || signal == SIGABRT || signal == SIGTRAP ||
+           signal == SIGSYS;
+}
+
+int rh_trace_program(pid_t pid, const char *crash_dir, const char *session, char *error, size_t error_cap) {
+    written = 0;
+    int status = 0;
+    /* The trampoline stops itself before its exec: seized while stopped, nothing of the
+       program has run yet. */
+    while (waitpid(pid, &status, WUNTRACED) < 0) {
+        if (errno != EINTR) {
+            fail(error, error_cap, "cannot wait for the program (%s)", strerror(errno));
+            return -1;
+        }
+    }
+    if (!WIFSTOPPED(status)) return status;
+    long options = PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL;
+    if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)options) != 0) {
+        fail(error, error_cap, "cannot trace the program (PTRACE_SEIZE: %s)", strerror(errno));
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        return -1;
+    }
+    kill(pid, SIGCONT);
+    for (;;) {
+        pid_t tid = waitpid(-1, &status, __WALL);
+        if (tid < 0) {
+            if (errno == EINTR) continue;
+            fail(error, error_cap, "lost the traced program (%s)", strerror(errno));
+            return -1;
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            if (tid == pid) return status;
+            continue;  /* one of its threads ended */
+        }
+        if (!WIFSTOPPED(status)) continue;
+        int signal = WSTOPSIG(status), event = status >> 16;
+        if (event == PTRACE_EVENT_STOP) {
+            /* A group stop (SIGSTOP, SIGTSTP…) stays one; any other event stop goes on. */
+            bool group = signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU;
+            ptrace(group ? PTRACE_LISTEN : PTRACE_CONT, tid, NULL, NULL);
+            continue;
+        }
+        if (event != 0) {  /* PTRACE_EVENT_CLONE: the new thread is traced too */
+            ptrace(PTRACE_CONT, tid, NULL, NULL);
+            continue;
+        }
+        siginfo_t info;
+        if (is_fatal(signal) && ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0) write_crash(crash_dir, session, pid, tid, &info);
+        /* The signal goes on as it came: the program's handler, or its default action. */
+        ptrace(PTRACE_CONT, tid, NULL, (void *)(long)signal);
+    }
+}
