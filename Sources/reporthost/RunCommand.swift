@@ -69,6 +69,10 @@ enum RunCommand {
         // Its standard error goes through a pipe (copied to ours) when its last lines become
         // breadcrumbs (SPEC B-1) or its tail an attachment; else the program has ours.
         let crumbLines = try stderrBreadcrumbs(arguments, default: configuration.breadcrumbsMax)
+        // SPEC B-5: the program's memory cgroup (run's: it inherits it) and its OOM kills so
+        // far; a SIGKILL with more afterwards was the OOM killer's.
+        let cgroup = MemoryCgroup.of(pid: getpid())
+        let oomKillsBefore = cgroup?.oomKills
         let startedAt = SystemCalls.live.now()
         // Traced, the program starts as a shell that stops itself before it execs the
         // program: seized while stopped, none of the program runs untraced.
@@ -95,7 +99,15 @@ enum RunCommand {
         exit.breadcrumbs = kept?.lines ?? []
         exit.startedAt = startedAt
         exit.endedAt = endedAt
-        if let name = exit.signalName { logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))") }
+        if ended.signal == SIGKILL {
+            exit.exitCause = cgroup?.exitCause(oomKillsBefore: oomKillsBefore) ?? "unknown"
+            exit.memoryPeakBytes = cgroup?.peakBytes
+            exit.memoryLimitBytes = cgroup?.limitBytes
+        }
+        if let name = exit.signalName {
+            let cause = exit.exitCause == "oom_kill" ? ": the kernel's OOM killer (memory cgroup \(cgroup?.folder ?? "?"))" : ""
+            logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))\(cause)")
+        }
 
         // What it left, recovered now: `start` stores its crash files or an abnormal exit, and
         // `recover` runs their chains (which give each report its final id; recovery logs it).

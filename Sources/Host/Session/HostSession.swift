@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import HostCore
 import HostCapture
 import HostPlugins
@@ -101,7 +102,9 @@ package final class HostSession: Sendable {
         // I-2: mark the session and arm crash capture before recovering, so a plugin that
         // crashes or hangs on a recovered report is itself recorded.
         // `run`'s own host is not one of the program's sessions: the watched program's is.
-        let history = watched == nil ? Repository.SessionStart(release: host.release, limits: host.configuration.sessions) : nil
+        let history = watched == nil
+            ? Repository.SessionStart(release: host.release, limits: host.configuration.sessions, cgroup: MemoryCgroup.of(pid: getpid()))
+            : nil
         let crashesBefore = try storing { () throws(StorageError) -> Int in
             try repository.markSession(sessionID, phase: lock == nil ? .running : .recovering, history: history)
             return history == nil ? 0 : try repository.consecutiveCrashes(before: sessionID)

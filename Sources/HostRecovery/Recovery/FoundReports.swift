@@ -87,10 +87,16 @@ enum FoundReports {
     /// D-16: a session that never stopped cleanly and left no crash file. One that died while
     /// it ran chains over recovered reports is sent without the chain (it would likely end
     /// this launch too).
-    static func abnormalExit(session: String, startedAt: Date, duringRecovery: Bool) -> ReportDocument {
+    /// `exitCause` (SPEC B-5): `oom_kill` when the session's memory cgroup counted an OOM kill
+    /// since it started, `unknown` when it did not or cannot tell, nil when nothing was kept.
+    static func abnormalExit(session: String, startedAt: Date, duringRecovery: Bool, exitCause: String? = nil) -> ReportDocument {
         var content = ReportContent()
-        content.summary = "The host exited abnormally (session \(session))"
+        content.summary = exitCause == "oom_kill"
+            ? "The host was killed by the kernel's OOM killer (session \(session))"
+            : "The host exited abnormally (session \(session))"
+        if let exitCause { content.attributes["reporthost.exit_cause"] = exitCause }
         var notes = [note(.info, "session \(session) started at \(ReportDocument.timestamp(startedAt)) never stopped cleanly")]
+        if exitCause == "oom_kill" { notes.append(note(.info, "its memory cgroup counted an OOM kill after the session started")) }
         if duringRecovery {
             notes.append(note(.warn, "the session ended during recovery; sent without the handler chain"))
         }
@@ -101,13 +107,20 @@ enum FoundReports {
     /// (SIGKILL, the OOM killer).
     static func killed(_ exit: ProgramExit, signalName: String, hostAttributes: [String: String]) -> ReportDocument {
         var content = ReportContent()
-        content.summary = "\(exit.program) was killed by \(signalName) and left no crash file"
-        content.attributes = hostAttributes.merging([
-            "reporthost.program": exit.program, "reporthost.exit_signal": signalName, "reporthost.exit_status": "\(exit.status)",
-        ]) { _, exit in exit }
+        content.summary = exit.exitCause == "oom_kill"
+            ? "\(exit.program) was killed by the kernel's OOM killer (\(signalName))"
+            : "\(exit.program) was killed by \(signalName) and left no crash file"
+        var found = ["reporthost.program": exit.program, "reporthost.exit_signal": signalName, "reporthost.exit_status": "\(exit.status)"]
+        // SPEC B-5: why SIGKILL came, from the memory cgroup's counters.
+        if let cause = exit.exitCause { found["reporthost.exit_cause"] = cause }
+        if let peak = exit.memoryPeakBytes { found["reporthost.memory_peak_bytes"] = String(peak) }
+        if let limit = exit.memoryLimitBytes { found["reporthost.memory_limit_bytes"] = String(limit) }
+        content.attributes = hostAttributes.merging(found) { _, exit in exit }
         if let output = standardError(of: exit) { content.attachments = [output] }
         content.breadcrumbs = exit.breadcrumbs
-        let cause = "\(exit.program) (session \(exit.session)) ended by \(signalName) (a signal the crash writer cannot catch, or before it was installed)"
+        let cause = exit.exitCause == "oom_kill"
+            ? "\(exit.program) (session \(exit.session)) ended by \(signalName): its memory cgroup counted one more OOM kill while it ran"
+            : "\(exit.program) (session \(exit.session)) ended by \(signalName) (a signal the crash writer cannot catch, or before it was installed)"
         return make(.abnormalExit, content, [note(.info, cause)], createdAt: SystemCalls.live.now())
     }
 

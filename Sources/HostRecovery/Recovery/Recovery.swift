@@ -262,7 +262,8 @@ package struct Recovery {
                 // It died while running chains over recovered reports: running this one through
                 // the same chain would likely end this launch too.
                 let duringRecovery = phase == .recovering
-                var document = FoundReports.abnormalExit(session: session, startedAt: startedAt, duringRecovery: duringRecovery)
+                var document = FoundReports.abnormalExit(
+                    session: session, startedAt: startedAt, duringRecovery: duringRecovery, exitCause: try repository.exitCause(of: session))
                 document.content.breadcrumbs = breadcrumbs(of: session)
                 try repository.saveFound(document, session: session, replacingSessionMark: true, runsChain: !duringRecovery)
                 repository.system.removeItem(repository.breadcrumbsPath(session))

@@ -27,6 +27,11 @@ public struct ProgramExit: Sendable, Equatable {
     /// When it started and ended (its session in the history, SPEC B-2); nil: not known.
     public var startedAt: Date?
     public var endedAt: Date?
+    /// Why SIGKILL ended it (SPEC B-5): `oom_kill`, `killed` or `unknown`; nil for another end.
+    public var exitCause: String?
+    /// Its memory cgroup's peak use and limit, when known (with `exitCause`).
+    public var memoryPeakBytes: Int?
+    public var memoryLimitBytes: Int?
 
     public init(program: String, session: String, signal: Int32?, status: Int32, output: Data?, pid: pid_t? = nil) {
         self.program = program

@@ -147,13 +147,24 @@ extension Repository {
                 if !columns.contains("duplicates") {
                     try database.execute("ALTER TABLE reports ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 1")
                 }
+                let history = try database.query("SELECT name FROM pragma_table_info('session_history')").compactMap { $0.first?.string }
+                if !history.isEmpty && !history.contains("cgroup") {
+                    try database.execute("""
+                        ALTER TABLE session_history ADD COLUMN cgroup TEXT;
+                        ALTER TABLE session_history ADD COLUMN cgroup_version INTEGER;
+                        ALTER TABLE session_history ADD COLUMN oom_kills INTEGER;
+                        """)
+                }
                 try database.execute("""
                     CREATE TABLE IF NOT EXISTS session_history(
                         id TEXT PRIMARY KEY,
                         started_at INTEGER NOT NULL,
                         ended_at INTEGER,
                         end TEXT NOT NULL,
-                        release TEXT);
+                        release TEXT,
+                        cgroup TEXT,
+                        cgroup_version INTEGER,
+                        oom_kills INTEGER);
                     CREATE INDEX IF NOT EXISTS session_history_by_start ON session_history(started_at);
                     CREATE INDEX IF NOT EXISTS reports_by_fingerprint ON reports(fingerprint) WHERE fingerprint IS NOT NULL;
                     CREATE TABLE IF NOT EXISTS merged_crashes(record INTEGER NOT NULL, session TEXT, at INTEGER NOT NULL);

@@ -27,8 +27,10 @@ extension Repository {
                 [.text(id), .integer(Int64(getpid())), .integer(now), .text(phase.rawValue)])
             if let history {
                 try database.query(
-                    "INSERT OR IGNORE INTO session_history(id, started_at, end, release) VALUES(?, ?, ?, ?)",
-                    [.text(id), .integer(now), .text(SessionEnd.running.rawValue), .optional(history.release)])
+                    "INSERT OR IGNORE INTO session_history(id, started_at, end, release, cgroup, cgroup_version, oom_kills) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                    [.text(id), .integer(now), .text(SessionEnd.running.rawValue), .optional(history.release),
+                     .optional(history.cgroup?.folder), history.cgroup.map { .integer(Int64($0.version)) } ?? .null,
+                     history.oomKills.map { .integer(Int64($0)) } ?? .null])
                 try prune(history.limits, now: now)
             }
         }
@@ -38,11 +40,29 @@ extension Repository {
     package struct SessionStart: Sendable {
         package var release: String?
         package var limits: SessionHistory
+        /// The process's memory cgroup and its OOM kills at the start (SPEC B-5): the next
+        /// launch compares them to tell an OOM kill.
+        package var cgroup: MemoryCgroup?
+        package var oomKills: Int?
 
-        package init(release: String?, limits: SessionHistory) {
+        package init(release: String?, limits: SessionHistory, cgroup: MemoryCgroup? = nil) {
             self.release = release
             self.limits = limits
+            self.cgroup = cgroup
+            oomKills = cgroup?.oomKills
         }
+    }
+
+    /// SPEC B-5: why session `id`, which never stopped, ended: `oom_kill` when its memory
+    /// cgroup counted an OOM kill since it started, `unknown` when not (or unreadable); nil
+    /// when its start kept no cgroup.
+    package func exitCause(of id: String) throws(StorageError) -> String? {
+        guard let row = try database.query(
+            "SELECT cgroup, cgroup_version, oom_kills FROM session_history WHERE id = ?", [.text(id)]).first,
+            let folder = row[0].string, let version = row[1].int
+        else { return nil }
+        let cgroup = MemoryCgroup(folder: folder, version: Int(version))
+        return cgroup.exitCause(oomKillsBefore: row[2].int.map { Int($0) }) == "oom_kill" ? "oom_kill" : "unknown"
     }
 
     /// How a session ended (SPEC B-2).
