@@ -25,6 +25,8 @@ let package = Package(
         // into every watched program.)
         .library(name: "reporthost-embed", type: .dynamic, targets: ["Embed"]),
         .executable(name: "reporthost-bench", targets: ["reporthost-bench"]),
+        // A hung thread's stack, read from outside by the embedding library (C: no Swift runtime).
+        .executable(name: "reporthost-stack", targets: ["reporthost-stack"]),
         .library(name: "PluginKit", targets: ["PluginKit"]),
         .library(name: "rh-bench-plugin", type: .dynamic, targets: ["BenchPlugin"]),
         // Report-handler plugins (not SwiftPM package plugins): lib<name>.so beside the executable.
@@ -79,6 +81,7 @@ let package = Package(
             linkerSettings: [
                 .linkedLibrary("unwind-ptrace"), .linkedLibrary("unwind-generic"), .linkedLibrary("unwind"), .linkedLibrary("lzma"),
             ]),
+        .executableTarget(name: "reporthost-stack", dependencies: ["RemoteCapture"]),
         // The async-signal-safe handler that passes signals sent to `reporthost run` on.
         .target(name: "SignalForwarding"),
         // The CLI's main thread serving the main dispatch queue (Foundation's run loop did).

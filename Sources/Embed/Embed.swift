@@ -135,6 +135,19 @@ public func embedConsecutiveCrashes(_ handle: OpaquePointer?) -> Int32 {
     return Int32(clamping: embedded.runtime.consecutiveCrashes)
 }
 
+@_cdecl("rh_embed_watch_thread")
+public func embedWatchThread(_ handle: OpaquePointer?, _ timeoutMs: Int32) -> Int32 {
+    guard let embedded = live(handle) else { return errStopped }
+    guard timeoutMs >= 0 else { return errInvalid }
+    return embedded.call { embedded.hangs.watchCallingThread(timeoutMs: Int(timeoutMs)) ? ok : errStorage } ?? errStopped
+}
+
+@_cdecl("rh_embed_heartbeat")
+public func embedHeartbeat(_ handle: OpaquePointer?) {
+    guard let embedded = live(handle) else { return }
+    embedded.hangs.heartbeat()
+}
+
 @_cdecl("rh_embed_stop")
 public func embedStop(_ handle: OpaquePointer?) {
     guard let embedded = live(handle), !embedded.isHostThread else { return }

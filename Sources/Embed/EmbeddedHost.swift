@@ -1,3 +1,4 @@
+import EmbedCalls
 import FoundationEssentials
 import Glibc
 import Host
@@ -19,6 +20,16 @@ final class EmbeddedHost: Sendable {
     /// Files each thread added for its next report (the `extended` source).
     private let pendingAttachments = Locked<[UInt: [String]]>([:])
 
+    /// Watched threads and their heartbeats (SPEC B-4).
+    let hangs: AppHangs
+
+    /// `reporthost-stack`, beside this library: it reads a hung thread's stack from outside.
+    static var stackHelper: String {
+        guard let file = rh_embed_library_path() else { return "reporthost-stack" }
+        return URL(fileURLWithPath: String(cString: file)).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("reporthost-stack").path
+    }
+
     /// The `extended` source's budget (SPEC R-7).
     static let attachmentsPerReport = 3
 
@@ -34,6 +45,7 @@ final class EmbeddedHost: Sendable {
             throw error
         }
         self.mainThread = mainThread
+        hangs = AppHangs(runtime: runtime, helper: Self.stackHelper)
         _ = try? runtime.deliver()  // the worker: never throws
     }
 
@@ -96,6 +108,7 @@ final class EmbeddedHost: Sendable {
     func stop(deliveryGraceMs: Int = 2_000) {
         calls.update { $0.stopping = true }
         calls.wait(until: nil, clock: SystemClock(), for: { $0.inFlight == 0 }, then: { _, _ in })
+        hangs.stop()
         runtime.stop(graceMs: deliveryGraceMs)
         mainThread.finish()
         pendingAttachments.withLock { $0 = [:] }

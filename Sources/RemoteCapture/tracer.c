@@ -188,6 +188,31 @@ static void write_modules(FILE *out, pid_t pid) {
     fclose(in);
 }
 
+void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid) {
+#if defined(__x86_64__)
+    struct user_regs_struct regs;
+    bool have_registers = ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0;
+    if (have_registers) {
+        const struct { const char *name; unsigned long long value; } named[] = {
+            {"rip", regs.rip}, {"rsp", regs.rsp}, {"rbp", regs.rbp}, {"rax", regs.rax}, {"rbx", regs.rbx}, {"rcx", regs.rcx},
+            {"rdx", regs.rdx}, {"rsi", regs.rsi}, {"rdi", regs.rdi}, {"r8", regs.r8}, {"r9", regs.r9}, {"r10", regs.r10},
+            {"r11", regs.r11}, {"r12", regs.r12}, {"r13", regs.r13}, {"r14", regs.r14}, {"r15", regs.r15}};
+        for (size_t i = 0; i < sizeof named / sizeof *named; i++) fprintf(out, "register %s 0x%llx\n", named[i].name, named[i].value);
+    }
+#endif
+    unsigned long frames[FRAMES_MAX];
+    int count = rh_trace_unwind(tid, frames, FRAMES_MAX);
+#if defined(__x86_64__)
+    if (count < 2 && have_registers) {
+        if (count == 0) frames[count++] = regs.rip;
+        fprintf(out, "unwind scanned\n");
+        count = scan_stack(pid, tid, regs.rsp, frames, count, 64);
+    }
+#endif
+    for (int i = 0; i < count; i++) fprintf(out, "frame 0x%lx\n", frames[i]);
+    write_modules(out, pid);
+}
+
 /* Writes the crash file of thread `tid` (of `pid`), stopped at the delivery of `info`. The
    file is made `.partial`, flushed, then renamed: recovery never reads half of it. */
 static void write_crash(const char *dir, const char *session, pid_t pid, pid_t tid, const siginfo_t *info) {
@@ -209,29 +234,7 @@ static void write_crash(const char *dir, const char *session, pid_t pid, pid_t t
     if (fault && info->si_code > 0) fprintf(out, "address 0x%lx\n", (unsigned long)(uintptr_t)info->si_addr);
     if (info->si_code <= 0) fprintf(out, "sender_pid %d\nsender_uid %u\n", (int)info->si_pid, (unsigned)info->si_uid);
     fprintf(out, "thread %d\npid %d\ntime %lld\ncapture ptrace\n", (int)tid, (int)pid, (long long)now.tv_sec);
-#if defined(__x86_64__)
-    struct user_regs_struct regs;
-    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
-        const struct { const char *name; unsigned long long value; } named[] = {
-            {"rip", regs.rip}, {"rsp", regs.rsp}, {"rbp", regs.rbp}, {"rax", regs.rax}, {"rbx", regs.rbx}, {"rcx", regs.rcx},
-            {"rdx", regs.rdx}, {"rsi", regs.rsi}, {"rdi", regs.rdi}, {"r8", regs.r8}, {"r9", regs.r9}, {"r10", regs.r10},
-            {"r11", regs.r11}, {"r12", regs.r12}, {"r13", regs.r13}, {"r14", regs.r14}, {"r15", regs.r15}};
-        for (size_t i = 0; i < sizeof named / sizeof *named; i++) fprintf(out, "register %s 0x%llx\n", named[i].name, named[i].value);
-    }
-#endif
-    unsigned long frames[FRAMES_MAX];
-    int count = rh_trace_unwind(tid, frames, FRAMES_MAX);
-#if defined(__x86_64__)
-    if (count < 2) {
-        if (count == 0 && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) frames[count++] = regs.rip;
-        if (count == 1 && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
-            fprintf(out, "unwind scanned\n");
-            count = scan_stack(pid, tid, regs.rsp, frames, count, 64);
-        }
-    }
-#endif
-    for (int i = 0; i < count; i++) fprintf(out, "frame 0x%lx\n", frames[i]);
-    write_modules(out, pid);
+    rh_trace_write_thread(out, pid, tid);
     fprintf(out, "end\n");
     bool ok = fflush(out) == 0 && fsync(fd) == 0;
     fclose(out);
@@ -295,4 +298,33 @@ int rh_trace_program(pid_t pid, const char *crash_dir, const char *session, char
         /* The signal goes on as it came: the program's handler, or its default action. */
         ptrace(PTRACE_CONT, tid, NULL, (void *)(long)signal);
     }
+}
+
+int rh_stack_main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: reporthost-stack PID TID\n");
+        return 2;
+    }
+    pid_t pid = (pid_t)atoi(argv[1]), tid = (pid_t)atoi(argv[2]);
+    /* Under Yama the parent allows this process to trace it (PR_SET_PTRACER) just after it
+       started it: a refusal before that is retried for at most half a second. */
+    long seized;
+    for (int tries = 0; (seized = ptrace(PTRACE_SEIZE, tid, NULL, NULL)) != 0 && errno == EPERM && tries < 50; tries++) {
+        struct timespec wait = {0, 10 * 1000 * 1000};
+        nanosleep(&wait, NULL);
+    }
+    if (seized != 0) {
+        fprintf(stderr, "reporthost-stack: cannot trace thread %d of %d (%s)\n", (int)tid, (int)pid, strerror(errno));
+        return 1;
+    }
+    int status = 0;
+    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0 || waitpid(tid, &status, __WALL) != tid) {
+        fprintf(stderr, "reporthost-stack: cannot stop thread %d (%s)\n", (int)tid, strerror(errno));
+        ptrace(PTRACE_DETACH, tid, NULL, NULL);
+        return 1;
+    }
+    rh_trace_write_thread(stdout, pid, tid);
+    fflush(stdout);
+    ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    return 0;
 }

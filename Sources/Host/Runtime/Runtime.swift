@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import Glibc
 import HostCore
 import HostCapture
 import HostPlugins
@@ -83,6 +84,27 @@ public final class Runtime: Sendable {
     public var repositoryFolder: URL { session.repository.folder }
     /// Documents of the reports `recover` ran through the chain, oldest first.
     public var recovered: [ReportDocument] { session.recovered }
+    /// SPEC B-4: one `app_hang` report for thread `thread` (`name`), which missed its
+    /// heartbeat for `timeoutMs`, with its stack (`reporthost-stack`'s lines) when it was read.
+    package func raiseAppHang(thread: Int32, name: String, timeoutMs: Int, stackLines: String?) throws(HostError) -> ReportDocument? {
+        var request = ReportRequest(trigger: .appHang)
+        request.summary = "thread \(name) (\(thread)) stopped answering: no heartbeat for \(timeoutMs) ms"
+        // Backtrace's name for the thread a report is about.
+        request.attributes["_mod_faulting_tid"] = String(thread)
+        request.attributes["reporthost.hang_timeout_ms"] = String(timeoutMs)
+        request.crash = stackLines.flatMap { lines in
+            CapturedStack.payload(lines: lines, session: sessionID, pid: getpid(), thread: thread, at: SystemCalls.live.now())
+        }
+        let document = try raise(request)
+        if let document { logger.warn("app hang: thread \(name) (\(thread)) missed its heartbeat for \(timeoutMs) ms: report \(document.id)") }
+        return document
+    }
+
+    /// Sets an attribute on a stored report that has not left the machine (false when it has).
+    package func setAttribute(_ key: String, _ value: String, onWaitingReport reportID: String) throws(HostError) -> Bool {
+        try storing { () throws(StorageError) in try session.repository.setAttribute(key, value, onWaiting: reportID) }
+    }
+
     /// SPEC B-3: crashed or abnormally ended sessions in a row before this one.
     public var consecutiveCrashes: Int { session.consecutiveCrashes }
     /// This session's breadcrumb ring (SPEC B-1), nil when breadcrumbs are off.

@@ -261,11 +261,11 @@ package final class HostSession: Sendable {
         let slots = host.currentSlots
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
         if request.dialog == nil && !slots.hasCallbacks {
-            return try raiseUnchained(report, mode: mode, slots: slots)
+            return try raiseUnchained(report, mode: mode, slots: slots, crash: request.crash)
         }
         let journal = report.snapshot
         let rowID = try storing { () throws(StorageError) in
-            try repository.journal(journal, session: sessionID, dialogPending: request.dialog != nil)
+            try repository.journal(journal, session: sessionID, dialogPending: request.dialog != nil, crash: request.crash)
         }
         host.faults.hit(.afterJournal)
         let dialog = request.dialog.map {
@@ -298,8 +298,8 @@ package final class HostSession: Sendable {
     /// own code, so the report is stored once, after it, with one flush (H-13 journals a
     /// report before its first callback; there is none). A required slot that is empty holds
     /// it, as after a journal.
-    private func raiseUnchained(_ report: LiveReport, mode: ChainMode, slots: ReportHost.ChainSlots) throws(HostError)
-        -> ReportDocument?
+    private func raiseUnchained(_ report: LiveReport, mode: ChainMode, slots: ReportHost.ChainSlots, crash: JSONValue?)
+        throws(HostError) -> ReportDocument?
     {
         // What a hold would store: taken only when a slot is required (else nothing is held).
         let journal = host.configuration.requiredSlots.isEmpty ? nil : report.snapshot
@@ -307,10 +307,12 @@ package final class HostSession: Sendable {
         guard let run = try host.chain(report, mode: mode, slots: slots) else { return nil }  // no dialog: never nil
         let document = run.document
         if let journal, let unmet = run.unmet(host.configuration.requiredSlots) {
-            let rowID = try storing { () throws(StorageError) in try repository.journal(journal, session: sessionID, dialogPending: false) }
+            let rowID = try storing { () throws(StorageError) in
+                try repository.journal(journal, session: sessionID, dialogPending: false, crash: crash)
+            }
             return try hold(rowID, journal: journal, document: document, unmet: unmet)
         }
-        try storing { () throws(StorageError) in try repository.storeUnchained(document, session: sessionID) }
+        try storing { () throws(StorageError) in try repository.storeUnchained(document, session: sessionID, crash: crash) }
         host.faults.hit(.afterJournal)
         stored(document)
         return document

@@ -16,11 +16,13 @@ package enum CrashText {
         } else {
             cause = crash["address"]?.stringValue.map { " at \($0)" } ?? ""
         }
-        var lines = ["crash: SIG\(name)\(code)\(cause)"]
+        // Signal 0: a stack taken from a running thread (an app hang, SPEC B-4), not a crash.
+        let hung = crash["signal"]?.intValue == 0
+        var lines = [hung ? "stack of the hung thread (taken from outside; it went on running):" : "crash: SIG\(name)\(code)\(cause)"]
         let main = crash["main_thread"]?.stringValue ?? ""
         let threads = crash["threads"]?.objectValue ?? []
         for (id, thread) in threads.filter({ $0.0 == main }) + threads.filter({ $0.0 != main }) {
-            lines.append("thread \(id)\(id == main ? " (crashed)" : ""):")
+            lines.append("thread \(id)\(id == main ? (hung ? " (hung)" : " (crashed)") : ""):")
             let frames = thread["frames"]?.arrayValue ?? thread["stack"]?.arrayValue ?? []
             lines += frames.enumerated().map { index, frame in "  #\(index) \(frameText(frame))" }
         }

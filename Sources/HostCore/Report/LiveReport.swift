@@ -12,6 +12,9 @@ package struct Contributor: Sendable, Hashable {
     package var step: String
     package var source: AttachmentSource
     package var budgetKey: String
+    /// Whether the caller was built for ABI 1.1, which has `RH_TRIGGER_APP_HANG` (SPEC B-4): a
+    /// 1.0 plugin is shown a hang as `RH_TRIGGER_LOG_ERROR`.
+    package var knowsAppHang = true
 
     package init(handler: String, slot: String, step: String, source: AttachmentSource, budgetKey: String) {
         self.handler = handler

@@ -41,7 +41,9 @@ package struct ReportHandle: Hashable, Sendable {
 
     package func trigger() throws(ReportError) -> Trigger {
         guard let report = HandleRegistry.shared.report(for: self) else { throw .closed }
-        return try read("report_trigger") { _ in report.trigger }
+        return try access("report_trigger", mutates: false) { _, contributor in
+            .success(report.trigger == .appHang && !contributor.knowsAppHang ? .logError : report.trigger)
+        }.get()
     }
 
     package func type() throws(ReportError) -> ReportType { try trigger().type }

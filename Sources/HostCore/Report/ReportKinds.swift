@@ -16,6 +16,8 @@ public enum ReportType: Int32, Sendable, CaseIterable {
 /// What raised the report; it decides the type (SPEC R-2). Raw values are `RH_TRIGGER_*`.
 public enum Trigger: Int32, Sendable, CaseIterable {
     case dialog = 1, upload, logError, logException, crash, abnormalExit
+    /// A watched thread missed its heartbeat (SPEC B-4; ABI 1.1 `RH_TRIGGER_APP_HANG`).
+    case appHang
 
     public var name: String {
         switch self {
@@ -25,6 +27,7 @@ public enum Trigger: Int32, Sendable, CaseIterable {
         case .logException: "log_exception"
         case .crash: "crash"
         case .abnormalExit: "abnormal_exit"
+        case .appHang: "app_hang"
         }
     }
 
@@ -37,7 +40,7 @@ public enum Trigger: Int32, Sendable, CaseIterable {
     public var type: ReportType {
         switch self {
         case .dialog, .upload: .bug
-        case .logError, .logException: .error
+        case .logError, .logException, .appHang: .error
         case .crash, .abnormalExit: .crash
         }
     }

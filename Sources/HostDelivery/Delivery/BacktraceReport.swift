@@ -181,6 +181,7 @@ package enum BacktraceReport {
         case .abnormalExit: "Abnormal exit"
         case .logException: "Exception"
         case .logError: "Error"
+        case .appHang: "Hang"
         case .dialog, .upload: "Bug report"
         }
     }

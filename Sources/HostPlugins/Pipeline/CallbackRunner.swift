@@ -50,10 +50,11 @@ struct CallbackRunner {
     ) throws(HostError) -> Outcome {
         let name = handler.name
         let label = "\(name).on_\(step.rawValue)_report_created"
-        let handle = report.openHandle(
-            for: Contributor(
-                handler: name, slot: slot.rawValue, step: slot.source(step).rawValue, source: slot.source(step),
-                budgetKey: "\(slot.rawValue).\(step.rawValue)"))
+        var contributor = Contributor(
+            handler: name, slot: slot.rawValue, step: slot.source(step).rawValue, source: slot.source(step),
+            budgetKey: "\(slot.rawValue).\(step.rawValue)")
+        contributor.knowsAppHang = handler.declaredMinor >= 1
+        let handle = report.openHandle(for: contributor)
         let finish: CallFinish = mode == .runningApp ? .completedAndReturned : .returned
         let tracker = CallTracker(finish: finish)
         let observer = invoker.observer

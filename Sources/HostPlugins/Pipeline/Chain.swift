@@ -20,6 +20,9 @@ public struct ReportRequest: Sendable {
     public var attachments: [ExtendedAttachment] = []
     /// What the session did before the report (SPEC B-1): its session fills them in.
     public var breadcrumbs: [Breadcrumb] = []
+    /// The stack payload stored with the report (`crash` in its document): an app hang's
+    /// hung thread (SPEC B-4).
+    package var crash: JSONValue?
     public var isTerminating = false
     /// Shows a dialog report to its user (trigger `dialog`); nil for other reports.
     public var dialog: (any DialogPresenter)?

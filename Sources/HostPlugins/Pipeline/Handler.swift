@@ -63,6 +63,14 @@ package enum Handler: Sendable {
         }
     }
 
+    /// The ABI minor the handler was built for (an in-process Swift handler: the host's).
+    var declaredMinor: UInt32 {
+        switch self {
+        case .plugin(let plugin): plugin.handler.abi_minor
+        case .swift: UInt32(RH_ABI_VERSION_MINOR)
+        }
+    }
+
     func implements(_ step: HandlerStep) -> Bool {
         switch (self, step) {
         case (.plugin(let p), .before): p.handler.on_before_report_created != nil

@@ -26,8 +26,11 @@ extension Repository {
     /// A running-app report journaled before its first callback (SPEC H-13): `pending_chain`.
     /// A dialog report stays `dialogPending` until the user sends it (`dialogSent`).
     @discardableResult
-    package func journal(_ document: ReportDocument, session: String, dialogPending: Bool) throws(StorageError) -> Int64 {
-        try store(document, state: .pendingChain, session: session, dialogPending: dialogPending)
+    /// - Parameter crash: the stack payload of a report that has one (an app hang, SPEC B-4).
+    package func journal(_ document: ReportDocument, session: String, dialogPending: Bool, crash: JSONValue? = nil) throws(StorageError)
+        -> Int64
+    {
+        try store(document, state: .pendingChain, crash: crash, session: session, dialogPending: dialogPending)
     }
 
     /// A running-app report whose chain called nothing but the host (no handler, no
@@ -36,8 +39,25 @@ extension Repository {
     /// host; there is none. A kill before this store loses the report, as a kill before a
     /// journal would.
     @discardableResult
-    package func storeUnchained(_ document: ReportDocument, session: String) throws(StorageError) -> Int64 {
-        try store(document, state: .awaitingFirstAttempt, session: session)
+    package func storeUnchained(_ document: ReportDocument, session: String, crash: JSONValue? = nil) throws(StorageError) -> Int64 {
+        try store(document, state: .awaitingFirstAttempt, crash: crash, session: session)
+    }
+
+    /// Sets an attribute on the stored report `reportID` while it has not left the machine
+    /// (not yet sent, or waiting for a retry): how long a hang lasted, known only once it ends
+    /// (SPEC B-4). Returns false when the report is sent, being sent, or gone.
+    package func setAttribute(_ key: String, _ value: String, onWaiting reportID: String) throws(StorageError) -> Bool {
+        try database.transaction(.committed) { () throws(StorageError) -> Bool in
+            let waiting = [RecordState.pendingChain, .awaitingFirstAttempt, .retry, .held].map { SQLValue.text($0.rawValue) }
+            guard let row = try database.query(
+                "SELECT rowid, document FROM reports WHERE report_id = ? AND state IN (?, ?, ?, ?)", [.text(reportID)] + waiting).first,
+                let rowID = row[0].int, let text = row[1].string, let json = try? JSONValue.parse(text),
+                var document = ReportDocument(json: json)
+            else { return false }
+            document.content.attributes[key] = value
+            try rewrite(rowID, document)
+            return true
+        }
     }
 
     /// The user sent a dialog report: its journal keeps their edits, and from now on it is a

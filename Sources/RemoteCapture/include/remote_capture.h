@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -31,6 +32,18 @@ int rh_trace_crash_files_written(void);
 /* Unwinds thread `tid`, stopped under ptrace by this thread, from outside: at most `max`
  * instruction addresses into frames, the first the faulting one. Returns how many, or -1. */
 int rh_trace_unwind(pid_t tid, unsigned long *frames, int max);
+
+/* Writes, in the crash file's line format, the registers, the frames (unwound from outside;
+ * scanned from the stack when the unwind tables stop at the first frame: an `unwind
+ * scanned` line says so) and the modules mapped in `pid`, for thread `tid`, stopped under
+ * ptrace by this thread. */
+void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid);
+
+/* `reporthost-stack PID TID`: the stack of a running thread of another process (an app hang,
+ * SPEC B-4) in those lines on stdout. Its parent allows it to trace with prctl(PR_SET_PTRACER)
+ * once it is started (a refusal before that is retried briefly); it interrupts the thread with
+ * PTRACE_INTERRUPT (the thread's system call resumes as if nothing happened), and detaches. */
+int rh_stack_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -196,7 +196,7 @@ int rh_embed_add_attachment(rh_embed *h, const char *path);
  * nothing. Called in a forked child, it returns at once and does nothing. [not-in-callback] */
 void rh_embed_stop(rh_embed *h);
 
-/* ---- 1.1 (SPEC B-1, B-3) ---- */
+/* ---- 1.1 (SPEC B-1, B-3): breadcrumbs and crash loops ---- */
 
 /* Leaves a breadcrumb: one line of what the program is doing, kept in the session's ring
  * file in the repository (breadcrumbs/<session>.ring, mapped into memory) and attached,
@@ -224,6 +224,26 @@ int rh_embed_breadcrumb(rh_embed *h, int level, const char *category, const char
  * what crashed it. Sessions of other processes still running are not counted. Returns the
  * count, or RH_EMBED_ERR_STOPPED for a handle that is not the live one. [any-thread] */
 int rh_embed_consecutive_crashes(rh_embed *h);
+
+/* ---- 1.1 (SPEC B-4): app hangs ---- */
+
+/* Watches the calling thread: when rh_embed_heartbeat does not come from it within
+ * timeout_ms, the thread is hung. The host then reads its stack from outside (the helper
+ * `reporthost-stack` beside the library traces the thread for a moment with ptrace; the
+ * thread's blocking call goes on as if nothing happened) and raises one report of type
+ * `error`, trigger `app_hang`, with the stack symbolicated like a crash's, the thread in the
+ * attribute `_mod_faulting_tid`, and the session's breadcrumbs. One report per hang: the
+ * next comes only after a heartbeat. When the heartbeat returns, the hang's length is set on
+ * the report (`reporthost.hang_ms`) if it has not been sent yet, else logged.
+ *
+ * timeout_ms: > 0; 0 stops watching the calling thread. Returns RH_EMBED_OK;
+ * RH_EMBED_ERR_INVALID for a negative timeout; RH_EMBED_ERR_STORAGE when the watchdog thread
+ * cannot be started; RH_EMBED_ERR_STOPPED for a handle that is not the live one. [any-thread] */
+int rh_embed_watch_thread(rh_embed *h, int timeout_ms);
+
+/* The calling thread is alive: call it from the watched thread's loop. Nothing for a thread
+ * that is not watched or a handle that is not the live one. [any-thread] */
+void rh_embed_heartbeat(rh_embed *h);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,9 @@ typedef int32_t rh_trigger;
 #define RH_TRIGGER_LOG_EXCEPTION 4
 #define RH_TRIGGER_CRASH         5
 #define RH_TRIGGER_ABNORMAL_EXIT 6
+/* 1.1 (SPEC B-4): a watched thread missed its heartbeat (type error). A plugin that declared
+   minor 0 is shown RH_TRIGGER_LOG_ERROR instead. */
+#define RH_TRIGGER_APP_HANG      7
 
 /* Levels for rh_host_api.log. */
 typedef int32_t rh_log_level;

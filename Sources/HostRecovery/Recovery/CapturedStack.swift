@@ -1,0 +1,19 @@
+import FoundationEssentials
+import HostCore
+import HostCapture
+import HostPlugins
+import HostStore
+
+/// A running thread's stack taken from outside (an app hang, SPEC B-4) as the `crash` payload
+/// of its report: the helper's lines in the crash file's format, read and symbolicated the
+/// way a recovered crash is.
+package enum CapturedStack {
+    /// The payload of thread `thread` of process `pid` from `lines` (registers, frames,
+    /// modules); nil when they hold no frame.
+    package static func payload(lines: String, session: String, pid: Int32, thread: Int32, at time: Date) -> JSONValue? {
+        let text = ["reporthost-crash 1", "session \(session)", "signal 0", "code 0", "thread \(thread)", "pid \(pid)",
+                    "time \(Int(time.timeIntervalSince1970))"].joined(separator: "\n") + "\n" + lines + "end\n"
+        guard let stack = CrashFile(path: "app-hang", data: Data(text.utf8), modifiedAt: time), !stack.frames.isEmpty else { return nil }
+        return stack.payload(symbols: ElfSymbols(for: stack, cache: SymbolCache()))
+    }
+}
