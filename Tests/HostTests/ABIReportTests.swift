@@ -85,6 +85,7 @@ func cString(_ buffer: [CChar]) -> String {
         let expected: [(Trigger, ReportType, String)] = [
             (.dialog, .bug, "dialog"), (.upload, .bug, "upload"), (.logError, .error, "log_error"),
             (.logException, .error, "log_exception"), (.crash, .crash, "crash"), (.abnormalExit, .crash, "abnormal_exit"),
+            (.appHang, .error, "app_hang"),
         ]
         for (trigger, type, name) in expected {
             #expect(trigger.type == type)
