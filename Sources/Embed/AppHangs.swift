@@ -28,7 +28,8 @@ final class AppHangs: Sendable {
         var endedAt: HostInstant?
     }
 
-    private let state = WaitableState((watches: [Int32: Watch](), stopped: false, started: false))
+    /// `reporting`: the watchdog is raising a hang's report (a stop waits for it).
+    private let state = WaitableState((watches: [Int32: Watch](), stopped: false, started: false, reporting: false))
     private let clock = SystemClock()
     private let runtime: Runtime
     /// `reporthost-stack`, beside the library.
@@ -75,7 +76,12 @@ final class AppHangs: Sendable {
         }
     }
 
-    func stop() { state.update { $0.stopped = true } }
+    /// Stops the watchdog; a hang's report being raised is finished first (the host must not
+    /// stop under it).
+    func stop() {
+        state.update { $0.stopped = true }
+        state.wait(until: nil, clock: clock, for: { !$0.reporting }, then: { _, _ in })
+    }
 
     private func watchdog() {
         while true {
@@ -97,11 +103,13 @@ final class AppHangs: Sendable {
                         hung.append((thread, watch.timeoutMs))
                     }
                 }
+                state.reporting = !hung.isEmpty || !ended.isEmpty
                 return (false, hung, ended)
             }
             if work.stop { return }
             for (id, length) in work.ended { recordLength(length, of: id) }
             for (thread, timeoutMs) in work.hung { report(thread: thread, timeoutMs: timeoutMs) }
+            state.update { $0.reporting = false }
         }
     }
 
