@@ -46,13 +46,10 @@ final class AppHangs: Sendable {
         let thread = rh_embed_thread_id()
         let now = clock.now()
         let start = state.update { state -> Bool in
-            if timeoutMs == 0 {
-                state.watches[thread] = nil
-            } else {
-                state.watches[thread] = Watch(timeoutMs: timeoutMs, lastBeat: now, hang: nil)
-            }
-            defer { state.started = state.started || timeoutMs > 0 }
-            return timeoutMs > 0 && !state.started
+            state.watches[thread] = timeoutMs == 0 ? nil : Watch(timeoutMs: timeoutMs, lastBeat: now, hang: nil)
+            guard timeoutMs > 0, !state.started else { return false }
+            state.started = true
+            return true
         }
         guard start else { return true }
         let started = startThread { [self] in

@@ -20,9 +20,8 @@
 
 #define FRAMES_MAX 256
 
+/* The crash files this trace wrote (each file's name counts them). */
 static int written;
-
-int rh_trace_crash_files_written(void) { return written; }
 
 static void fail(char *error, size_t cap, const char *format, ...) {
     if (!error || cap == 0) return;

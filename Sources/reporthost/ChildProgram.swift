@@ -183,7 +183,7 @@ struct LineTail: Sendable {
         guard !partial.isEmpty else { return }
         count += 1
         let text = String(decoding: ReportContent.completeCharacters(partial), as: UTF8.self)
-        lines.append(Breadcrumb(sequence: count, timestamp: partialSince ?? time, level: .info, category: "stderr", message: text))
+        lines.append(Breadcrumb(sequence: count, timestamp: partialSince ?? time, level: .info, category: Breadcrumb.standardErrorCategory, message: text))
         if lines.count > keep { lines.removeFirst(lines.count - keep) }
     }
 }

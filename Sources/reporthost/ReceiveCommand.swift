@@ -9,9 +9,6 @@ import Receiver
 /// beside it (SPEC T-2). Prints one line per received report on stdout; stops on SIGINT or
 /// SIGTERM. Does not touch any repository (SPEC I-2).
 enum ReceiveCommand {
-    /// The attachment Backtrace's SDKs, and the host, send breadcrumbs in (SPEC B-1).
-    static let breadcrumbsAttachment = "bt-breadcrumbs-0"
-
     static let options: [String: Bool] = [
         "port": true, "dir": true, "respond": true, "inbox": false, "chaos": true, "chaos-seed": true, "log-level": true,
     ]
@@ -42,8 +39,8 @@ enum ReceiveCommand {
                 .split(whereSeparator: \.isNewline).joined(separator: " ")
             let shown = summary.count > 80 ? summary.prefix(79) + "…" : Substring(summary)
             // Backtrace's breadcrumb attachment is counted as breadcrumbs, not as a file.
-            let breadcrumbs = received.attachments[Self.breadcrumbsAttachment].flatMap { try? JSONValue.parse($0).arrayValue }
-            let files = received.attachments.keys.filter { $0 != Self.breadcrumbsAttachment }.count
+            let breadcrumbs = received.attachments[BacktraceReport.breadcrumbsAttachment].flatMap { try? JSONValue.parse($0).arrayValue }
+            let files = received.attachments.keys.filter { $0 != BacktraceReport.breadcrumbsAttachment }.count
             let crumbs = breadcrumbs.map { ", \($0.count) breadcrumb(s)" } ?? ""
             // One line per report, whatever a client sends: its text cannot break or fake one.
             output.write(TerminalText.visible("received \(received.uuid) (\(type), \(files) attachment(s)\(crumbs)) \"\(shown)\" -> \(answer)") + "\n")

@@ -159,9 +159,7 @@ package final class HostSession: Sendable {
 
     /// The breadcrumbs a report of this session carries now, oldest first.
     package var currentBreadcrumbs: [Breadcrumb] {
-        (breadcrumbs?.read(last: host.configuration.breadcrumbsMax) ?? []).map {
-            Breadcrumb(sequence: $0.sequence, milliseconds: $0.timestampMs, level: $0.level, category: $0.category, message: $0.message)
-        }
+        (breadcrumbs?.read(last: host.configuration.breadcrumbsMax) ?? []).map(Breadcrumb.init)
     }
 
     /// The rest of `open`, once the session is marked.

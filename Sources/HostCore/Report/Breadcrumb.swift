@@ -20,16 +20,18 @@ public struct Breadcrumb: Sendable, Equatable {
         self.message = message
     }
 
-    /// A breadcrumb as the ring and the ABI carry it: Unix milliseconds and an `RH_LOG_*`
-    /// level (an unknown one reads as info).
-    public init(sequence: UInt64, milliseconds: Int64, level: Int32, category: String, message: String) {
+    /// A breadcrumb as its session's ring holds it: Unix milliseconds and an `RH_LOG_*` level
+    /// (an unknown one reads as info).
+    package init(_ entry: BreadcrumbRing.Entry) {
         self.init(
-            sequence: sequence, timestamp: Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000),
-            level: LogLevel(rawValue: level) ?? .info, category: category, message: message)
+            sequence: entry.sequence, timestamp: Date(timeIntervalSince1970: TimeInterval(entry.timestampMs) / 1000),
+            level: LogLevel(rawValue: entry.level) ?? .info, category: entry.category, message: entry.message)
     }
 
     /// The category of the host's own breadcrumbs.
     public static let hostCategory = "reporthost"
+    /// The category of the lines `reporthost run` keeps of the watched program's standard error.
+    public static let standardErrorCategory = "stderr"
 
     /// In the report document: `{"timestamp", "level", "category", "message"}` (and its
     /// `sequence`, which the wire format sends as Backtrace's breadcrumb `id`).

@@ -95,6 +95,8 @@ package enum BacktraceReport {
     /// The report's breadcrumbs as Backtrace's own SDKs send them: an attachment named
     /// `bt-breadcrumbs-0` holding a JSON array of `{id, timestamp (Unix ms), level, type,
     /// message, attributes}`, oldest first. nil when the report has none.
+    package static let breadcrumbsAttachment = "bt-breadcrumbs-0"
+
     package static func breadcrumbsPart(_ document: ReportDocument) -> MultipartBody.InlinePart? {
         guard !document.content.breadcrumbs.isEmpty else { return nil }
         let entries = document.content.breadcrumbs.map { crumb -> JSONValue in
@@ -102,13 +104,13 @@ package enum BacktraceReport {
                 ("id", .int(Int(clamping: crumb.sequence))),
                 ("timestamp", .int(Int((crumb.timestamp.timeIntervalSince1970 * 1000).rounded(.down)))),
                 ("level", .string(backtraceLevel(crumb.level))),
-                ("type", .string(crumb.category == Breadcrumb.hostCategory ? "system" : crumb.category == "stderr" ? "log" : "manual")),
+                ("type", .string(crumb.category == Breadcrumb.hostCategory ? "system" : crumb.category == Breadcrumb.standardErrorCategory ? "log" : "manual")),
                 ("message", .string(crumb.message)),
                 ("attributes", .object([("category", .string(crumb.category))])),
             ])
         }
         return MultipartBody.InlinePart(
-            name: "attachment_bt-breadcrumbs-0", filename: "bt-breadcrumbs-0", type: "application/json",
+            name: "attachment_" + breadcrumbsAttachment, filename: breadcrumbsAttachment, type: "application/json",
             bytes: Array(JSONValue.array(entries).serialized().utf8))
     }
 

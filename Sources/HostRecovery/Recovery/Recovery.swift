@@ -281,7 +281,7 @@ package struct Recovery {
         guard let ring = BreadcrumbRing.read(fileAt: repository.breadcrumbsPath(session), last: host.configuration.breadcrumbsMax)
         else { return [] }
         if ring.torn > 0 { log.info("session \(session): \(ring.torn) breadcrumb(s) left half written by the end were skipped") }
-        return ring.entries.map { Breadcrumb(sequence: $0.sequence, milliseconds: $0.timestampMs, level: $0.level, category: $0.category, message: $0.message) }
+        return ring.entries.map(Breadcrumb.init)
     }
 
     /// Runs or settles every chain that has not finished: native reports get the chain in

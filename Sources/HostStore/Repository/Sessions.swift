@@ -107,16 +107,17 @@ extension Repository {
     /// session still marked `running` whose process is gone is one the next launch will find
     /// ended abnormally). Sessions of processes still running are passed over.
     package func consecutiveCrashes(before current: String) throws(StorageError) -> Int {
-        var count = 0
+        // Only the sessions since the last clean end are read: a start pays for the loop, not
+        // for the history.
         let rows = try database.query(
-            "SELECT id, end FROM session_history WHERE id != ? ORDER BY started_at DESC, rowid DESC LIMIT 10000", [.text(current)])
-        for row in rows {
-            guard let id = row[0].string, let end = row[1].string.flatMap(SessionEnd.init(rawValue:)) else { continue }
-            if end == .clean { break }
-            if end == .running && isAlive(id) { continue }
-            count += 1
-        }
-        return count
+            """
+            SELECT id, end FROM session_history WHERE id != ?1 AND started_at > coalesce(
+                (SELECT max(started_at) FROM session_history WHERE end = 'clean' AND id != ?1), -1)
+            """, [.text(current)])
+        return rows.filter { row in
+            guard let id = row[0].string, let end = row[1].string.flatMap(SessionEnd.init(rawValue:)) else { return false }
+            return end != .clean && !(end == .running && isAlive(id))
+        }.count
     }
 
     /// One release's sessions that started since a time (SPEC B-2).

@@ -26,9 +26,6 @@ extern "C" {
  * and reaped, so nothing runs untraced when tracing was asked). */
 int rh_trace_program(pid_t pid, const char *crash_dir, const char *session, char *error, size_t error_cap);
 
-/* The crash files the last rh_trace_program wrote. */
-int rh_trace_crash_files_written(void);
-
 /* Unwinds thread `tid`, stopped under ptrace by this thread, from outside: at most `max`
  * instruction addresses into frames, the first the faulting one. Returns how many, or -1. */
 int rh_trace_unwind(pid_t tid, unsigned long *frames, int max);
