@@ -88,6 +88,20 @@ import Testing
         #expect(crumb.level == 3)
     }
 
+    @Test("B-1: a breadcrumb whose time is far out of range (a ring written by another program) is shown and sent, never a trap")
+    func absurdTime() throws {
+        let ring = try ring(slots: 4)
+        for time in [Int64.max, Int64.min] { _ = rh_crumb_write(ring.address, time, 1, "app", 3, "odd", 3) }
+        let crumbs = ring.read(last: 4).map(Breadcrumb.init)
+        #expect(crumbs.count == 2)
+        var content = ReportContent()
+        content.breadcrumbs = crumbs
+        let document = ReportDocument(id: randomUUID(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
+        #expect(document.json["breadcrumbs"]?.arrayValue?.count == 2)
+        let part = try #require(BacktraceReport.breadcrumbsPart(document))
+        #expect(try JSONValue.parse(Data(part.bytes)).arrayValue?.count == 2)
+    }
+
     @Test("B-1: a file that is not a ring (wrong magic, too short, a folder) reads as nil, never a trap")
     func notARing() throws {
         let bad = folder.appendingPathComponent("bad.ring")

@@ -58,10 +58,19 @@ public struct Breadcrumb: Sendable, Equatable {
     /// ISO 8601 in UTC with milliseconds, e.g. 2026-01-01T00:00:00.123Z: breadcrumbs come
     /// many a second.
     public static func timestamp(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let milliseconds = Self.milliseconds(date)
         let seconds = ReportDocument.timestamp(Date(timeIntervalSince1970: TimeInterval(milliseconds.floorDivided(by: 1000))))
         let fraction = Int(milliseconds - milliseconds.floorDivided(by: 1000) * 1000)
         return seconds.dropLast() + "." + String(repeating: "0", count: fraction < 10 ? 2 : fraction < 100 ? 1 : 0) + "\(fraction)Z"
+    }
+
+    /// Unix milliseconds of `date`, saturating: a ring written by anything else (its checksum
+    /// matches what it was given) may hold any time, and none traps.
+    public static func milliseconds(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        guard value.isFinite else { return 0 }
+        // Within ±4·10¹⁸: room for the arithmetic that splits it into seconds and milliseconds.
+        return Int64(min(max(value, -4e18), 4e18))
     }
 
     /// Parses `timestamp`'s format (also without the milliseconds).

@@ -102,7 +102,7 @@ package enum BacktraceReport {
         let entries = document.content.breadcrumbs.map { crumb -> JSONValue in
             .object([
                 ("id", .int(Int(clamping: crumb.sequence))),
-                ("timestamp", .int(Int((crumb.timestamp.timeIntervalSince1970 * 1000).rounded(.down)))),
+                ("timestamp", .int(Int(Breadcrumb.milliseconds(crumb.timestamp)))),
                 ("level", .string(backtraceLevel(crumb.level))),
                 ("type", .string(crumb.category == Breadcrumb.hostCategory ? "system" : crumb.category == Breadcrumb.standardErrorCategory ? "log" : "manual")),
                 ("message", .string(crumb.message)),
