@@ -114,7 +114,7 @@ func deliver(_ folder: String, url: String) throws {
 
 func body(_ path: String) throws {
     let body = MultipartBody()
-    try body.write(json: BacktraceReport.json(benchDocument(), crash: nil), attachments: [], to: URL(fileURLWithPath: path))
+    try body.write(json: BacktraceReport.json(benchDocument(), crash: nil), attachments: [], to: URL(fileURLWithPath: path), system: .live)
     print("content_type", body.contentType)
 }
 

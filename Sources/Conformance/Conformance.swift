@@ -60,11 +60,14 @@ package struct CheckContext: Sendable {
     package let options: JSONValue?
     /// `check --scrub`'s corpus and thresholds (SPEC T-4).
     package let scrub: ScrubSettings
+    /// The seam the checks' own calls go through (the hosts they build take it from their faults).
+    let system: SystemCalls
 
     package init(
-        pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor,
+        pluginPath: String, slot: PluginSlot, seed: UInt64, mainExecutor: any MainExecutor, system: SystemCalls,
         copiesFolder: URL = FileManager.default.temporaryDirectory, options: JSONValue? = nil, scrub: ScrubSettings = ScrubSettings()
     ) {
+        self.system = system
         self.pluginPath = pluginPath
         self.slot = slot
         self.seed = seed

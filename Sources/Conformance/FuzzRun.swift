@@ -43,7 +43,7 @@ extension Catalogue {
             defer { host.stop() }
             for seed in seeds {
                 // Before the case runs, where a crash cannot take it back.
-                if let progress, progress >= 0 { _ = SystemCalls.live.writeAll(progress, "case \(seed)\n") }
+                if let progress, progress >= 0 { _ = context.system.writeAll(progress, "case \(seed)\n") }
                 let input = FuzzCase(seed: seed)
                 let before = events.count
                 var request = input.request

@@ -19,8 +19,8 @@ package struct ScrubSettings: Sendable {
 
     var recallNeeded: Double { minRecall ?? 1 }
 
-    package func loadCorpus(seed: UInt64) throws(ScrubCorpus.FormatError) -> ScrubCorpus {
-        try corpus.map { path throws(ScrubCorpus.FormatError) in try ScrubCorpus.load(path) } ?? .generated(seed: seed)
+    package func loadCorpus(seed: UInt64, system: SystemCalls) throws(ScrubCorpus.FormatError) -> ScrubCorpus {
+        try corpus.map { path throws(ScrubCorpus.FormatError) in try ScrubCorpus.load(path, system: system) } ?? .generated(seed: seed)
     }
 }
 
@@ -35,12 +35,12 @@ package struct ScrubSettings: Sendable {
 extension Catalogue {
     package static let scrubChecks: [ConformanceCheck] = ScrubField.allCases.map { field in
         ConformanceCheck(name: "scrub-\(field.rawValue)", summary: field.summary, slots: handlerSlots, scoring: { context in
-            let corpus = try context.scrub.loadCorpus(seed: context.seed)
+            let corpus = try context.scrub.loadCorpus(seed: context.seed, system: context.system)
             var figures = ScrubFigures(source: corpus.source, documents: corpus.documents.count)
             let (host, _, _) = try context.host()
             defer { host.stop() }
             for document in corpus.documents {
-                guard let report = try host.raise(field.request(placing: document)) else { return (.failed, "no document", nil) }
+                guard let report = try host.raise(field.request(placing: document, at: context.system.now())) else { return (.failed, "no document", nil) }
                 figures.score(document, field: field.rawValue, after: field.text(of: report))
             }
             return field.verdict(figures, settings: context.scrub, seed: context.seed)
@@ -100,7 +100,7 @@ package enum ScrubField: String, CaseIterable, Sendable {
 
     /// A report with the document in this field only; the reporter's `email` is set too (it
     /// must be left alone, and does not count against the plugin).
-    func request(placing document: ScrubCorpus.Document) -> ReportRequest {
+    func request(placing document: ScrubCorpus.Document, at time: Date) -> ReportRequest {
         var request = Catalogue.ordinary(.logError)
         request.email = "reporter@example.org"
         switch self {
@@ -110,8 +110,8 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .labels: request.labels = [document.text]
         case .breadcrumbs:
             request.breadcrumbs = [
-                Breadcrumb(sequence: 1, timestamp: SystemCalls.live.now(), level: .info, category: "app", message: "opened the settings"),
-                Breadcrumb(sequence: 2, timestamp: SystemCalls.live.now(), level: .info, category: "app", message: document.text),
+                Breadcrumb(sequence: 1, timestamp: time, level: .info, category: "app", message: "opened the settings"),
+                Breadcrumb(sequence: 2, timestamp: time, level: .info, category: "app", message: document.text),
             ]
         case .attachments:
             request.attachments = [ReportRequest.ExtendedAttachment(

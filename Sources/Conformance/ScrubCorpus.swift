@@ -55,8 +55,8 @@ package struct ScrubCorpus: Sendable {
     /// Reads JSON lines `{"text": "…", "spans": [{"start": 0, "end": 5, "kind": "email"}]}`
     /// (byte offsets; blank lines skipped). A span out of the text, reversed, or cutting a
     /// UTF-8 character is an error naming its line, as is a text longer than a field holds.
-    package static func load(_ path: String) throws(FormatError) -> ScrubCorpus {
-        guard case .success(let data) = BoundedFile.read(path, limit: 1 << 30, followLinks: true) else {
+    package static func load(_ path: String, system: SystemCalls) throws(FormatError) -> ScrubCorpus {
+        guard case .success(let data) = BoundedFile.read(path, limit: 1 << 30, followLinks: true, system: system) else {
             throw FormatError(description: "--corpus \(path): cannot read the file")
         }
         var documents: [Document] = []

@@ -137,8 +137,8 @@ final class AppHangs: Sendable {
         case .success(let helperProcess):
             // Yama (where it is on) lets only an allowed process trace this one.
             _ = rh_embed_allow_tracer(helperProcess.pid)
-            let output = helperProcess.output.map { String(decoding: SystemCalls.live.drain($0, keep: .first(1 << 20)), as: UTF8.self) } ?? ""
-            let errors = helperProcess.errors.map { String(decoding: SystemCalls.live.drain($0, keep: .first(4096)), as: UTF8.self) } ?? ""
+            let output = helperProcess.output.map { String(decoding: embedSystem.drain($0, keep: .first(1 << 20)), as: UTF8.self) } ?? ""
+            let errors = helperProcess.errors.map { String(decoding: embedSystem.drain($0, keep: .first(4096)), as: UTF8.self) } ?? ""
             for fd in [helperProcess.output, helperProcess.errors].compactMap({ $0 }) { close(fd) }
             let ending = helperProcess.wait()
             guard ending == .exited(0) else {
@@ -151,7 +151,7 @@ final class AppHangs: Sendable {
 
     /// The thread's name (`/proc/self/task/<tid>/comm`), or its id.
     static func threadName(_ thread: Int32) -> String {
-        guard case .success(let data) = BoundedFile.read("/proc/self/task/\(thread)/comm", limit: 64) else { return String(thread) }
+        guard case .success(let data) = BoundedFile.read("/proc/self/task/\(thread)/comm", limit: 64, system: embedSystem) else { return String(thread) }
         let name = String(decoding: data, as: UTF8.self).trimmed
         return name.isEmpty ? String(thread) : name
     }

@@ -14,6 +14,9 @@ private let errCancelled: Int32 = -4
 
 /// The live host and the tokens handed out (embed.h: one live handle per process, tokens
 /// never reused). Process-wide because the C caller holds only the token.
+/// The seam of the embedding entry: the real system calls (a program's host runs no faults).
+let embedSystem = SystemCalls.live
+
 private let registry = Locked<(next: UInt, live: (token: UInt, host: EmbeddedHost)?, starting: Bool)>((1, nil, false))
 
 /// The live host behind `handle`, or nil when it is not the live one, or when the caller is a
@@ -62,7 +65,7 @@ public func embedStart(
     }
     guard claimed else { return fail("rh_embed_start: a host is already running in this process (call rh_embed_stop first)") }
     do throws(HostError) {
-        var configuration = try text(configPath).map { path throws(HostError) in try Configuration.load(path: path) } ?? Configuration()
+        var configuration = try text(configPath).map { path throws(HostError) in try Configuration.load(path: path, system: embedSystem) } ?? Configuration()
         if let repository = text(repository) { configuration.repository = Paths.absolute(repository) }
         let host = try EmbeddedHost(configuration: configuration)
         let token = registry.withLock { state -> UInt in

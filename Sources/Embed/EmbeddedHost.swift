@@ -88,7 +88,7 @@ final class EmbeddedHost: Sendable {
         for path in paths {
             let name = URL(fileURLWithPath: path).lastPathComponent
             var attachment = ReportRequest.ExtendedAttachment(name: name, filename: name, data: Data())
-            switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes, followLinks: true) {
+            switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes, followLinks: true, system: embedSystem) {
             case .success(let data): attachment.data = data
             case .failure(.tooLarge(let size, _)): attachment.declaredSize = UInt(clamping: size)
             case .failure(let failure):

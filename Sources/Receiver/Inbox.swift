@@ -89,9 +89,9 @@ package final class Inbox: @unchecked Sendable {
     private var sequence = 0
     private var stopped = false
 
-    init(folder: URL) {
+    init(folder: URL, system: SystemCalls) {
         self.folder = folder
-        entries = Self.load(folder)
+        entries = Self.load(folder, system: system)
     }
 
     // MARK: Recording
@@ -239,19 +239,22 @@ package final class Inbox: @unchecked Sendable {
     }
 
     /// The reports stored in `folder` before this run: `<uuid>.json` files, oldest first.
-    static func load(_ folder: URL) -> [Entry] {
+    static func load(_ folder: URL, system: SystemCalls) -> [Entry] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         var found: [Entry] = []
         for name in names where name.hasSuffix(".json") {
             let uuid = String(name.dropLast(".json".count))
             let path = folder.appendingPathComponent(name).path
-            guard UUID(uuidString: uuid) != nil, case .success(let data) = BoundedFile.read(path, limit: reportMaxBytes),
+            guard UUID(uuidString: uuid) != nil, case .success(let data) = BoundedFile.read(path, limit: reportMaxBytes, system: system),
                 let report = try? JSONValue.parse(data)
             else { continue }
             let attachments = (try? FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent(uuid).path)) ?? []
-            let written = SystemCalls.live.stat(path).map { Date(timeIntervalSince1970: TimeInterval($0.st_mtim.tv_sec)) } ?? Date()
+            let written = system.stat(path).map {
+                Date(timeIntervalSince1970: TimeInterval($0.st_mtim.tv_sec) + TimeInterval($0.st_mtim.tv_nsec) / 1e9)
+            } ?? system.now()
             found.append(entry(report, uuid: uuid, attachments: attachments.filter { !$0.hasPrefix(".") }.sorted(), at: written))
         }
-        return found.sorted { $0.receivedAt < $1.receivedAt }
+        // Files written in the same instant in the order of their uuids: never the clock alone.
+        return found.sorted { ($0.receivedAt, $0.uuid) < ($1.receivedAt, $1.uuid) }
     }
 }

@@ -155,7 +155,7 @@ extension LocalReceiver {
     }
 
     private func readStored(_ url: URL) -> Result<Data, BoundedFile.Failure> {
-        BoundedFile.read(url.path, limit: Inbox.reportMaxBytes)
+        BoundedFile.read(url.path, limit: Inbox.reportMaxBytes, system: system)
     }
 
     private func answerPage(_ reader: inout SocketReader, _ html: String) -> Bool {

@@ -43,7 +43,9 @@ package final class LocalReceiver: Sendable {
 
     package let port: UInt16
     package let folder: URL
-    private let listener: Int32
+    /// The seam its files are written through.
+    let system: SystemCalls
+    let listener: Int32
     let state: Locked<State>
 
     struct State {
@@ -123,12 +125,14 @@ package final class LocalReceiver: Sendable {
     ///     only the files, so a long run does not grow.
     ///   - inbox: serve the inbox's pages and API beside the submission endpoints (SPEC T-2).
     ///   - chaos: faults to answer submissions with at random.
+    ///   - system: the seam its files are written through (the receiver is an entry of its
+    ///     own: the real calls unless a test hands it a plan).
     package init(
         port: UInt16 = 0, folder: URL, script: [Response] = [.status(200)], keepInMemory: Bool = true, limits: Limits = Limits(),
-        inbox: Bool = false, chaos: Chaos? = nil, onReceive: @escaping @Sendable (Received) -> Void = { _ in }
+        inbox: Bool = false, chaos: Chaos? = nil, system: SystemCalls = .live, onReceive: @escaping @Sendable (Received) -> Void = { _ in }
     ) throws(HostError) {
         // Owner-only (0700), as everything the host creates: submissions carry personal data.
-        _ = Paths.makeFolder(folder.path)
+        _ = Paths.makeFolder(folder.path, system: system)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw .runtime("receive: cannot create a socket (\(String(cString: strerror(errno))))") }
         var yes: Int32 = 1
@@ -150,9 +154,10 @@ package final class LocalReceiver: Sendable {
         _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         self.port = UInt16(bigEndian: actual.sin_port)
         self.folder = folder
+        self.system = system
         self.listener = fd
         self.state = Locked(State(script: script.isEmpty ? [.status(200)] : script, chaos: chaos))
-        self.inbox = inbox ? Inbox(folder: folder) : nil
+        self.inbox = inbox ? Inbox(folder: folder, system: system) : nil
         self.limits = limits
         self.onReceive = onReceive
         self.keepInMemory = keepInMemory
@@ -178,256 +183,10 @@ package final class LocalReceiver: Sendable {
         shutdown(listener, Int32(SHUT_RDWR))
     }
 
-    private func acceptLoop() {
-        defer { close(listener) }
-        while true {
-            let client = accept(listener, nil, nil)
-            let failure = errno
-            if state.withLock({ $0.stopped }) {
-                if client >= 0 { close(client) }
-                return
-            }
-            if client < 0 {
-                // Out of descriptors or memory is transient: wait and go on accepting.
-                if failure == EMFILE || failure == ENFILE || failure == ENOBUFS || failure == ENOMEM { usleep(100_000) }
-                if failure == EBADF || failure == EINVAL { return }  // the listener is gone
-                continue
-            }
-            guard admit(client) else {
-                refuse(client, "too many connections")
-                continue
-            }
-            let started = startThread { [self] in
-                serve(client)
-                // Forgotten before it is closed: `admit` never shuts down a reused descriptor.
-                state.withLock { $0.connections[client] = nil }
-                close(client)
-            }
-            if !started {
-                state.withLock { $0.connections[client] = nil }
-                refuse(client, "no thread to serve the connection")
-            }
-        }
-    }
-
-    /// Answers `client` 503 with Retry-After, then reads and discards what it sends for up to
-    /// `refusalDrainMs` before closing (on a thread of its own): closed with its request
-    /// unread, the kernel would reset the connection, and the client might never read the
-    /// answer. Nothing of it is stored.
-    private func refuse(_ client: Int32, _ why: String) {
-        let limits = limits
-        let answer: @Sendable () -> Void = { SocketReader(fd: client, limits: limits).answer(503, why, extra: "Retry-After: 1\r\nConnection: close\r\n") }
-        let started = startThread {
-            answer()
-            shutdown(client, Int32(SHUT_WR))
-            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-            let deadline = SystemClock().now().advanced(byMilliseconds: limits.refusalDrainMs)
-            while true {
-                let left = deadline.milliseconds(since: SystemClock().now())
-                var ready = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
-                guard left > 0, poll(&ready, 1, Int32(clamping: left)) > 0 else { break }
-                guard buffer.withUnsafeMutableBytes({ recv(client, $0.baseAddress, $0.count, 0) }) > 0 else { break }
-            }
-            close(client)
-        }
-        if !started {
-            answer()
-            close(client)
-        }
-    }
-
-    /// Counts `client` in, making room when the limit is reached by shedding the connection
-    /// that has waited longest for a request head; false when every connection is busy.
-    private func admit(_ client: Int32) -> Bool {
-        let now = SystemClock().now()
-        return state.withLock { state in
-            let live = state.connections.filter { !$0.value.shed }
-            if live.count >= limits.maxConnections {
-                let waiting = live.compactMap { entry in
-                    entry.value.waitingForHead.flatMap { now.milliseconds(since: $0) >= limits.shedIdleAfterMs ? (fd: entry.key, since: $0) : nil }
-                }
-                guard let oldest = waiting.min(by: { $0.since < $1.since }) else { return false }
-                state.connections[oldest.fd]?.shed = true
-                // Wakes its thread's read, which ends the connection.
-                shutdown(oldest.fd, Int32(SHUT_RDWR))
-            }
-            state.connections[client] = Connection(waitingForHead: now)
-            state.accepted += 1
-            state.mostAtOnce = max(state.mostAtOnce, state.connections.values.filter { !$0.shed }.count)
-            return true
-        }
-    }
-
-    /// Notes whether `client` waits for a request head (it may then be shed). A new connection
-    /// waits from the moment it was accepted, not from when its thread first runs: threads
-    /// start in any order, and the one idle longest must be the one shed. Returns false when
-    /// it was shed meanwhile: a head read just as it was shed is not served (nothing stored
-    /// that could not be answered; the client sends it again).
-    @discardableResult
-    private func setWaitingForHead(_ client: Int32, _ waiting: Bool) -> Bool {
-        let now = SystemClock().now()
-        return state.withLock { state in
-            guard let connection = state.connections[client], !connection.shed else { return false }
-            state.connections[client]?.waitingForHead = waiting ? (connection.waitingForHead ?? now) : nil
-            return true
-        }
-    }
-
-    /// Marks a connection that only waits (an event stream) as idle since now: at the limit,
-    /// it may be closed for a new client. False when it was shed already.
-    func markIdle(_ client: Int32) -> Bool { setWaitingForHead(client, true) }
-
     /// Connections accepted so far, and the most served at once (a client's reuse of its
     /// connections, and how many requests it has in flight).
     package var connectionCounts: (accepted: Int, mostAtOnce: Int) { state.withLock { ($0.accepted, $0.mostAtOnce) } }
 
     /// Connections being served now.
     package var openConnections: Int { state.withLock { $0.connections.values.filter { !$0.shed }.count } }
-
-    private func nextResponse() -> Response {
-        state.withLock { state in
-            state.script.count > 1 ? state.script.removeFirst() : state.script[0]
-        }
-    }
-
-    // MARK: HTTP
-
-    private func serve(_ client: Int32) {
-        var reader = SocketReader(fd: client, limits: limits)
-        var timeout = timeval(tv_sec: limits.idleTimeoutMs / 1000, tv_usec: Int((limits.idleTimeoutMs % 1000) * 1000))
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        while true {
-            reader.deadline = SystemClock().now().advanced(byMilliseconds: limits.requestDeadlineMs)
-            let head: String
-            guard setWaitingForHead(client, true) else { return }
-            let read = reader.readHead()
-            guard setWaitingForHead(client, false) else { return }
-            switch read {
-            case .success(let text): head = text
-            case .failure(.closed): return
-            case .failure(let error):
-                reader.answer(error.status, error.message)
-                return
-            }
-            let lines = head.components(separatedBy: "\r\n")
-            let requestLine = lines.first?.split(separator: " ") ?? []
-            guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
-                reader.answer(400, "malformed request line")
-                return
-            }
-            var headers: [String: String] = [:]
-            for line in lines.dropFirst() {
-                guard let colon = line.firstIndex(of: ":") else {
-                    reader.answer(400, "malformed header line")
-                    return
-                }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmed
-            }
-            if headers["expect"]?.lowercased() == "100-continue" { reader.write("HTTP/1.1 100 Continue\r\n\r\n") }
-            let body: Result<Data, SocketReader.Failure>
-            if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-                body = reader.readChunked()
-            } else if let text = headers["content-length"] ?? Optional("0"), let length = UInt(text), length <= UInt(limits.maxBodyBytes) {
-                body = reader.read(count: Int(length))
-            } else {
-                reader.answer(headers["content-length"].flatMap { UInt($0) } == nil ? 400 : 413, "bad Content-Length")
-                return
-            }
-            guard case .success(let data) = body else {
-                if case .failure(let error) = body, error != .closed { reader.answer(error.status, error.message) }
-                return
-            }
-            let request = HTTPRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
-            let keepOpen: Bool
-            if isInboxRequest(request) {
-                keepOpen = serveInbox(request, reader: &reader)
-            } else if let kind = Self.metricKind(request) {
-                keepOpen = takeMetricEvent(kind, body: data, request: request, reader: &reader)
-            } else {
-                keepOpen = submit(request, body: data, client: client, reader: &reader)
-            }
-            if !keepOpen || headers["connection"]?.lowercased() == "close" { return }
-        }
-    }
-
-    /// `unique-events` or `summed-events` for a POST to Backtrace's events endpoints
-    /// (`/api/<kind>/submit`), else nil.
-    static func metricKind(_ request: HTTPRequest) -> String? {
-        guard request.method == "POST" else { return nil }
-        let path = request.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
-        return ["unique-events", "summed-events"].first { path == "/api/\($0)/submit" }
-    }
-
-    /// Keeps a metric event (crash-free metrics, SPEC B-2): 200 for a JSON object, 400 else.
-    private func takeMetricEvent(_ kind: String, body: Data, request: HTTPRequest, reader: inout SocketReader) -> Bool {
-        var log = Inbox.Request(at: Date(), method: request.method, path: request.target, status: 400, chaos: false, report: nil)
-        defer { inbox?.record(log) }
-        guard let event = try? JSONValue.parse(body), event.objectValue != nil else {
-            reader.answer(400, "not a JSON object")
-            return true
-        }
-        state.withLock { $0.metricEvents.append(MetricEvent(kind: kind, body: event)) }
-        log.status = 200
-        reader.answer(200, "ok")
-        return true
-    }
-
-    /// Answers a submission: a chaos fault drawn for it, else the next scripted answer (a
-    /// status stores the report first). Returns whether the connection stays open.
-    private func submit(_ request: HTTPRequest, body: Data, client: Int32, reader: inout SocketReader) -> Bool {
-        let fault = state.withLock { $0.chaos?.draw() }
-        let submission = Self.parseSubmission(body, contentType: request.headers["content-type"] ?? "")
-        var log = Inbox.Request(
-            at: Date(), method: request.method, path: request.target, status: 0, chaos: fault != nil,
-            report: try? submission.get().uuid)
-        defer { inbox?.record(log) }
-        if fault == .slow {
-            var wait = timespec(tv_sec: Chaos.slowMs / 1_000, tv_nsec: (Chaos.slowMs % 1_000) * 1_000_000)
-            var left = timespec()
-            while nanosleep(&wait, &left) != 0 && errno == EINTR { wait = left }
-        }
-        let response: Response =
-            switch fault {
-            case .status(let code): .status(code)
-            case .reset: .reset
-            case .slow, nil: nextResponse()
-            }
-        switch response {
-        case .reset:
-            log.answer = "reset"
-            var linger = linger(l_onoff: 1, l_linger: 0)
-            setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
-            return false
-        case .stall:
-            log.answer = "stall"
-            // Hold the connection without answering until the client gives up (or the
-            // idle timeout closes it).
-            while case .success = reader.readHead() {}
-            return false
-        case .status(let code):
-            let answer: (status: Int, message: String, uuid: String)
-            if case .status = fault {
-                answer = (code, "chaos: nothing was stored", "")
-            } else {
-                answer = self.answer(storing: submission, code: code, target: request.target)
-            }
-            log.status = answer.status
-            let extra = answer.status == 429 || answer.status == 503 ? "Retry-After: 1\r\n" : ""
-            reader.answer(answer.status, answer.message, rxid: answer.uuid, extra: extra)
-            return true
-        }
-    }
-
-    /// The answer to a submission the script answers `code`, once it is stored (or not).
-    private func answer(
-        storing submission: Result<Submission, StoreFailure>, code: Int, target: String
-    ) -> (status: Int, message: String, uuid: String) {
-        switch submission.flatMap({ store($0, target: target, answer: .status(code)) }) {
-        case .success(let stored): (code, "ok", stored.uuid)
-        case .failure(.badSubmission): (code < 300 ? 400 : code, "bad submission", "")
-        // Never 200 for what was not kept: the client must send it again.
-        case .failure(.storage(let reason)): (500, "cannot store the submission: \(reason)", "")
-        }
-    }
 }

@@ -50,16 +50,16 @@ extension LocalReceiver {
         let received = Received(uuid: uuid, report: report, attachments: attachments, query: query, answer: answer)
         do throws(StorageError) {
             if !attachments.isEmpty {
-                let attachmentFolder = try Self.ownFolder(folder.appendingPathComponent(uuid))
-                for (name, data) in attachments { try Self.writeInside(attachmentFolder, name: name, data: data) }
+                let attachmentFolder = try Self.ownFolder(folder.appendingPathComponent(uuid), system: system)
+                for (name, data) in attachments { try Self.writeInside(attachmentFolder, name: name, data: data, system: system) }
             }
             // The report last: its file says the submission is whole.
-            try Self.writeInside(folder, name: "\(uuid).json", data: Data(report.serialized(pretty: true).utf8))
+            try Self.writeInside(folder, name: "\(uuid).json", data: Data(report.serialized(pretty: true).utf8), system: system)
         } catch {
             return .failure(.storage(error.message))
         }
         if keepInMemory { state.withLock { $0.received.append(received) } }
-        inbox?.add(received, at: Date())
+        inbox?.add(received, at: system.now())
         onReceive(received)
         return .success(received)
     }
@@ -74,12 +74,11 @@ extension LocalReceiver {
 
     /// `url` as a folder of the receiver's own: created 0700, or an existing real folder (a
     /// symbolic link planted under that name is refused, never followed).
-    static func ownFolder(_ url: URL) throws(StorageError) -> URL {
-        if mkdir(url.path, 0o700) != 0 && errno != EEXIST {
+    static func ownFolder(_ url: URL, system: SystemCalls) throws(StorageError) -> URL {
+        if system.mkdir(url.path, 0o700) != 0 && errno != EEXIST {
             throw StorageError(path: url.path, message: "cannot create the folder (\(String(cString: strerror(errno))))")
         }
-        var status = stat()
-        guard lstat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+        guard let status = system.lstat(url.path), status.st_mode & S_IFMT == S_IFDIR else {
             throw StorageError(path: url.path, message: "not a folder of the receiver's own (a link or a file is in the way)")
         }
         return url
@@ -88,15 +87,14 @@ extension LocalReceiver {
     /// Writes `data` as `folder/name` (0600, fsync'd): into a new file opened with
     /// `O_EXCL | O_NOFOLLOW` under a temporary name, then renamed over `name`. A symbolic link
     /// planted as `name` is replaced, never written through.
-    static func writeInside(_ folder: URL, name: String, data: Data) throws(StorageError) {
+    static func writeInside(_ folder: URL, name: String, data: Data, system: SystemCalls) throws(StorageError) {
         let final = folder.appendingPathComponent(name).path
-        let temporary = folder.appendingPathComponent(".\(UUID().uuidString).partial").path
-        try DurableFile.createNew(data, at: URL(fileURLWithPath: temporary))
-        guard rename(temporary, final) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw StorageError(path: final, message: "cannot store (\(reason))")
+        let temporary = folder.appendingPathComponent(".\(randomUUID()).partial").path
+        try DurableFile.createNew(data, at: URL(fileURLWithPath: temporary), system: system)
+        if case .failure(let error) = system.rename(temporary, final) {
+            _ = system.unlink(temporary)
+            throw StorageError(path: final, message: "cannot store (\(error))")
         }
-        DurableFile.syncDirectory(folder)
+        DurableFile.syncDirectory(folder, system: system)
     }
 }

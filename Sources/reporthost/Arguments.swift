@@ -64,7 +64,7 @@ struct Arguments {
 
     /// The configuration file (if any) with the command line's overrides applied.
     func configuration() throws -> Configuration {
-        var config = try value("config").map { path throws in try Configuration.load(path: path) } ?? Configuration()
+        var config = try value("config").map { path throws in try Configuration.load(path: path, system: Switches.system) } ?? Configuration()
         if let repository = value("repository") { config.repository = Paths.absolute(repository) }
         if let wrapper = value("wrapper") { config.plugins[.wrapper] = Paths.absolute(wrapper) }
         if let handler = value("handler") { config.plugins[.handler] = Paths.absolute(handler) }

@@ -30,7 +30,7 @@ enum CheckCommand {
         }
         // Through a link (`libfoo.so -> libfoo.so.1.0`) the checks open the file it names: a
         // copy of the link itself would point nowhere from the copies' folder.
-        let plugin = SystemCalls.live.realpath(Paths.absolute(path)) ?? Paths.absolute(path)
+        let plugin = Switches.system.realpath(Paths.absolute(path)) ?? Paths.absolute(path)
         try requireSharedObject(plugin)
         let slotName = arguments.value("slot") ?? "handler"
         guard let slot = PluginSlot(rawValue: slotName) else { throw UsageError("--slot '\(slotName)' is not one of wrapper, handler, delegate") }
@@ -88,7 +88,7 @@ enum CheckCommand {
                 let copiesFolder = ProcessInfo.processInfo.environment[CheckContext.copiesFolderVariable]
                     .map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
                 let context = CheckContext(
-                    pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, copiesFolder: copiesFolder,
+                    pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, system: Switches.system, copiesFolder: copiesFolder,
                     options: options, scrub: scrub)
                 results.append(check.run(context))
                 CheckContext.removeCopies()
@@ -130,7 +130,7 @@ enum CheckCommand {
         if let path = arguments.value("corpus") {
             settings.corpus = Paths.absolute(path)
             do {
-                _ = try settings.loadCorpus(seed: 0)
+                _ = try settings.loadCorpus(seed: 0, system: Switches.system)
             } catch {
                 throw UsageError(error.description)
             }
@@ -213,7 +213,7 @@ enum CheckCommand {
         for (fd, keep, store) in readers {
             guard let fd else { continue }
             let started = startThread {
-                store(SystemCalls.live.drain(fd, keep: keep))
+                store(Switches.system.drain(fd, keep: keep))
                 close(fd)
             }
             if !started {
@@ -270,7 +270,7 @@ enum CheckCommand {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         for name in names where name.hasSuffix(".crash") || name.hasSuffix(".crash.partial") {
             let path = folder.appendingPathComponent(name).path
-            if let plugin = CrashFile(path: path, modifiedAt: Date())?.plugin {
+            if let plugin = CrashFile(path: path, modifiedAt: Switches.system.now(), system: Switches.system)?.plugin {
                 return " in \(plugin.displayName).\(plugin.callback)"
             }
         }

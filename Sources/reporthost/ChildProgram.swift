@@ -116,8 +116,8 @@ final class OutputTail: Sendable {
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return }
             // Ours may be closed or full: the child's output is still kept for the report.
-            _ = buffer.withUnsafeBytes { SystemCalls.live.writeAll(STDERR_FILENO, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            let now = SystemCalls.live.now()
+            _ = buffer.withUnsafeBytes { Switches.system.writeAll(STDERR_FILENO, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            let now = Switches.system.now()
             state.update { state in
                 state.lines.append(buffer[0..<count], at: now)
                 state.bytes.append(contentsOf: buffer[0..<count])
@@ -169,7 +169,7 @@ struct LineTail: Sendable {
     /// The lines kept, oldest first, with the unfinished last one.
     var breadcrumbs: [Breadcrumb] {
         var copy = self
-        copy.close(at: partialSince ?? SystemCalls.live.now())
+        copy.close(at: partialSince ?? Switches.system.now())
         return copy.lines
     }
 
@@ -230,7 +230,7 @@ enum InheritedDescriptors {
     /// Call first thing in `main`, on the main thread, before any other thread exists.
     static func record() {
         atStart = openNow()
-        StandardDescriptors.holdClosed()
+        StandardDescriptors.holdClosed(system: Switches.system)
     }
 
     /// The descriptors open in this process now (from /proc/self/fd).

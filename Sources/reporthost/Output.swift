@@ -25,7 +25,7 @@ struct DocumentOutput: Sendable {
 
     /// Exact output (JSON, JUnit, usage).
     func write(_ text: String) {
-        if case .failure(let error) = SystemCalls.live.writeAll(fileDescriptor, text) {
+        if case .failure(let error) = Switches.system.writeAll(fileDescriptor, text) {
             failure.withLock { $0 = $0 ?? error }
         }
     }
@@ -36,7 +36,7 @@ struct DocumentOutput: Sendable {
 
 /// Writes to standard error; a closed or full stderr drops the text (never a trap).
 func writeStandardError(_ text: String) {
-    _ = SystemCalls.live.writeAll(STDERR_FILENO, text)
+    _ = Switches.system.writeAll(STDERR_FILENO, text)
 }
 
 /// Writes the one-line error of SPEC I-4.
@@ -65,7 +65,7 @@ struct RequestedFile {
             return
         }
         standardOutput = nil
-        guard let info = SystemCalls.live.stat(path) else {
+        guard let info = Switches.system.stat(path) else {
             guard errno == ENOENT else { throw UsageError("\(option) \(named): \(String(cString: strerror(errno)))") }
             return  // created when written
         }
@@ -82,7 +82,7 @@ struct RequestedFile {
             standardOutput.write(text)
             return
         }
-        let system = SystemCalls.live
+        let system = Switches.system
         let fd = system.openRaw(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw HostError.io(path: path, reason: "cannot open for writing (\(String(cString: strerror(errno))))") }
         defer { system.close(fd) }

@@ -63,7 +63,7 @@ enum ReportCommand {
             var attachment = ReportRequest.ExtendedAttachment(name: url.lastPathComponent, filename: url.lastPathComponent, data: Data())
             // Read only up to the 3 MB limit: a larger file is dropped and noted, never
             // held in memory whole.
-            switch BoundedFile.read(url.path, limit: ReportContent.attachmentMaxBytes, followLinks: true) {
+            switch BoundedFile.read(url.path, limit: ReportContent.attachmentMaxBytes, followLinks: true, system: Switches.system) {
             case .success(let data): attachment.data = data
             case .failure(.tooLarge(let size, _)): attachment.declaredSize = UInt(clamping: size)
             case .failure(let failure): throw UsageError("--attach '\(path)': the file is missing or unreadable (\(failure))")

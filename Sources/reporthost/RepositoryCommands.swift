@@ -94,7 +94,7 @@ enum StatusCommand {
         let repository: Repository?
         let records: [Repository.Summary]
         do {
-            repository = try Repository.openForReading(existingFolder: folder)
+            repository = try Repository.openForReading(existingFolder: folder, system: Switches.system)
             records = try repository?.summaries() ?? []
         } catch {
             throw HostError.io(path: error.path, reason: error.message)
@@ -105,7 +105,7 @@ enum StatusCommand {
         let sessions: [Repository.ReleaseSessions]
         let window = configuration.sessions.windowDays
         do {
-            sessions = try repository?.sessionsByRelease(since: SystemCalls.live.now().addingTimeInterval(-Double(window) * 86_400)) ?? []
+            sessions = try repository?.sessionsByRelease(since: Switches.system.now().addingTimeInterval(-Double(window) * 86_400)) ?? []
             quarantine = try repository?.quarantined() ?? []
             unreadable = try repository?.unreadableRecords() ?? []
             evicted = try repository?.evictionTotals() ?? Repository.EvictionTotals()
@@ -308,16 +308,16 @@ enum QuarantineCommand {
         }
         do throws(StorageError) {
             if arguments.flag("clear") {
-                let path = arguments.positionals.first.map { PluginIdentity(path: $0).realPath }
+                let path = arguments.positionals.first.map { PluginIdentity(path: $0, system: Switches.system).realPath }
                 // Nothing to clear where there is no repository: create nothing.
-                guard let cleared = try Repository.clearQuarantine(inFolder: folder, path: path) else {
+                guard let cleared = try Repository.clearQuarantine(inFolder: folder, path: path, system: Switches.system) else {
                     output.write("no plugin is quarantined\n")
                     return 0
                 }
                 output.write("cleared \(cleared) quarantine entr\(cleared == 1 ? "y" : "ies")\(path.map { " for \($0)" } ?? "")\n")
                 return 0
             }
-            let entries = try Repository.openForReading(folder: folder)?.quarantined() ?? []
+            let entries = try Repository.openForReading(folder: folder, system: Switches.system)?.quarantined() ?? []
             if arguments.flag("json") {
                 output.write(JSONValue.array(entries.map(\.json)).serialized(pretty: true) + "\n")
             } else {

@@ -46,10 +46,10 @@ enum RunCommand {
         let keepBytes = try outputLimit(arguments)
         let options = try arguments.runtimeOptions()
         let configuration = options.configuration
-        let logger = try configuration.makeLogger(overrideLevel: options.logLevel)
+        let logger = try configuration.makeLogger(overrideLevel: options.logLevel, system: Switches.system)
         let repository = URL(fileURLWithPath: Paths.absolute(configuration.repository))
         let crashes = repository.appendingPathComponent("crashes")
-        if case .failure(let failure) = Paths.makeFolder(crashes.path) {
+        if case .failure(let failure) = Paths.makeFolder(crashes.path, system: Switches.system) {
             throw HostError.io(path: crashes.path, reason: "cannot create the crashes folder (\(failure))")
         }
         let library = URL(fileURLWithPath: executableFolder()).appendingPathComponent(captureLibrary).path
@@ -71,9 +71,9 @@ enum RunCommand {
         let crumbLines = try stderrBreadcrumbs(arguments, default: configuration.breadcrumbsMax)
         // SPEC B-5: the program's memory cgroup (run's: it inherits it) and its OOM kills so
         // far; a SIGKILL with more afterwards was the OOM killer's.
-        let cgroup = MemoryCgroup.of(pid: getpid())
+        let cgroup = MemoryCgroup.of(pid: getpid(), system: Switches.system)
         let oomKillsBefore = cgroup?.oomKills
-        let startedAt = SystemCalls.live.now()
+        let startedAt = Switches.system.now()
         // Traced, the program starts as a shell that stops itself before it execs the
         // program: seized while stopped, none of the program runs untraced.
         let words = capture == .ptrace ? Self.stoppedTrampoline + arguments.trailing : arguments.trailing
@@ -90,7 +90,7 @@ enum RunCommand {
             child.awaitExit()
             ended = child.wait()
         }
-        let endedAt = SystemCalls.live.now()
+        let endedAt = Switches.system.now()
         SignalForwarding.stop()
         let kept = tail?.finish(waitingAtMostMs: 3_000)
         var exit = ProgramExit(

@@ -13,7 +13,7 @@ struct ScriptedDialog: DialogPresenter {
 
     /// Reads and validates a script; anything else than such an object is a usage error.
     init(path: String) throws {
-        guard case .success(let data) = BoundedFile.read(path, limit: BoundedFile.maxDocumentBytes, followLinks: true) else {
+        guard case .success(let data) = BoundedFile.read(path, limit: BoundedFile.maxDocumentBytes, followLinks: true, system: Switches.system) else {
             throw UsageError("--dialog-script '\(path)': the file is missing, unreadable, not a regular file or over 1 MB")
         }
         let json: JSONValue

@@ -13,7 +13,7 @@ enum ShowCommand {
         let folder = URL(fileURLWithPath: Paths.absolute(try arguments.configuration().repository))
         let records: [ReportRecord]
         do {
-            records = try Repository.openForReading(existingFolder: folder)?.records() ?? []
+            records = try Repository.openForReading(existingFolder: folder, system: Switches.system)?.records() ?? []
         } catch {
             throw HostError.io(path: error.path, reason: error.message)
         }

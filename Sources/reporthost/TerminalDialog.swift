@@ -12,7 +12,7 @@ struct TerminalDialog: DialogPresenter {
 
     init(
         read: @escaping @Sendable () -> String? = { readLine(strippingNewline: true) },
-        write: @escaping @Sendable (String) -> Void = { _ = SystemCalls.live.writeAll(STDERR_FILENO, $0) }
+        write: @escaping @Sendable (String) -> Void = { _ = Switches.system.writeAll(STDERR_FILENO, $0) }
     ) {
         self.read = read
         self.write = write

@@ -138,7 +138,7 @@ if let problem = Switches.unknownCrashPoint {
 
 // Before the first queue: with too few descriptors libdispatch traps with no message.
 do {
-    try DescriptorLimit.ensure()
+    try DescriptorLimit.ensure(system: Switches.system)
 } catch {
     printError(error.description)
     exit(1)

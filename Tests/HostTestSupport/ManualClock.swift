@@ -111,3 +111,18 @@ package final class ManualClock: HostClock {
         state.update { _ = $0.parked.removeValue(forKey: id) }
     }
 }
+
+/// A wall clock that stands still until a test sets it: every stamp falls in the same
+/// millisecond, as two reads do on a fast machine.
+///
+/// # Thread safety
+/// The time is behind a `Locked`.
+package final class ManualWallClock: WallClock {
+    private let time: Locked<Date>
+
+    package init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { time = Locked(start) }
+
+    package func now() -> Date { time.withLock { $0 } }
+
+    package func set(_ date: Date) { time.withLock { $0 = date } }
+}

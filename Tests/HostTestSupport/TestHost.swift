@@ -55,11 +55,14 @@ package final class EventRecorder: Sendable {
         events.wait(until: nil, clock: SystemClock(), for: { $0.contains(.completed(call: callback)) }, then: { _, _ in })
     }
 
-    /// Blocks until `callback` is queued; returns the deadline for it to start.
+    /// Blocks until `callback` is queued for the `occurrence`th time; returns the deadline for
+    /// it to start.
     @discardableResult
-    package func awaitStartWait(of callback: String) -> HostInstant {
-        events.wait(until: nil, clock: SystemClock(), for: { $0.contains { Self.startDeadline($0, callback) != nil } }) { events, _ in
-            events.lazy.compactMap { Self.startDeadline($0, callback) }.first!
+    package func awaitStartWait(of callback: String, occurrence: Int = 1) -> HostInstant {
+        events.wait(
+            until: nil, clock: SystemClock(), for: { $0.lazy.compactMap { Self.startDeadline($0, callback) }.count >= occurrence }
+        ) { events, _ in
+            Array(events.lazy.compactMap { Self.startDeadline($0, callback) })[occurrence - 1]
         }
     }
 

@@ -165,7 +165,7 @@ import Testing
             try repository.markSession("s\(index)", history: Repository.SessionStart(release: "1", limits: limits))
             try repository.endSession("s\(index)")
         }
-        let kept = try repository.database.query("SELECT id FROM session_history ORDER BY started_at, rowid").compactMap { $0.first?.string }
+        let kept = try repository.database.query("SELECT id FROM session_history ORDER BY seq").compactMap { $0.first?.string }
         #expect(kept == (7..<12).map { "s\($0)" })
     }
 
@@ -185,6 +185,41 @@ import Testing
         #expect(try repository.consecutiveCrashes(before: "now") == 2)
         try repository.endSession("killed")
         #expect(try repository.consecutiveCrashes(before: "now") == 0, "a clean end resets the count")
+    }
+
+    @Test("B-3: sessions that start in the same millisecond are counted in the order they started, never by the clock")
+    func sameMillisecondSessions() throws {
+        // A wall clock that never moves: every stamp falls in one millisecond.
+        let clock = ManualWallClock()
+        let repository = try Repository.open(folder: folder.appendingPathComponent("repo"), system: SystemCalls(wallClock: clock))
+        let start = Repository.SessionStart(release: nil, limits: SessionHistory())
+        try repository.markSession("clean", history: start)
+        try repository.endSession("clean")
+        try repository.markSession("crashed", history: start)
+        try repository.database.transaction { () throws(StorageError) in try repository.recordEnd(of: "crashed", .crashed, at: nil) }
+        try repository.markSession("killed", history: start)
+        try repository.markSession("now", history: start)
+        #expect(try repository.consecutiveCrashes(before: "now") == 2)
+        #expect(try repository.sessions(except: "now").map(\.id) == ["crashed", "killed"])
+        // The wall clock steps back an hour: the sequence still says which started last.
+        clock.set(clock.now().addingTimeInterval(-3_600))
+        try repository.markSession("later", history: start)
+        try repository.endSession("later")
+        #expect(try repository.consecutiveCrashes(before: "now") == 0, "a clean end, though stamped earlier, is the newest")
+    }
+
+    @Test("B-2: the history bound keeps the newest sessions by their order, when all start in the same millisecond")
+    func historyBoundSameMillisecond() throws {
+        let repository = try Repository.open(
+            folder: folder.appendingPathComponent("repo"), system: SystemCalls(wallClock: ManualWallClock()))
+        var limits = SessionHistory()
+        limits.maxCount = 3
+        for index in 0..<8 {
+            try repository.markSession("s\(index)", history: Repository.SessionStart(release: "1", limits: limits))
+            try repository.endSession("s\(index)")
+        }
+        let kept = try repository.database.query("SELECT id FROM session_history ORDER BY seq").compactMap { $0.first?.string }
+        #expect(kept == ["s5", "s6", "s7"])
     }
 
     @Test("B-3: a thousand identical crash files become one record counting 1000; another crash and an abnormal exit stay apart")

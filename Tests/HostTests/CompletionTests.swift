@@ -111,16 +111,25 @@ import Testing
 
     @Test("ABI: a recovered method that outlives both limits and completes late never completes another report's callback")
     func abandonedMethodCompletesLate() throws {
+        // The first call blocks until the test opens its gate: the limits pass on the manual
+        // clock, never on a real sleep.
         let source = fixtureHandler(
             name: "outlives", before: "on_before",
             extra: """
-                #include <unistd.h>
                 static int calls;
+                static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+                static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+                static int gate_open;
+                void outlives_open_gate(void) {
+                    pthread_mutex_lock(&gate_lock);
+                    gate_open = 1;
+                    pthread_cond_broadcast(&gate_cond);
+                    pthread_mutex_unlock(&gate_lock);
+                }
                 static rh_completion second_done;
                 static rh_report *second_report;
                 static void *complete_later(void *unused) {
                     (void)unused;
-                    usleep(300 * 1000);
                     /* Lands only if report 2 is still open: nothing else completed it. */
                     host->set_attribute(second_report, "completed.by", "its own callback");
                     second_done();
@@ -129,7 +138,9 @@ import Testing
                 static void on_before(void *c, rh_report *r, bool t, rh_completion done) {
                     (void)c; (void)r; (void)t;
                     if (__atomic_fetch_add(&calls, 1, __ATOMIC_SEQ_CST) == 0) {
-                        usleep(350 * 1000);  /* past recoveredReturnMs (100) and the window (50) */
+                        pthread_mutex_lock(&gate_lock);
+                        while (!gate_open) pthread_cond_wait(&gate_cond, &gate_lock);
+                        pthread_mutex_unlock(&gate_lock);
                         done();              /* late: report 1 was bundled long ago */
                         return;
                     }
@@ -142,21 +153,32 @@ import Testing
                 """)
         let library = try Fixtures.freshCopy(of: Fixtures.plugin("outlives", source: source))
         let log = MemoryDestination()
-        let host = try TestHost.make(log: log) {
+        let clock = ManualClock()
+        let events = EventRecorder()
+        let host = try TestHost.make(clock: clock, log: log, events: events) {
             $0.limits.recoveredReturnMs = 100
             $0.limits.completionWindowMs = 50
             $0.limits.callbackTimeoutMs = 5_000
         }
         try host.loadPlugin(at: library.path, into: .handler)
+        let image = try #require(dlopen(library.path, RTLD_NOW | RTLD_NOLOAD))
+        let openGate = unsafeBitCast(try #require(dlsym(image, "outlives_open_gate")), to: (@convention(c) () -> Void).self)
+        let callback = "outlives.on_before_report_created"
         // Past the window of the start-up probe closure: report 1 reuses it, so it is the one
         // closure cooling when report 2 asks for one.
-        Thread.sleep(forTimeInterval: 0.1)
-        let first = try host.raiseDocument(ReportRequest(trigger: .crash))
+        clock.advance(byMilliseconds: 100)
+        let firstRun = clock.start { try? host.raiseDocument(ReportRequest(trigger: .crash)) }
+        let limit = events.awaitFinishWait(of: callback)
+        clock.advance(byMilliseconds: limit.milliseconds(since: clock.now()))
+        let first = try #require(firstRun.result() ?? nil)
         #expect(first.internalLog.contains { $0.message.contains("abandoned") })
-        // Past the window as the host once counted it (from the abandonment), before the
-        // abandoned method completes.
-        Thread.sleep(forTimeInterval: 0.1)
-        let second = try host.raiseDocument(ReportRequest(trigger: .logError))
+        // Past the window as the host once counted it (from the abandonment), while the
+        // abandoned method still runs.
+        clock.advance(byMilliseconds: 100)
+        let secondRun = clock.start { try? host.raiseDocument(ReportRequest(trigger: .logError)) }
+        events.awaitStartWait(of: callback, occurrence: 2)  // its closure is taken; it waits for the main thread
+        openGate()  // the abandoned method completes late, then returns
+        let second = try #require(secondRun.result() ?? nil)
         #expect(second.content.attributes["completed.by"] == "its own callback", "\(second.internalLog)")
         #expect(!second.internalLog.contains { $0.message.contains("did not") }, "\(second.internalLog)")
     }

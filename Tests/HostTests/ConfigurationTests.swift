@@ -112,8 +112,8 @@ import Testing
 
     @Test("D-14: an empty logging list disables every destination; an absent one keeps the console at info")
     func loggingList() throws {
-        #expect(try parse(#"{"logging": []}"#).makeLogger().destinations.isEmpty)
-        let standard = try parse("{}").makeLogger()
+        #expect(try parse(#"{"logging": []}"#).makeLogger(system: .live).destinations.isEmpty)
+        let standard = try parse("{}").makeLogger(system: .live)
         #expect(standard.destinations.count == 1)
         #expect(standard.destinations.first?.level == .info)
     }
@@ -205,7 +205,7 @@ import Testing
             try data.write(to: file)
             files.append(file)
             let fromMemory = SHA256.hex(data)
-            #expect(SHA256.hex(ofFileAt: file.path) == fromMemory, "length \(length)")
+            #expect(SHA256.hex(ofFileAt: file.path, system: .live) == fromMemory, "length \(length)")
             ours.append(fromMemory)
         }
         let result = try ChildProcess.run("/usr/bin/env", ["sha256sum"] + files.map(\.path))

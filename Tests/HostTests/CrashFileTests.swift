@@ -18,7 +18,7 @@ import Testing
         ]
         if plugin { lines += ["plugin_path /plugins/p.so", "plugin_digest abc", "plugin_name p", "callback on_before_report_created"] }
         lines += frames.map { "frame \($0)" } + ["end"]
-        return CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date())
+        return CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date(), now: Date())
     }
 
     let host: Set<String> = ["/usr/bin/host-program"]
@@ -63,7 +63,7 @@ import Testing
         var data = Data(text.utf8)
         data.append(contentsOf: [0xff, 0xfe, 0x0a, 0x80])
         let fallback = Date(timeIntervalSince1970: 1_700_000_000)
-        let crash = try #require(CrashFile(path: "/x.crash", data: data, modifiedAt: fallback))
+        let crash = try #require(CrashFile(path: "/x.crash", data: data, modifiedAt: fallback, now: Date()))
         #expect(crash.signal == 0)  // the last signal line is out of range
         #expect(crash.thread == 0)
         #expect(crash.time == fallback)
@@ -78,7 +78,7 @@ import Testing
         let text = "reporthost-crash 1\nsignal 11\nattribute k%3Dx=a%0Dattachment /etc/shadow\nattribute plain=100%25\n"
             + "attachment /tmp/registered%0A.log\nplugin_path /p/x%0Dattachment /etc/passwd.so\nplugin_digest ab\ncallback destroy\n"
             + "attribute raw=a\rattachment /etc/hostname\nmodule 0x1 0x2 /lib/a%20b%ZZ.so\nend\n"
-        let crash = try #require(CrashFile(path: "/x.crash", data: Data(text.utf8), modifiedAt: Date()))
+        let crash = try #require(CrashFile(path: "/x.crash", data: Data(text.utf8), modifiedAt: Date(), now: Date()))
         #expect(crash.attributes["k=x"] == "a\rattachment /etc/shadow")
         #expect(crash.attributes["plain"] == "100%")
         #expect(crash.attributes["raw"] == "a\rattachment /etc/hostname", "a lone CR is part of the value")
@@ -91,21 +91,21 @@ import Testing
     func implausibleTimes() throws {
         let fallback = Date(timeIntervalSince1970: 1_700_000_000)
         for line in ["time 32503680000", "time 9223372036854775807", "time 1", "time -5"] {
-            let crash = try #require(CrashFile(path: "/x", data: Data("reporthost-crash 1\n\(line)\n".utf8), modifiedAt: fallback))
+            let crash = try #require(CrashFile(path: "/x", data: Data("reporthost-crash 1\n\(line)\n".utf8), modifiedAt: fallback, now: Date()))
             #expect(crash.time == fallback, "\(line)")
         }
         let now = Int(Date().timeIntervalSince1970)
-        let crash = try #require(CrashFile(path: "/x", data: Data("reporthost-crash 1\ntime \(now)\n".utf8), modifiedAt: fallback))
+        let crash = try #require(CrashFile(path: "/x", data: Data("reporthost-crash 1\ntime \(now)\n".utf8), modifiedAt: fallback, now: Date()))
         #expect(Int(crash.time.timeIntervalSince1970) == now)
     }
 
     @Test("D-1: a file that is not a crash file is not read as one; a FIFO or a device is never opened for reading whole")
     func notCrashFiles() throws {
-        #expect(CrashFile(path: "/x", data: Data("hello\n".utf8), modifiedAt: Date()) == nil)
-        #expect(CrashFile(path: "/dev/zero", modifiedAt: Date()) == nil)
+        #expect(CrashFile(path: "/x", data: Data("hello\n".utf8), modifiedAt: Date(), now: Date()) == nil)
+        #expect(CrashFile(path: "/dev/zero", modifiedAt: Date(), system: .live) == nil)
         let fifo = makeTemporaryDirectory("fifo").appendingPathComponent("f.crash").path
         #expect(mkfifo(fifo, 0o600) == 0)
-        #expect(CrashFile(path: fifo, modifiedAt: Date()) == nil)  // returns at once: no writer ever comes
+        #expect(CrashFile(path: fifo, modifiedAt: Date(), system: .live) == nil)  // returns at once: no writer ever comes
         #expect(BoundedFile.read(fifo, limit: 10) == .failure(.notRegular))
         #expect(BoundedFile.read("/dev/zero", limit: 10) == .failure(.notRegular))
     }

@@ -46,7 +46,7 @@ import Testing
         try FileManager.default.createDirectory(at: crashes, withIntermediateDirectories: true)
         let result = try ChildProcess.run("/usr/bin/timeout", ["-s", "KILL", String(limitSeconds), program.path, crashes.path])
         let files = try FileManager.default.contentsOfDirectory(atPath: crashes.path).sorted()
-        return (result, files.compactMap { CrashFile(path: crashes.appendingPathComponent($0).path, modifiedAt: Date()) })
+        return (result, files.compactMap { CrashFile(path: crashes.appendingPathComponent($0).path, modifiedAt: Date(), system: .live) })
     }
 
     @Test("D-1: a fault inside the writer ends the process with the original signal, keeping what was written")

@@ -84,7 +84,7 @@ import Testing
                 var data = Data(mutated.joined(separator: "\n").utf8)
                 if random.chance(10), !data.isEmpty { data[random.below(data.count)] = UInt8(random.below(256)) }
                 if random.chance(5) { data = data.prefix(random.below(data.count + 1)) }
-                guard let crash = CrashFile(path: "/fuzz/\(iteration).crash", data: data, modifiedAt: Date(timeIntervalSince1970: 1_700_000_000)) else {
+                guard let crash = CrashFile(path: "/fuzz/\(iteration).crash", data: data, modifiedAt: Date(timeIntervalSince1970: 1_700_000_000), now: Date()) else {
                     continue
                 }
                 // Everything recovery does with a parsed file.

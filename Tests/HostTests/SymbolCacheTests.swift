@@ -20,7 +20,7 @@ import Testing
             "register rip \(pc)", "module 0x\(String(start, radix: 16)) 0x\(String(start + 0x100000, radix: 16)) \(library)",
             "frame \(pc)", "end",
         ]
-        return try #require(CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date()))
+        return try #require(CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date(), now: Date()))
     }
 
     /// Where `library` has its `rh_plugin_entry`.

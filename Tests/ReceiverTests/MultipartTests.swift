@@ -25,7 +25,7 @@ struct MultipartTests {
         let json = JSONValue.object([("report_id", .string("r-1")), ("summary", .string("multipart round trip 🚀"))])
         let body = MultipartBody()
         let output = folder.appendingPathComponent("body")
-        try body.write(json: json, attachments: attachments, to: output)
+        try body.write(json: json, attachments: attachments, to: output, system: .live)
 
         let parts = Multipart.parts(of: try Data(contentsOf: output), boundary: body.boundary)
         #expect(parts.map(\.name) == ["upload_file", "attachment_log.txt", "attachment_core", "attachment_quote_name"])

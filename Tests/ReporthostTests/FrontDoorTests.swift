@@ -215,8 +215,7 @@ import Testing
             _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
 
             let reported = try ChildProcess.reporthost(
-                ["report", "error", "--summary", "from a secondary", "--print", "--config", config, "--repository", repository],
-                environment: ["REPORTHOST_LOCK_WAIT_MS": "600000"])
+                ["report", "error", "--summary", "from a secondary", "--print", "--config", config, "--repository", repository])
             #expect(reported.status == 0, "\(reported.stderr)")
             let ownID = try JSONValue.parse(reported.stdout)["report_id"]?.stringValue
             #expect(receiver.received.map(\.uuid) == [ownID], "its own initial attempt, never the primary's retry")

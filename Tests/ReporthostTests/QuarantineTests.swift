@@ -103,7 +103,7 @@ import Testing
             let entries = try status()["quarantine"]?.arrayValue ?? []
             #expect(entries.count == 1)
             let entry = try #require(entries.first)
-            #expect(entry["path"] == .string(PluginIdentity(path: plugin.path).realPath))
+            #expect(entry["path"] == .string(PluginIdentity(path: plugin.path, system: .live).realPath))
             #expect(entry["name"] == .string("on-every"))
             #expect(entry["digest"] == .string(SHA256.hex(try Data(contentsOf: plugin))))
             #expect(entry["signal"] == .string("SEGV"))
@@ -196,7 +196,7 @@ import Testing
             #expect(next.status == 0, "\(next.stderr)")
             let entry = try #require(try status()["quarantine"]?.arrayValue?.first)
             #expect(entry["callback"] == .string("dlopen"))
-            #expect(entry["path"] == .string(PluginIdentity(path: plugin.path).realPath))
+            #expect(entry["path"] == .string(PluginIdentity(path: plugin.path, system: .live).realPath))
         }
     }
 
@@ -235,9 +235,9 @@ import Testing
             #expect(try run(["report", "exception", "--handler", plugin.path]).signal == SIGSEGV)
             let crashes = folder.appendingPathComponent("repo/crashes")
             let name = try #require(try FileManager.default.contentsOfDirectory(atPath: crashes.path).first { $0.hasSuffix(".crash") })
-            let crash = try #require(CrashFile(path: crashes.appendingPathComponent(name).path, modifiedAt: Date()))
+            let crash = try #require(CrashFile(path: crashes.appendingPathComponent(name).path, modifiedAt: Date(), system: .live))
             #expect(crash.complete)
-            #expect(crash.plugin?.path == PluginIdentity(path: plugin.path).realPath)
+            #expect(crash.plugin?.path == PluginIdentity(path: plugin.path, system: .live).realPath)
             #expect(crash.plugin?.digest == SHA256.hex(try Data(contentsOf: plugin)))
             #expect(crash.plugin?.name == "on-every")
             #expect(crash.plugin?.callback == "on_before_report_created")

@@ -71,7 +71,7 @@ import Testing
                 // Each launch recovers the earlier crash file first (I-2): one file is left each time.
                 let files = crashFiles.filter { $0.hasSuffix(".crash") }
                 #expect(files.count == 1, "\(name): \(files)")
-                let crash = try #require(CrashFile(path: repository + "/crashes/" + (files.first ?? ""), modifiedAt: Date()))
+                let crash = try #require(CrashFile(path: repository + "/crashes/" + (files.first ?? ""), modifiedAt: Date(), system: .live))
                 #expect(crash.complete)
                 #expect(crash.signal == number)
                 signals.insert(crash.signal)

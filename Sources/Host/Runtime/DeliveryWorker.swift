@@ -29,17 +29,12 @@ final class DeliveryWorker: Sendable {
     /// here, and a wake time read from the database is outside input.
     static let maxSleepMs = 60_000
 
-    /// One delivery pass: initial attempts and, with `retries`, the retries due. A secondary's
-    /// deliverer sends only its own session's initial attempts (SPEC I-2).
-    static func pass(_ deliverer: Deliverer, retries: Bool) throws(HostError) -> Deliverer.Summary {
-        try deliverer.deliver(retries: retries)
-    }
-
     /// How long to sleep after a pass that gave `last`: until the earliest retry due or the
     /// admission window's next opening, at most `maxSleepMs`.
     static func sleepMs(after last: Deliverer.Summary, deliverer: Deliverer) -> Int {
-        let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: SystemCalls.live.now())
-        let due = wake.map { max(0, $0.timeIntervalSinceNow * 1000) } ?? Double(maxSleepMs)
+        let now = deliverer.now()
+        let wake = Deliverer.earliestNextPass(after: last, wake: (try? deliverer.nextWake()).flatMap { $0 }, now: now)
+        let due = wake.map { max(0, $0.timeIntervalSince(now) * 1000) } ?? Double(maxSleepMs)
         return Int(min(due, Double(maxSleepMs)))
     }
 
@@ -106,7 +101,7 @@ final class DeliveryWorker: Sendable {
             if wakes != seen {
                 seen = wakes
                 do {
-                    last = try Self.pass(deliverer, retries: !stopping)
+                    last = try deliverer.deliver(retries: !stopping)
                     onPass(last)
                 } catch {
                     log.warn("delivery: \(error)")

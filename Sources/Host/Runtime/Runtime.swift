@@ -93,7 +93,7 @@ public final class Runtime: Sendable {
         request.attributes["_mod_faulting_tid"] = String(thread)
         request.attributes["reporthost.hang_timeout_ms"] = String(timeoutMs)
         request.crash = stackLines.flatMap { lines in
-            CapturedStack.payload(lines: lines, session: sessionID, pid: getpid(), thread: thread, at: SystemCalls.live.now())
+            CapturedStack.payload(lines: lines, session: sessionID, pid: getpid(), thread: thread, at: session.repository.system.now())
         }
         let document = try raise(request)
         if let document { logger.warn("app hang: thread \(name) (\(thread)) missed its heartbeat for \(timeoutMs) ms: report \(document.id)") }
@@ -136,10 +136,11 @@ public final class Runtime: Sendable {
                 throw .configuration("configuration: key 'submission.url': \(error)")
             }
         }
-        try DescriptorLimit.ensure()
+        let system = options.faults.systemCalls
+        try DescriptorLimit.ensure(system: system)
         // Nothing the host opens may land on a standard descriptor the program closed.
-        StandardDescriptors.holdClosed()
-        let logger = try options.configuration.makeLogger(overrideLevel: options.logLevel)
+        StandardDescriptors.holdClosed(system: system)
+        let logger = try options.configuration.makeLogger(overrideLevel: options.logLevel, system: system)
         let host = try ReportHost(
             configuration: options.configuration, logger: logger, mainExecutor: options.mainExecutor,
             observer: options.observer, faults: options.faults)
@@ -164,7 +165,7 @@ public final class Runtime: Sendable {
 
     /// The process that holds the repository lock, when it is not this one (it wrote its pid
     /// into the lock file).
-    public var primaryProcess: Int32? { isPrimary ? nil : FileLock.holder(of: session.lockPath) }
+    public var primaryProcess: Int32? { isPrimary ? nil : FileLock.holder(of: session.lockPath, system: session.repository.system) }
 
     /// Runs the chains of what `start` recovered, then settles interrupted submissions.
     @discardableResult
@@ -227,7 +228,7 @@ public final class Runtime: Sendable {
     /// attempts and, with `retries` (a primary only), the due retries. A secondary sends
     /// initial attempts only: retries are the primary's (SPEC I-2).
     package func drain(retries: Bool, transport: (any SubmissionTransport)? = nil) throws(HostError) -> Deliverer.Summary {
-        try DeliveryWorker.pass(session.deliverer(transport: transport), retries: retries && isPrimary)
+        try session.deliverer(transport: transport).deliver(retries: retries && isPrimary)
     }
 
     /// Starts the one delivery worker (`RuntimeOptions.Delivery.worker`): it recovers (once

@@ -84,17 +84,17 @@ package final class HostSession: Sendable {
         giveUpWaiting: () -> Bool = { false }, watched: ProgramExit? = nil
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
-        if case .failure(let failure) = Paths.makeFolder(folder.path) {
+        if case .failure(let failure) = Paths.makeFolder(folder.path, system: host.system) {
             throw .io(path: folder.path, reason: "cannot create the repository folder (\(failure))")
         }
         let lockPath = folder.appendingPathComponent(Repository.lockName).path
-        let lock = try storing { () throws(StorageError) in try FileLock.take(lockPath, waitMilliseconds: lockWaitMs, giveUp: giveUpWaiting) }
+        let lock = try storing { () throws(StorageError) in try FileLock.take(lockPath, waitMilliseconds: lockWaitMs, system: host.system, giveUp: giveUpWaiting) }
         guard lock != nil || secondaryAllowed else {
-            throw .lockHeld(path: lockPath, holder: FileLock.holder(of: lockPath))
+            throw .lockHeld(path: lockPath, holder: FileLock.holder(of: lockPath, system: host.system))
         }
         let repository = try storing { () throws(StorageError) in
             try Repository.open(
-                folder: folder, limits: host.configuration.storage, faults: host.faults, system: host.faults.systemCalls, logger: host.logger)
+                folder: folder, limits: host.configuration.storage, faults: host.faults, system: host.system, logger: host.logger)
         }
         host.logger.debug("repository \(folder.path) opened\(lock == nil ? " as a secondary session (another process holds the lock)" : "")")
         let sessionID = randomUUID()
@@ -103,7 +103,7 @@ package final class HostSession: Sendable {
         // crashes or hangs on a recovered report is itself recorded.
         // `run`'s own host is not one of the program's sessions: the watched program's is.
         let history = watched == nil
-            ? Repository.SessionStart(release: host.release, limits: host.configuration.sessions, cgroup: MemoryCgroup.of(pid: getpid()))
+            ? Repository.SessionStart(release: host.release, limits: host.configuration.sessions, cgroup: MemoryCgroup.of(pid: getpid(), system: host.system))
             : nil
         let crashesBefore = try storing { () throws(StorageError) -> Int in
             try repository.markSession(sessionID, phase: lock == nil ? .running : .recovering, history: history)
@@ -137,7 +137,7 @@ package final class HostSession: Sendable {
         let application = host.attributes.snapshot["application"] ?? ProcessInfo.processInfo.processName
         try storing { () throws(StorageError) in
             try repository.queueMetricEvents(SessionMetrics.events(
-                application: application, release: host.release, session: session, guid: guid, at: SystemCalls.live.now()))
+                application: application, release: host.release, session: session, guid: guid, at: repository.system.now()))
         }
     }
 
@@ -145,11 +145,11 @@ package final class HostSession: Sendable {
     private static func makeBreadcrumbRing(repository: Repository, session: String, host: ReportHost) -> BreadcrumbRing? {
         guard host.configuration.breadcrumbsMax > 0 else { return nil }
         let path = repository.breadcrumbsPath(session)
-        if case .failure(let failure) = Paths.makeFolder(Paths.folder(of: path)) {
+        if case .failure(let failure) = Paths.makeFolder(Paths.folder(of: path), system: repository.system) {
             host.logger.warn("breadcrumbs are off for this session: cannot create \(Paths.folder(of: path)) (\(failure))")
             return nil
         }
-        switch BreadcrumbRing.create(at: path, slots: host.configuration.breadcrumbsMax) {
+        switch BreadcrumbRing.create(at: path, slots: host.configuration.breadcrumbsMax, system: repository.system) {
         case .success(let ring): return ring
         case .failure(let failure):
             host.logger.warn("breadcrumbs are off for this session: cannot make \(path) (\(failure))")
@@ -236,7 +236,7 @@ package final class HostSession: Sendable {
         var skipped: [QuarantineEntry] = []
         for slot in PluginSlot.allCases {
             guard let path = host.configuration.plugins[slot] else { continue }
-            let identity = PluginIdentity(path: path)
+            let identity = PluginIdentity(path: path, system: host.system)
             if let entry = try storing({ () throws(StorageError) in try repository.quarantineEntry(for: identity) }) {
                 let copy = entry.path == identity.realPath ? "" : " (\(identity.realPath) has the same content)"
                 host.logger.warn("\(slot.rawValue) slot left empty: \(entry.reason)\(copy)")

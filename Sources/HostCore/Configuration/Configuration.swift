@@ -1,91 +1,5 @@
 import FoundationEssentials
 
-/// Time limits (SPEC H-8 … H-11, A-2). Defaults equal the SPEC's numbers.
-public struct Limits: Sendable, Equatable {
-    public var callbackTimeoutMs = 30_000
-    public var recoveredReturnMs = 3_000
-    public var reportBudgetMs = 60_000
-    public var attachmentsDecisionMs = 10_000
-    /// nil: equal to `reportBudgetMs`.
-    public var completionWindowMs: Int?
-
-    public init() {}
-
-    public var effectiveCompletionWindowMs: Int { completionWindowMs ?? reportBudgetMs }
-
-    /// The largest time limit a configuration may set: one day.
-    public static let maxMilliseconds = 86_400_000
-}
-
-/// Where reports are submitted (SPEC D-9).
-public struct Submission: Sendable, Equatable {
-    public var url: String?
-    public var timeoutMs = 15_000
-    public var allowInsecure = false
-    public init() {}
-}
-
-/// Retry policy (SPEC D-5, D-6, D-11).
-public struct RetryPolicy: Sendable, Equatable {
-    public enum Behaviour: String, Sendable { case interval, none }
-    public enum Order: String, Sendable { case queue, stack }
-    public var behaviour = Behaviour.interval
-    public var intervalSeconds = 5
-    public var limit = 3
-    public var order = Order.queue
-    public init() {}
-}
-
-/// Storage targets (SPEC D-12); 0 disables each.
-public struct StorageLimits: Sendable, Equatable {
-    public var maxRecordCount = 0
-    public var maxDatabaseSizeMB = 0
-    public init() {}
-}
-
-/// What leaves the machine besides the report itself.
-public struct Privacy: Sendable, Equatable {
-    /// Whether the change trail is sent as `annotations["reporthost.changes"]` (SPEC T-1).
-    public var sendChanges = true
-    public init() {}
-}
-
-/// The session history (SPEC B-2): how much is kept, and the window `status` rates.
-public struct SessionHistory: Sendable, Equatable {
-    /// The most sessions kept (the oldest ended ones go first).
-    public var maxCount = 1_000
-    /// Sessions that ended longer ago than this are forgotten.
-    public var maxAgeDays = 90
-    /// `status` rates the sessions that started in the last this many days.
-    public var windowDays = 30
-    public init() {}
-}
-
-/// Crash-free metrics sent to the server (SPEC B-2, optional): Backtrace's unique events
-/// (one a session, `guid`) and summed events (`Application Launches`).
-public struct Metrics: Sendable, Equatable {
-    public var enabled = false
-    /// Where the events go; nil: the submission URL's server, at Backtrace's
-    /// `/api/unique-events/submit` and `/api/summed-events/submit`.
-    public var url: String?
-    public init() {}
-}
-
-/// One logging destination (SPEC D-14).
-public struct LoggingDestination: Sendable, Equatable {
-    public enum Kind: Sendable, Equatable {
-        case console
-        case file(path: String)
-    }
-    public var kind: Kind
-    public var level: LogLevel
-
-    public init(kind: Kind, level: LogLevel) {
-        self.kind = kind
-        self.level = level
-    }
-}
-
 /// The host's configuration: the JSON file of SPEC I, with its defaults.
 public struct Configuration: Sendable, Equatable {
     public var repository = ".reporthost"
@@ -115,13 +29,13 @@ public struct Configuration: Sendable, Equatable {
     public init() {}
 
     /// Builds the logger the configuration asks for (SPEC D-14: before the host exists).
-    package func makeLogger(overrideLevel: LogLevel? = nil) throws(HostError) -> HostLogger {
+    package func makeLogger(overrideLevel: LogLevel? = nil, system: SystemCalls) throws(HostError) -> HostLogger {
         var destinations: [any LogDestination] = []
         for destination in logging {
             let level = overrideLevel ?? destination.level
             switch destination.kind {
-            case .console: destinations.append(ConsoleDestination(level: level))
-            case .file(let path): destinations.append(try FileDestination(path: path, level: level))
+            case .console: destinations.append(ConsoleDestination(level: level, system: system))
+            case .file(let path): destinations.append(try FileDestination(path: path, level: level, system: system))
             }
         }
         return HostLogger(destinations: destinations)
@@ -147,10 +61,10 @@ extension Configuration {
 extension Configuration {
     /// Reads and validates a configuration file. Relative paths inside it resolve against
     /// the file's folder (SPEC I-7). Unknown keys and wrong types name the key (exit 2).
-    public static func load(path: String) throws(HostError) -> Configuration {
+    package static func load(path: String, system: SystemCalls) throws(HostError) -> Configuration {
         let url = URL(fileURLWithPath: path)
         let data: Data
-        switch BoundedFile.read(url.path, limit: BoundedFile.maxDocumentBytes, followLinks: true) {
+        switch BoundedFile.read(url.path, limit: BoundedFile.maxDocumentBytes, followLinks: true, system: system) {
         case .success(let bytes): data = bytes
         case .failure(let failure): throw .configuration("config \(path): cannot read the file (\(failure))")
         }
@@ -175,137 +89,180 @@ extension Configuration {
         let resolve = { (p: String) in Paths.absolute(p, relativeTo: baseDirectory) }
 
         if let value = root["repository"] { config.repository = resolve(try reader.string(value, at: "repository")) }
-        if let value = root["plugins"] {
-            let plugins = try reader.object(value, at: "plugins")
-            let slotNames = PluginSlot.allCases.map(\.rawValue)
-            try reader.allow(plugins, at: "plugins", keys: slotNames + ["required", "options"])
-            for slot in PluginSlot.allCases {
-                if let path = try reader.optionalString(plugins[slot.rawValue], at: "plugins.\(slot.rawValue)") {
-                    config.plugins[slot] = resolve(path)
-                }
-            }
-            if let value = plugins["required"] {
-                guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "plugins.required", expected: "an array") }
-                for (index, entry) in entries.enumerated() {
-                    config.requiredSlots.insert(
-                        try reader.choice(entry, at: "plugins.required[\(index)]", PluginSlot.init(rawValue:), slotNames))
-                }
-            }
-            if let value = plugins["options"] {
-                let options = try reader.object(value, at: "plugins.options")
-                try reader.allow(options, at: "plugins.options", keys: slotNames)
-                for slot in PluginSlot.allCases {
-                    guard let given = options[slot.rawValue] else { continue }
-                    _ = try reader.object(given, at: "plugins.options.\(slot.rawValue)")
-                    config.pluginOptions[slot] = given
-                }
-            }
-        }
-        if let value = root["attributes"] {
-            for (key, item) in try reader.object(value, at: "attributes").pairs {
-                config.attributes[key] = try reader.scalar(item, at: "attributes.\(key)")
-            }
-        }
-        if let value = root["limits"] {
-            let limits = try reader.object(value, at: "limits")
-            try reader.allow(limits, at: "limits", keys: [
-                "callbackTimeoutMs", "recoveredReturnMs", "reportBudgetMs", "attachmentsDecisionMs", "completionWindowMs",
-            ])
-            let l = "limits."
-            if let v = limits["callbackTimeoutMs"] { config.limits.callbackTimeoutMs = try reader.int(v, at: l + "callbackTimeoutMs", min: 1, max: Limits.maxMilliseconds) }
-            if let v = limits["recoveredReturnMs"] { config.limits.recoveredReturnMs = try reader.int(v, at: l + "recoveredReturnMs", min: 1, max: Limits.maxMilliseconds) }
-            if let v = limits["reportBudgetMs"] { config.limits.reportBudgetMs = try reader.int(v, at: l + "reportBudgetMs", min: 1, max: Limits.maxMilliseconds) }
-            if let v = limits["attachmentsDecisionMs"] {
-                config.limits.attachmentsDecisionMs = try reader.int(v, at: l + "attachmentsDecisionMs", min: 1, max: Limits.maxMilliseconds)
-            }
-            if let v = limits["completionWindowMs"], !v.isNull {
-                config.limits.completionWindowMs = try reader.int(v, at: l + "completionWindowMs", min: 1, max: Limits.maxMilliseconds)
-            }
-        }
-        if let value = root["submission"] {
-            let submission = try reader.object(value, at: "submission")
-            try reader.allow(submission, at: "submission", keys: ["url", "timeoutMs", "allowInsecure"])
-            config.submission.url = try reader.optionalString(submission["url"], at: "submission.url")
-            if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1, max: Limits.maxMilliseconds) }
-            if let v = submission["allowInsecure"] { config.submission.allowInsecure = try reader.bool(v, at: "submission.allowInsecure") }
-            try config.validate(origin: "config \(origin)")
-        }
-        if let value = root["retry"] {
-            let retry = try reader.object(value, at: "retry")
-            try reader.allow(retry, at: "retry", keys: ["behaviour", "intervalSeconds", "limit", "order"])
-            if let v = retry["behaviour"] {
-                config.retry.behaviour = try reader.choice(v, at: "retry.behaviour", RetryPolicy.Behaviour.init(rawValue:), ["interval", "none"])
-            }
-            if let v = retry["intervalSeconds"] { config.retry.intervalSeconds = try reader.int(v, at: "retry.intervalSeconds", min: 0, max: 2_592_000) }
-            if let v = retry["limit"] {
-                config.retry.limit = try reader.int(v, at: "retry.limit", min: 0, max: 1_000)
-                if config.retry.limit == 0 {
-                    throw .configuration("config \(origin): key 'retry.limit': 0 is not allowed; use retry.behaviour \"none\" to disable retries")
-                }
-            }
-            if let v = retry["order"] {
-                config.retry.order = try reader.choice(v, at: "retry.order", RetryPolicy.Order.init(rawValue:), ["queue", "stack"])
-            }
-        }
+        if let value = root["plugins"] { try readPlugins(value, into: &config, reader, resolve: resolve) }
+        if let value = root["attributes"] { try readAttributes(value, into: &config, reader) }
+        if let value = root["limits"] { try readLimits(value, into: &config, reader) }
+        if let value = root["submission"] { try readSubmission(value, into: &config, reader, origin: origin) }
+        if let value = root["retry"] { try readRetry(value, into: &config, reader, origin: origin) }
         if let v = root["reportsPerMin"] { config.reportsPerMin = try reader.int(v, at: "reportsPerMin", min: 0, max: 1_000_000) }
-        if let value = root["storage"] {
-            let storage = try reader.object(value, at: "storage")
-            try reader.allow(storage, at: "storage", keys: ["maxRecordCount", "maxDatabaseSizeMB"])
-            if let v = storage["maxRecordCount"] { config.storage.maxRecordCount = try reader.int(v, at: "storage.maxRecordCount", min: 0, max: 1_000_000_000) }
-            if let v = storage["maxDatabaseSizeMB"] {
-                config.storage.maxDatabaseSizeMB = try reader.int(v, at: "storage.maxDatabaseSizeMB", min: 0, max: 1_048_576)
-            }
-        }
-        if let value = root["privacy"] {
-            let privacy = try reader.object(value, at: "privacy")
-            try reader.allow(privacy, at: "privacy", keys: ["sendChanges"])
-            if let v = privacy["sendChanges"] { config.privacy.sendChanges = try reader.bool(v, at: "privacy.sendChanges") }
-        }
+        if let value = root["storage"] { try readStorage(value, into: &config, reader) }
+        if let value = root["privacy"] { try readPrivacy(value, into: &config, reader) }
         config.release = try reader.optionalString(root["release"], at: "release")
-        if let value = root["breadcrumbs"] {
-            let breadcrumbs = try reader.object(value, at: "breadcrumbs")
-            try reader.allow(breadcrumbs, at: "breadcrumbs", keys: ["max"])
-            if let v = breadcrumbs["max"] { config.breadcrumbsMax = try reader.int(v, at: "breadcrumbs.max", min: 0, max: 10_000) }
-        }
-        if let value = root["sessions"] {
-            let sessions = try reader.object(value, at: "sessions")
-            try reader.allow(sessions, at: "sessions", keys: ["maxCount", "maxAgeDays", "windowDays"])
-            if let v = sessions["maxCount"] { config.sessions.maxCount = try reader.int(v, at: "sessions.maxCount", min: 1, max: 1_000_000) }
-            if let v = sessions["maxAgeDays"] { config.sessions.maxAgeDays = try reader.int(v, at: "sessions.maxAgeDays", min: 1, max: 3_650) }
-            if let v = sessions["windowDays"] { config.sessions.windowDays = try reader.int(v, at: "sessions.windowDays", min: 1, max: 3_650) }
-        }
-        if let value = root["metrics"] {
-            let metrics = try reader.object(value, at: "metrics")
-            try reader.allow(metrics, at: "metrics", keys: ["enabled", "url"])
-            if let v = metrics["enabled"] { config.metrics.enabled = try reader.bool(v, at: "metrics.enabled") }
-            config.metrics.url = try reader.optionalString(metrics["url"], at: "metrics.url")
-            if let url = config.metrics.url {
-                do throws(SubmissionURL.Problem) {
-                    _ = try SubmissionURL(url, allowInsecure: config.submission.allowInsecure)
-                } catch {
-                    throw .configuration("config \(origin): key 'metrics.url': \(error)")
-                }
-            }
-        }
-        if let value = root["logging"] {
-            guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "logging", expected: "an array") }
-            config.logging = try entries.enumerated().map { (index, entry) throws(HostError) in
-                let at = "logging[\(index)]"
-                let object = try reader.object(entry, at: at)
-                try reader.allow(object, at: at, keys: ["type", "level", "path"])
-                let level = try reader.choice(object["level"] ?? JSONValue.string("info"), at: at + ".level", LogLevel.init(name:), ["debug", "info", "warn", "error"])
-                switch try reader.string(object["type"] ?? .null, at: at + ".type") {
-                case "console":
-                    return LoggingDestination(kind: .console, level: level)
-                case "file":
-                    let path = try reader.string(object["path"] ?? .null, at: at + ".path")
-                    return LoggingDestination(kind: .file(path: resolve(path)), level: level)
-                case let other:
-                    throw .configuration("config \(origin): key '\(at).type': unknown destination \"\(other)\" (expected \"console\" or \"file\")")
-                }
-            }
-        }
+        if let value = root["breadcrumbs"] { try readBreadcrumbs(value, into: &config, reader) }
+        if let value = root["sessions"] { try readSessions(value, into: &config, reader) }
+        if let value = root["metrics"] { try readMetrics(value, into: &config, reader, origin: origin) }
+        if let value = root["logging"] { try readLogging(value, into: &config, reader, origin: origin, resolve: resolve) }
         return config
+    }
+
+    /// `plugins`: a path a slot, `required` and `options`.
+    private static func readPlugins(
+        _ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader, resolve: (String) -> String
+    ) throws(HostError) {
+        let plugins = try reader.object(value, at: "plugins")
+        let slotNames = PluginSlot.allCases.map(\.rawValue)
+        try reader.allow(plugins, at: "plugins", keys: slotNames + ["required", "options"])
+        for slot in PluginSlot.allCases {
+            if let path = try reader.optionalString(plugins[slot.rawValue], at: "plugins.\(slot.rawValue)") {
+                config.plugins[slot] = resolve(path)
+            }
+        }
+        if let value = plugins["required"] {
+            guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "plugins.required", expected: "an array") }
+            for (index, entry) in entries.enumerated() {
+                config.requiredSlots.insert(
+                    try reader.choice(entry, at: "plugins.required[\(index)]", PluginSlot.init(rawValue:), slotNames))
+            }
+        }
+        if let value = plugins["options"] {
+            let options = try reader.object(value, at: "plugins.options")
+            try reader.allow(options, at: "plugins.options", keys: slotNames)
+            for slot in PluginSlot.allCases {
+                guard let given = options[slot.rawValue] else { continue }
+                _ = try reader.object(given, at: "plugins.options.\(slot.rawValue)")
+                config.pluginOptions[slot] = given
+            }
+        }
+    }
+
+    /// `attributes`: scalar values, as text.
+    private static func readAttributes(_ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader) throws(HostError) {
+        for (key, item) in try reader.object(value, at: "attributes").pairs {
+            config.attributes[key] = try reader.scalar(item, at: "attributes.\(key)")
+        }
+    }
+
+    /// `limits`: the time limits.
+    private static func readLimits(_ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader) throws(HostError) {
+        let limits = try reader.object(value, at: "limits")
+        try reader.allow(limits, at: "limits", keys: [
+            "callbackTimeoutMs", "recoveredReturnMs", "reportBudgetMs", "attachmentsDecisionMs", "completionWindowMs",
+        ])
+        let l = "limits."
+        if let v = limits["callbackTimeoutMs"] { config.limits.callbackTimeoutMs = try reader.int(v, at: l + "callbackTimeoutMs", min: 1, max: Limits.maxMilliseconds) }
+        if let v = limits["recoveredReturnMs"] { config.limits.recoveredReturnMs = try reader.int(v, at: l + "recoveredReturnMs", min: 1, max: Limits.maxMilliseconds) }
+        if let v = limits["reportBudgetMs"] { config.limits.reportBudgetMs = try reader.int(v, at: l + "reportBudgetMs", min: 1, max: Limits.maxMilliseconds) }
+        if let v = limits["attachmentsDecisionMs"] {
+            config.limits.attachmentsDecisionMs = try reader.int(v, at: l + "attachmentsDecisionMs", min: 1, max: Limits.maxMilliseconds)
+        }
+        if let v = limits["completionWindowMs"], !v.isNull {
+            config.limits.completionWindowMs = try reader.int(v, at: l + "completionWindowMs", min: 1, max: Limits.maxMilliseconds)
+        }
+    }
+
+    /// `submission`: where reports go, validated at once.
+    private static func readSubmission(
+        _ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader, origin: String
+    ) throws(HostError) {
+        let submission = try reader.object(value, at: "submission")
+        try reader.allow(submission, at: "submission", keys: ["url", "timeoutMs", "allowInsecure"])
+        config.submission.url = try reader.optionalString(submission["url"], at: "submission.url")
+        if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1, max: Limits.maxMilliseconds) }
+        if let v = submission["allowInsecure"] { config.submission.allowInsecure = try reader.bool(v, at: "submission.allowInsecure") }
+        try config.validate(origin: "config \(origin)")
+    }
+
+    /// `retry`: the retry policy.
+    private static func readRetry(
+        _ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader, origin: String
+    ) throws(HostError) {
+        let retry = try reader.object(value, at: "retry")
+        try reader.allow(retry, at: "retry", keys: ["behaviour", "intervalSeconds", "limit", "order"])
+        if let v = retry["behaviour"] {
+            config.retry.behaviour = try reader.choice(v, at: "retry.behaviour", RetryPolicy.Behaviour.init(rawValue:), ["interval", "none"])
+        }
+        if let v = retry["intervalSeconds"] { config.retry.intervalSeconds = try reader.int(v, at: "retry.intervalSeconds", min: 0, max: 2_592_000) }
+        if let v = retry["limit"] {
+            config.retry.limit = try reader.int(v, at: "retry.limit", min: 0, max: 1_000)
+            if config.retry.limit == 0 {
+                throw .configuration("config \(origin): key 'retry.limit': 0 is not allowed; use retry.behaviour \"none\" to disable retries")
+            }
+        }
+        if let v = retry["order"] {
+            config.retry.order = try reader.choice(v, at: "retry.order", RetryPolicy.Order.init(rawValue:), ["queue", "stack"])
+        }
+    }
+
+    /// `storage`: the storage targets.
+    private static func readStorage(_ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader) throws(HostError) {
+        let storage = try reader.object(value, at: "storage")
+        try reader.allow(storage, at: "storage", keys: ["maxRecordCount", "maxDatabaseSizeMB"])
+        if let v = storage["maxRecordCount"] { config.storage.maxRecordCount = try reader.int(v, at: "storage.maxRecordCount", min: 0, max: 1_000_000_000) }
+        if let v = storage["maxDatabaseSizeMB"] {
+            config.storage.maxDatabaseSizeMB = try reader.int(v, at: "storage.maxDatabaseSizeMB", min: 0, max: 1_048_576)
+        }
+    }
+
+    /// `privacy`: what leaves the machine besides the report.
+    private static func readPrivacy(_ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader) throws(HostError) {
+        let privacy = try reader.object(value, at: "privacy")
+        try reader.allow(privacy, at: "privacy", keys: ["sendChanges"])
+        if let v = privacy["sendChanges"] { config.privacy.sendChanges = try reader.bool(v, at: "privacy.sendChanges") }
+    }
+
+    /// `breadcrumbs`: how many each report carries.
+    private static func readBreadcrumbs(_ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader) throws(HostError) {
+        let breadcrumbs = try reader.object(value, at: "breadcrumbs")
+        try reader.allow(breadcrumbs, at: "breadcrumbs", keys: ["max"])
+        if let v = breadcrumbs["max"] { config.breadcrumbsMax = try reader.int(v, at: "breadcrumbs.max", min: 0, max: 10_000) }
+    }
+
+    /// `sessions`: the session history.
+    private static func readSessions(_ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader) throws(HostError) {
+        let sessions = try reader.object(value, at: "sessions")
+        try reader.allow(sessions, at: "sessions", keys: ["maxCount", "maxAgeDays", "windowDays"])
+        if let v = sessions["maxCount"] { config.sessions.maxCount = try reader.int(v, at: "sessions.maxCount", min: 1, max: 1_000_000) }
+        if let v = sessions["maxAgeDays"] { config.sessions.maxAgeDays = try reader.int(v, at: "sessions.maxAgeDays", min: 1, max: 3_650) }
+        if let v = sessions["windowDays"] { config.sessions.windowDays = try reader.int(v, at: "sessions.windowDays", min: 1, max: 3_650) }
+    }
+
+    /// `metrics`: crash-free metrics, the URL validated as the submission's.
+    private static func readMetrics(
+        _ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader, origin: String
+    ) throws(HostError) {
+        let metrics = try reader.object(value, at: "metrics")
+        try reader.allow(metrics, at: "metrics", keys: ["enabled", "url"])
+        if let v = metrics["enabled"] { config.metrics.enabled = try reader.bool(v, at: "metrics.enabled") }
+        config.metrics.url = try reader.optionalString(metrics["url"], at: "metrics.url")
+        if let url = config.metrics.url {
+            do throws(SubmissionURL.Problem) {
+                _ = try SubmissionURL(url, allowInsecure: config.submission.allowInsecure)
+            } catch {
+                throw .configuration("config \(origin): key 'metrics.url': \(error)")
+            }
+        }
+    }
+
+    /// `logging`: the logging destinations.
+    private static func readLogging(
+        _ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader, origin: String, resolve: (String) -> String
+    ) throws(HostError) {
+        guard let entries = value.arrayValue else { throw reader.wrongType(value, at: "logging", expected: "an array") }
+        config.logging = try entries.enumerated().map { (index, entry) throws(HostError) in
+            let at = "logging[\(index)]"
+            let object = try reader.object(entry, at: at)
+            try reader.allow(object, at: at, keys: ["type", "level", "path"])
+            let level = try reader.choice(object["level"] ?? JSONValue.string("info"), at: at + ".level", LogLevel.init(name:), ["debug", "info", "warn", "error"])
+            switch try reader.string(object["type"] ?? .null, at: at + ".type") {
+            case "console":
+                return LoggingDestination(kind: .console, level: level)
+            case "file":
+                let path = try reader.string(object["path"] ?? .null, at: at + ".path")
+                return LoggingDestination(kind: .file(path: resolve(path)), level: level)
+            case let other:
+                throw .configuration("config \(origin): key '\(at).type': unknown destination \"\(other)\" (expected \"console\" or \"file\")")
+            }
+        }
     }
 }
 

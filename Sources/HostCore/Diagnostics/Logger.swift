@@ -33,7 +33,7 @@ package struct ConsoleDestination: LogDestination {
     package let level: LogLevel
     private let system: SystemCalls
 
-    package init(level: LogLevel, system: SystemCalls = .live) {
+    package init(level: LogLevel, system: SystemCalls) {
         self.level = level
         self.system = system
     }
@@ -54,7 +54,7 @@ package final class FileDestination: LogDestination {
     private let system: SystemCalls
 
     /// Throws when the file cannot be opened for appending or is not a regular file.
-    package init(path: String, level: LogLevel, system: SystemCalls = .live) throws(HostError) {
+    package init(path: String, level: LogLevel, system: SystemCalls) throws(HostError) {
         let fd: Int32
         switch system.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600) {
         case .success(let opened): fd = opened
@@ -94,8 +94,6 @@ package struct HostLogger: Sendable {
 
     package init(destinations: [any LogDestination]) { self.destinations = destinations }
 
-    /// The built-in default (SPEC D-14): the console at `info`.
-    package static let standard = HostLogger(destinations: [ConsoleDestination(level: .info)])
     package static let silent = HostLogger(destinations: [])
 
     package func log(_ level: LogLevel, _ message: @autoclosure () -> String, handler: String = "host") {

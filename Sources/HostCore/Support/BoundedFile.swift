@@ -28,7 +28,7 @@ package enum BoundedFile {
     }
 
     /// The whole file at `path`, if it is a regular file of at most `limit` bytes.
-    package static func read(_ path: String, limit: Int, followLinks: Bool = false, system: SystemCalls = .live) -> Result<Data, Failure> {
+    package static func read(_ path: String, limit: Int, followLinks: Bool = false, system: SystemCalls) -> Result<Data, Failure> {
         system.openRegular(path, followLinks: followLinks).flatMap { file in
             defer { system.close(file.fd) }
             guard file.size <= Int64(limit) else { return .failure(.tooLarge(size: file.size, limit: limit)) }

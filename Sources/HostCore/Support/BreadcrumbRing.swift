@@ -40,7 +40,7 @@ package final class BreadcrumbRing: Sendable {
     }
 
     /// Makes the ring of `slots` slots at `path` (0600; replacing a file there) and maps it.
-    package static func create(at path: String, slots: Int, system: SystemCalls = .live) -> Result<BreadcrumbRing, SystemError> {
+    package static func create(at path: String, slots: Int, system: SystemCalls) -> Result<BreadcrumbRing, SystemError> {
         let slots = UInt32(clamping: max(1, slots))
         let bytes = rh_crumb_ring_bytes(slots)
         let fd: Int32
@@ -77,7 +77,7 @@ package final class BreadcrumbRing: Sendable {
 
     /// The last `limit` breadcrumbs of the ring file at `path`, oldest first, and how many
     /// slots were torn (skipped); nil when there is no readable ring there.
-    package static func read(fileAt path: String, last limit: Int, system: SystemCalls = .live) -> (entries: [Entry], torn: Int)? {
+    package static func read(fileAt path: String, last limit: Int, system: SystemCalls) -> (entries: [Entry], torn: Int)? {
         guard case .success(let file) = system.openRegular(path), file.size > 0 else { return nil }
         defer { system.close(file.fd) }
         guard file.size <= Int64(rh_crumb_ring_bytes(UInt32(Self.maxSlots))) else { return nil }

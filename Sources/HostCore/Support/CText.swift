@@ -38,9 +38,8 @@ extension StringProtocol {
 /// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, from
 /// `getrandom` (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time).
 package func randomUUID() -> String {
-    let system = SystemCalls.live
-    let high = system.random64() & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
-    let low = system.random64() & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000  // variant 10
+    let high = SystemCalls.random64() & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
+    let low = SystemCalls.random64() & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000  // variant 10
     let (h, l) = (String(hex: high, width: 16), String(hex: low, width: 16))
     return "\(h.prefix(8))-\(h.dropFirst(8).prefix(4))-\(h.suffix(4))-\(l.prefix(4))-\(l.suffix(12))"
 }

@@ -39,7 +39,7 @@ package struct SystemClock: HostClock {
     package init() {}
 
     package func now() -> HostInstant {
-        let ts = SystemCalls.live.monotonicNow()
+        let ts = SystemCalls.monotonicNow()
         return HostInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 

@@ -24,16 +24,23 @@ package struct Faults: Sendable, Equatable {
     /// The system-call faults of a failure sweep, for the repository and delivery
     /// (`REPORTHOST_SWEEP`; the CLI routes SQLite's own calls through the same plan).
     package var calls: FaultPlan?
+    /// The wall clock records are stamped with (a test freezes or steps it).
+    package var wallClock: any WallClock
 
-    package init(crashAt: FaultPoint? = nil, diskFull: Bool = false, denyClosures: Bool = false, calls: FaultPlan? = nil) {
+    package init(
+        crashAt: FaultPoint? = nil, diskFull: Bool = false, denyClosures: Bool = false, calls: FaultPlan? = nil,
+        wallClock: any WallClock = SystemWallClock()
+    ) {
         self.crashAt = crashAt
         self.diskFull = diskFull
         self.denyClosures = denyClosures
         self.calls = calls
+        self.wallClock = wallClock
     }
 
-    /// The seam the repository and delivery use: the real calls, or with the sweep's faults.
-    package var systemCalls: SystemCalls { calls.map { SystemCalls(faults: $0) } ?? .live }
+    /// The seam every part of the engine is handed: the real calls, with the sweep's faults
+    /// and the wall clock these faults carry. Entries build their seam here, and nowhere else.
+    package var systemCalls: SystemCalls { SystemCalls(faults: calls, wallClock: wallClock) }
 
     package static func == (a: Faults, b: Faults) -> Bool {
         a.crashAt == b.crashAt && a.diskFull == b.diskFull && a.denyClosures == b.denyClosures && a.calls === b.calls
@@ -49,6 +56,6 @@ package struct Faults: Sendable, Equatable {
 
     /// Dies here with SIGKILL if `point` is armed.
     package func hit(_ point: FaultPoint) {
-        if crashAt == point { SystemCalls.live.kill(getpid(), SIGKILL) }
+        if crashAt == point { systemCalls.kill(getpid(), SIGKILL) }
     }
 }

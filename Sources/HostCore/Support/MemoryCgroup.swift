@@ -11,32 +11,37 @@ package struct MemoryCgroup: Sendable, Equatable {
     package var folder: String
     /// 1 or 2.
     package var version: Int
+    /// The seam its files are read through.
+    let system: SystemCalls
 
-    package init(folder: String, version: Int) {
+    package init(folder: String, version: Int, system: SystemCalls) {
         self.folder = folder
         self.version = version
+        self.system = system
     }
+
+    package static func == (a: MemoryCgroup, b: MemoryCgroup) -> Bool { a.folder == b.folder && a.version == b.version }
 
     /// Where the cgroup hierarchies are mounted.
     package static var root: String { ProcessInfo.processInfo.environment["REPORTHOST_CGROUP_ROOT"] ?? "/sys/fs/cgroup" }
 
     /// The memory cgroup of `pid` (its `/proc/<pid>/cgroup`): the v1 `memory` controller's
     /// when there is one, else the v2 unified one. nil when none can be read.
-    package static func of(pid: pid_t, root: String = root) -> MemoryCgroup? {
-        guard let text = read("/proc/\(pid)/cgroup") else { return nil }
+    package static func of(pid: pid_t, root: String = root, system: SystemCalls) -> MemoryCgroup? {
+        guard let text = read("/proc/\(pid)/cgroup", system: system) else { return nil }
         var unified: String?
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
             guard fields.count == 3 else { continue }
             if fields[1].split(separator: ",").contains("memory") {
-                let cgroup = MemoryCgroup(folder: root + "/memory" + fields[2], version: 1)
+                let cgroup = MemoryCgroup(folder: root + "/memory" + fields[2], version: 1, system: system)
                 if cgroup.oomKills != nil { return cgroup }
             } else if fields[0] == "0" && fields[1].isEmpty {
                 unified = String(fields[2])
             }
         }
         guard let unified else { return nil }
-        let cgroup = MemoryCgroup(folder: root + (unified == "/" ? "" : unified), version: 2)
+        let cgroup = MemoryCgroup(folder: root + (unified == "/" ? "" : unified), version: 2, system: system)
         return cgroup.oomKills != nil ? cgroup : nil
     }
 
@@ -63,7 +68,7 @@ package struct MemoryCgroup: Sendable, Equatable {
     }
 
     private func counter(_ file: String, _ key: String) -> Int? {
-        guard let text = Self.read(folder + "/" + file) else { return nil }
+        guard let text = Self.read(folder + "/" + file, system: system) else { return nil }
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ")
             if fields.count == 2, fields[0] == key { return Int(fields[1]) }
@@ -72,12 +77,12 @@ package struct MemoryCgroup: Sendable, Equatable {
     }
 
     private func number(_ file: String) -> Int? {
-        Self.read(folder + "/" + file).flatMap { Int($0.trimmed) }
+        Self.read(folder + "/" + file, system: system).flatMap { Int($0.trimmed) }
     }
 
     /// A small kernel file, read whole (`String(contentsOfFile:)` truncates /proc files).
-    private static func read(_ path: String) -> String? {
-        guard case .success(let data) = BoundedFile.read(path, limit: 64 * 1024, followLinks: true) else { return nil }
+    private static func read(_ path: String, system: SystemCalls) -> String? {
+        guard case .success(let data) = BoundedFile.read(path, limit: 64 * 1024, followLinks: true, system: system) else { return nil }
         return String(decoding: data, as: UTF8.self)
     }
 }

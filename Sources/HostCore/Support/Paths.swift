@@ -4,7 +4,7 @@ import Glibc
 /// File paths as the host resolves them.
 package enum Paths {
     /// Makes `path` absolute against `base` (the working directory by default).
-    package static func absolute(_ path: String, relativeTo base: String = SystemCalls.live.currentFolder) -> String {
+    package static func absolute(_ path: String, relativeTo base: String = SystemCalls.currentFolder) -> String {
         let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: base).appendingPathComponent(path)
         return url.standardizedFileURL.path
     }
@@ -27,14 +27,14 @@ package enum Paths {
 
     /// Makes `path` and the folders above it that are missing, each private to the user
     /// (0700: report contents are personal data). An existing folder is left as it is.
-    package static func makeFolder(_ path: String) -> Result<Void, FolderFailure> {
+    package static func makeFolder(_ path: String, system: SystemCalls) -> Result<Void, FolderFailure> {
         var isFolder = false
-        if SystemCalls.live.fileExists(path, isFolder: &isFolder) {
+        if system.fileExists(path, isFolder: &isFolder) {
             return isFolder ? .success(()) : .failure(FolderFailure(path: path, reason: "not a directory"))
         }
         let parent = folder(of: path)
-        if !parent.isEmpty, parent != path, case .failure(let failure) = makeFolder(parent) { return .failure(failure) }
-        guard SystemCalls.live.mkdir(path, 0o700) == 0 || errno == EEXIST else {
+        if !parent.isEmpty, parent != path, case .failure(let failure) = makeFolder(parent, system: system) { return .failure(failure) }
+        guard system.mkdir(path, 0o700) == 0 || errno == EEXIST else {
             return .failure(FolderFailure(path: path, reason: String(cString: strerror(errno)).lowercased()))
         }
         return .success(())

@@ -14,8 +14,7 @@ package enum SHA256 {
 
     /// The lowercase hex digest of the regular file at `path`, read in bounded chunks; nil
     /// when it cannot be opened or read, is not a regular file, or is larger than `limit`.
-    package static func hex(ofFileAt path: String, limit: Int = 1 << 30) -> String? {
-        let system = SystemCalls.live
+    package static func hex(ofFileAt path: String, limit: Int = 1 << 30, system: SystemCalls) -> String? {
         let fd = system.openRaw(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { system.close(fd) }

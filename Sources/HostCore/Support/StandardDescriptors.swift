@@ -7,9 +7,8 @@ package enum StandardDescriptors {
     /// Opens /dev/null (close-on-exec: the program's children still find them closed) on each
     /// of fds 0-2 that is closed, for the life of the process. Returns the ones it took.
     @discardableResult
-    package static func holdClosed() -> [Int32] {
+    package static func holdClosed(system: SystemCalls) -> [Int32] {
         var held: [Int32] = []
-        let system = SystemCalls.live
         for fd in STDIN_FILENO...STDERR_FILENO where system.fcntl(fd, F_GETFD) == -1 && errno == EBADF {
             let placeholder = system.openRaw("/dev/null", O_RDWR | O_CLOEXEC)
             if placeholder == fd {
@@ -33,9 +32,8 @@ package enum DescriptorLimit {
 
     /// Raises the soft limit to `minimum` when it is lower and the hard limit allows; an
     /// error (exit 1) saying what to change when it does not.
-    package static func ensure() throws(HostError) {
+    package static func ensure(system: SystemCalls) throws(HostError) {
         var limit = rlimit()
-        let system = SystemCalls.live
         guard system.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < minimum else { return }
         let raised = rlimit(rlim_cur: min(minimum, limit.rlim_max), rlim_max: limit.rlim_max)
         if raised.rlim_cur > limit.rlim_cur { var raised = raised; _ = system.setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) }

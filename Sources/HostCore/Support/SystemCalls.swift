@@ -111,13 +111,36 @@ package final class FaultPlan: Sendable {
     package var sweptCalls: Int { counts.withLock { $0.swept } }
 }
 
+/// The wall clock: what time it is, for stamps (a record's creation, a session's start). Never
+/// used to order records (two reads can fall in the same millisecond, and the wall clock can
+/// step back): the repository orders by a sequence.
+///
+/// # Thread safety
+/// Implementations are called from any thread.
+package protocol WallClock: Sendable {
+    func now() -> Date
+}
+
+/// The system's real-time clock.
+package struct SystemWallClock: WallClock {
+    package init() {}
+
+    package func now() -> Date { Date() }
+}
+
 /// The one seam for file and descriptor system calls (swift-system's model): every write
 /// loops until done and reports a typed errno (never a trap, unlike `FileHandle.write`),
 /// reads are bounded, and a `FaultPlan` makes chosen calls fail.
 package struct SystemCalls: Sendable {
     package let faults: FaultPlan?
+    /// The wall clock that stamps records, sessions and files (the one wall clock: deadlines
+    /// run on the monotonic `HostClock`).
+    package let wallClock: any WallClock
 
-    package init(faults: FaultPlan? = nil) { self.faults = faults }
+    package init(faults: FaultPlan? = nil, wallClock: any WallClock = SystemWallClock()) {
+        self.faults = faults
+        self.wallClock = wallClock
+    }
 
     /// The real calls, without faults.
     package static let live = SystemCalls()

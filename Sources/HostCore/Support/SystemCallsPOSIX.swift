@@ -117,8 +117,9 @@ extension SystemCalls {
         refused(.load) == nil ? Glibc.dlsym(image, symbol) : nil
     }
 
-    /// `clock_gettime(CLOCK_MONOTONIC)`, never failing: the host's clock.
-    package func monotonicNow() -> timespec {
+    /// `clock_gettime(CLOCK_MONOTONIC)`, never failing and never injected: the host's
+    /// monotonic clock reads it (tests inject a `HostClock` instead).
+    package static func monotonicNow() -> timespec {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return now
@@ -162,14 +163,26 @@ extension SystemCalls {
         refused(.unlink) == nil && (try? FileManager.default.removeItem(atPath: path)) != nil
     }
 
-    package var currentFolder: String { FileManager.default.currentDirectoryPath }
+    /// The working folder; never injected (nothing of the engine's state lives in it).
+    package static var currentFolder: String { FileManager.default.currentDirectoryPath }
 
-    /// The wall clock's now.
-    package func now() -> Date { Date() }
+    /// The wall clock's now (the seam's `wallClock`).
+    package func now() -> Date { wallClock.now() }
 
-    /// 64 random bits from the system's generator (`getrandom`).
-    package func random64() -> UInt64 {
+    /// 64 random bits from the system's generator (`getrandom`); never injected.
+    package static func random64() -> UInt64 {
         var generator = SystemRandomNumberGenerator()
         return generator.next()
     }
+}
+
+/// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
+/// bytes Linux keeps (at a character's boundary). Never injected: a thread without its name
+/// works the same.
+package func nameCurrentThread(_ name: String) {
+    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let bytes = Array(name.utf8.prefix(15))
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
 }

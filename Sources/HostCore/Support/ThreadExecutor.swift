@@ -45,16 +45,6 @@ public final class ThreadExecutor: MainExecutor {
     public func execute(_ job: @escaping @Sendable () -> Void) { jobs.update { $0.append(job) } }
 }
 
-/// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
-/// bytes Linux keeps.
-package func nameCurrentThread(_ name: String) {
-    let system = SystemCalls.live
-    let fd = system.openRaw("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    defer { system.close(fd) }
-    let bytes = Array(name.utf8.prefix(15))
-    _ = bytes.withUnsafeBytes { SystemCalls.live.writeAll(fd, $0) }
-}
 
 /// Jobs of tasks that prefer this executor (`Task(executorPreference:)`) run on its thread
 /// too, in order with the rest.

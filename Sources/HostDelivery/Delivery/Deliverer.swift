@@ -14,7 +14,7 @@ package struct Deliverer: Sendable {
     package let configuration: Configuration
     package let transport: any SubmissionTransport
     package let logger: HostLogger
-    let now: @Sendable () -> Date
+    package let now: @Sendable () -> Date
     /// Writes the request bodies (tests inject a full disk here).
     let system: SystemCalls
     /// Fault points armed for tests (none in production).
@@ -25,15 +25,17 @@ package struct Deliverer: Sendable {
 
     package init(
         repository: Repository, configuration: Configuration, transport: any SubmissionTransport, logger: HostLogger,
-        now: @escaping @Sendable () -> Date = { SystemCalls.live.now() }, system: SystemCalls = .live,
+        now: (@Sendable () -> Date)? = nil, system: SystemCalls? = nil,
         faults: Faults = Faults(), ownSession: String? = nil
     ) {
+        // The repository's seam and wall clock unless a test hands others.
+        let system = system ?? repository.system
         self.ownSession = ownSession
         self.repository = repository
         self.configuration = configuration
         self.transport = transport
         self.logger = logger
-        self.now = now
+        self.now = now ?? { system.now() }
         self.system = system
         self.faults = faults
     }

@@ -35,7 +35,7 @@ package struct MultipartBody: Sendable {
 
     package func write(
         json: JSONValue, inline: [InlinePart] = [], attachments: [(name: String, filename: String, file: URL)], to url: URL,
-        system: SystemCalls = .live
+        system: SystemCalls
     ) throws(StorageError) {
         let fd: Int32
         switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {

@@ -23,6 +23,8 @@ package final class ReportHost: Sendable {
     package let crashCapture: CrashCapture
     /// Faults armed for tests (none in production).
     package let faults: Faults
+    /// The seam this host and everything it opens is handed (with `faults`' plan and wall clock).
+    package var system: SystemCalls { faults.systemCalls }
     let observer: PipelineObserver?
     /// Where reports send their rule events: the observer, as `.broke`.
     package let events: RuleEventSink
@@ -90,7 +92,7 @@ package final class ReportHost: Sendable {
                 guard let slot = PluginSlot(rawValue: slotName), !loading.withLock({ $0.contains(slot) }),
                     let name = slots.withLock({ $0.pluginName(in: slot) })
                 else { return nil }
-                return PluginDataFolder.make(repository: repository, plugin: name)
+                return PluginDataFolder.make(repository: repository, plugin: name, system: faults.systemCalls)
             }))
         tables = try HostAPITable.make(hostID: hostID, faults: faults).mapValues { SendablePointer(pointer: UnsafeMutablePointer(mutating: $0)) }
         let window = configuration.limits.effectiveCompletionWindowMs
@@ -187,7 +189,7 @@ package final class ReportHost: Sendable {
         let result = mainExecutor.sync(timeoutMilliseconds: limit) { () -> Result<LoadedPlugin, PluginLoadError> in
             do throws(PluginLoadError) {
                 return .success(try PluginLoader.load(
-                    path: path, slot: slot, table: UnsafePointer(table.pointer), capture: capture, identity: identity))
+                    path: path, slot: slot, table: UnsafePointer(table.pointer), capture: capture, identity: identity, system: self.system))
             } catch {
                 return .failure(error)
             }

@@ -13,17 +13,16 @@ package enum PluginLoader {
     /// already (the quarantine check), so it is hashed once.
     static func load(
         path: String, slot: PluginSlot, table: UnsafePointer<rh_host_api>, capture: CrashCapture,
-        identity known: PluginIdentity? = nil
+        identity known: PluginIdentity? = nil, system: SystemCalls
     ) throws(PluginLoadError) -> LoadedPlugin {
         let path = Paths.absolute(path)
         func fail(_ reason: PluginLoadError.Reason) -> PluginLoadError { PluginLoadError(path: path, reason: reason) }
 
-        let system = SystemCalls.live
         guard system.fileExists(path) else { throw fail(.missingFile) }
         guard system.access(path, R_OK) == 0 else { throw fail(.unreadable) }
         // Registered with the crash writer before it is opened: a crash in its constructors
         // or its entry names it too.
-        let identity = known ?? PluginIdentity(path: path)
+        let identity = known ?? PluginIdentity(path: path, system: system)
         let crashID = capture.registerPlugin(path: identity.realPath, digest: identity.digest)
         // Opened by its real path: the module map then names the file the crash attribution
         // names (a plugin reached through a symbolic link is still recognised as itself).
@@ -67,16 +66,16 @@ package enum PluginLoader {
     /// thread), for at most `timeoutMs` (an entry that never returns is a load failure, as in
     /// `ReportHost.loadPlugin`).
     package static func declaredVersion(
-        path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor, timeoutMs: Int
+        path: String, table: UnsafePointer<rh_host_api>, on mainExecutor: any MainExecutor, timeoutMs: Int, system: SystemCalls
     ) throws(HostError) -> (major: UInt32, minor: UInt32)? {
         let path = Paths.absolute(path)
         let table = SendableTable(pointer: table)
         // nil: timed out.
         let declared = mainExecutor.sync(timeoutMilliseconds: timeoutMs) { () -> DeclaredVersion in
-            guard let image = SystemCalls.live.dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            guard let image = system.dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
                 return .notLoadable(dlerror().map { String(cString: $0) } ?? "dlopen failed")
             }
-            guard let symbol = SystemCalls.live.dlsym(image, "rh_plugin_entry") else { return .noEntry }
+            guard let symbol = system.dlsym(image, "rh_plugin_entry") else { return .noEntry }
             let entry = unsafeBitCast(symbol, to: rh_plugin_entry_fn.self)
             guard let descriptor = entry(table.pointer) else { return .noEntry }
             let header = UnsafeRawPointer(descriptor).bindMemory(to: UInt32.self, capacity: 2)
@@ -127,10 +126,10 @@ package struct PluginIdentity: Sendable, Hashable {
     /// Empty when the file could not be read.
     package var digest: String
 
-    package init(path: String) {
+    package init(path: String, system: SystemCalls) {
         let absolute = Paths.absolute(path)
-        realPath = SystemCalls.live.realpath(absolute) ?? absolute
-        digest = SHA256.hex(ofFileAt: realPath) ?? ""
+        realPath = system.realpath(absolute) ?? absolute
+        digest = SHA256.hex(ofFileAt: realPath, system: system) ?? ""
     }
 }
 

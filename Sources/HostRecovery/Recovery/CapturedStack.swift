@@ -13,7 +13,7 @@ package enum CapturedStack {
     package static func payload(lines: String, session: String, pid: Int32, thread: Int32, at time: Date) -> JSONValue? {
         let text = ["reporthost-crash 1", "session \(session)", "signal 0", "code 0", "thread \(thread)", "pid \(pid)",
                     "time \(Int(time.timeIntervalSince1970))"].joined(separator: "\n") + "\n" + lines + "end\n"
-        guard let stack = CrashFile(path: "app-hang", data: Data(text.utf8), modifiedAt: time), !stack.frames.isEmpty else { return nil }
+        guard let stack = CrashFile(path: "app-hang", data: Data(text.utf8), modifiedAt: time, now: time), !stack.frames.isEmpty else { return nil }
         return stack.payload(symbols: ElfSymbols(for: stack, cache: SymbolCache()))
     }
 }

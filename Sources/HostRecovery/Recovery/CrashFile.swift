@@ -93,9 +93,9 @@ package struct CrashFile: Sendable {
     /// Whether `name` is a crash file its writer may still be writing: a `.partial` whose
     /// process is alive (a secondary, a forked child, another `run`). Taken only once the
     /// writer is gone: read now, it would be stored cut short, and stored again once renamed.
-    package static func isBeingWritten(_ name: String) -> Bool {
+    package static func isBeingWritten(_ name: String, system: SystemCalls) -> Bool {
         guard name.hasSuffix(".partial"), let pid = writerPID(ofName: name) else { return false }
-        return SystemCalls.live.kill(pid, 0) == 0 || errno == EPERM
+        return system.kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// The largest crash file read (the writer's own output stays far below).
@@ -110,13 +110,13 @@ package struct CrashFile: Sendable {
     package var ignoredAttachments = 0
 
     /// Parses the file at `path`; nil when it is not a crash file at all.
-    package init?(path: String, modifiedAt fallbackTime: Date) {
-        guard case .success(let crash) = Self.read(path, modifiedAt: fallbackTime) else { return nil }
+    package init?(path: String, modifiedAt fallbackTime: Date, system: SystemCalls) {
+        guard case .success(let crash) = Self.read(path, modifiedAt: fallbackTime, system: system) else { return nil }
         self = crash
     }
 
     /// Reads and parses the file at `path`, or says why it cannot be read as a crash file.
-    package static func read(_ path: String, modifiedAt fallbackTime: Date, system: SystemCalls = .live) -> Result<CrashFile, Rejection> {
+    package static func read(_ path: String, modifiedAt fallbackTime: Date, system: SystemCalls) -> Result<CrashFile, Rejection> {
         switch BoundedFile.read(path, limit: maxBytes, system: system) {
         case .failure(.system(_, ENOENT)): return .failure(Rejection(reason: "gone", vanished: true))
         // A failure of the moment (an I/O error, no descriptor left, a signal): the file is
@@ -125,7 +125,7 @@ package struct CrashFile: Sendable {
             return .failure(Rejection(reason: BoundedFile.Failure.system(call: call, errno: number).description, transient: true))
         case .failure(let failure): return .failure(Rejection(reason: failure.description))
         case .success(let data):
-            guard let crash = CrashFile(path: path, data: data, modifiedAt: fallbackTime) else {
+            guard let crash = CrashFile(path: path, data: data, modifiedAt: fallbackTime, now: system.now()) else {
                 return .failure(Rejection(reason: "no `reporthost-crash 1` header"))
             }
             return .success(crash)
@@ -159,9 +159,10 @@ package struct CrashFile: Sendable {
         }
     }
 
-    package init?(path: String, data: Data, modifiedAt fileTime: Date) {
+    /// - Parameter now: the wall clock's time, for what is a plausible crash time.
+    package init?(path: String, data: Data, modifiedAt fileTime: Date, now: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
-        let fallbackTime = Self.plausible(fileTime) ?? SystemCalls.live.now()
+        let fallbackTime = Self.plausible(fileTime, now: now) ?? now
         // Lines end at "\n" or "\r\n" and nowhere else, a lone CR included: the writer encodes
         // every control byte of a value (%XX), so a value can neither end a line nor start a
         // field. Split as bytes: a backlog holds thousands of files of a hundred lines.
@@ -191,7 +192,7 @@ package struct CrashFile: Sendable {
             case "address": address = value
             case "thread": thread = Int64(value) ?? 0
             case "pid": processID = Int32(value)
-            case "time": time = Self.plausibleTime(value) ?? fallbackTime
+            case "time": time = Self.plausibleTime(value, now: now) ?? fallbackTime
             case "register":
                 let pair = Self.fields(value)
                 if pair.count == 2 { registers.append((pair[0], pair[1])) }
@@ -229,16 +230,16 @@ package struct CrashFile: Sendable {
     /// A `time` line as a date, when it is a plausible crash time: after 2000 and no later
     /// than a day from now (a clock set far ahead, or a garbled file, must not make a
     /// record whose dates cannot be stored).
-    static func plausibleTime(_ text: String) -> Date? {
+    static func plausibleTime(_ text: String, now: Date) -> Date? {
         guard let seconds = Int64(text) else { return nil }
-        let latest = Int64(SystemCalls.live.now().timeIntervalSince1970) + 86_400
+        let latest = Int64(now.timeIntervalSince1970) + 86_400
         guard seconds >= 946_684_800, seconds <= latest else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(seconds))
     }
 
     /// `date` when it is a plausible crash time (as for a `time` line).
-    package static func plausible(_ date: Date) -> Date? {
-        Int64(exactly: date.timeIntervalSince1970.rounded(.down)).flatMap { plausibleTime(String($0)) }
+    package static func plausible(_ date: Date, now: Date) -> Date? {
+        Int64(exactly: date.timeIntervalSince1970.rounded(.down)).flatMap { plausibleTime(String($0), now: now) }
     }
 
     /// The instruction pointer at the fault, when the file has it.

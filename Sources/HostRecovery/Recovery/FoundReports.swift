@@ -19,7 +19,7 @@ enum FoundReports {
     /// that file (device and inode): a line planted in a crash file copies nothing.
     static func crash(
         _ crash: CrashFile, culprit: QuarantineEntry?, program: ProgramExit?, unsymbolicated: [String] = [],
-        registered: [String: FileIdentity] = [:]
+        registered: [String: FileIdentity] = [:], system: SystemCalls
     ) -> ReportDocument {
         var content = ReportContent()
         content.summary = crash.summary
@@ -50,11 +50,11 @@ enum FoundReports {
                 notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) not read: the crashed session did not register it"))
                 continue
             }
-            if let now = FileIdentity.of(path), now != identity {
+            if let now = FileIdentity.of(path, system: system), now != identity {
                 notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) not read: it is another file now"))
                 continue
             }
-            switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes) {
+            switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes, system: system) {
             case .success(let data) where !data.isEmpty:
                 let name = URL(fileURLWithPath: path).lastPathComponent
                 content.attachments.append(Attachment(name: name, filename: name, data: data, source: .recovered))
@@ -76,12 +76,12 @@ enum FoundReports {
 
     /// A file in `crashes/` that cannot be read as a crash file: a crash report saying what
     /// could be read and where the file was kept.
-    static func unreadableCrashFile(named name: String, reason: String, kept: String, modified: Date) -> ReportDocument {
+    static func unreadableCrashFile(named name: String, reason: String, kept: String, modified: Date, now: Date) -> ReportDocument {
         var content = ReportContent()
         content.summary = "An unreadable crash file was found (\(reason))"
         return make(
             .crash, content, [note(.warn, "crash file \(name) could not be read: \(reason); \(kept)")],
-            createdAt: CrashFile.plausible(modified) ?? SystemCalls.live.now())
+            createdAt: CrashFile.plausible(modified, now: now) ?? now)
     }
 
     /// D-16: a session that never stopped cleanly and left no crash file. One that died while
@@ -105,7 +105,7 @@ enum FoundReports {
 
     /// A program watched by `reporthost run` that a signal ended without a crash file
     /// (SIGKILL, the OOM killer).
-    static func killed(_ exit: ProgramExit, signalName: String, hostAttributes: [String: String]) -> ReportDocument {
+    static func killed(_ exit: ProgramExit, signalName: String, hostAttributes: [String: String], now: Date) -> ReportDocument {
         var content = ReportContent()
         content.summary = exit.exitCause == "oom_kill"
             ? "\(exit.program) was killed by the kernel's OOM killer (\(signalName))"
@@ -121,7 +121,7 @@ enum FoundReports {
         let cause = exit.exitCause == "oom_kill"
             ? "\(exit.program) (session \(exit.session)) ended by \(signalName): its memory cgroup counted one more OOM kill while it ran"
             : "\(exit.program) (session \(exit.session)) ended by \(signalName) (a signal the crash writer cannot catch, or before it was installed)"
-        return make(.abnormalExit, content, [note(.info, cause)], createdAt: SystemCalls.live.now())
+        return make(.abnormalExit, content, [note(.info, cause)], createdAt: now)
     }
 
     private static func standardError(of exit: ProgramExit) -> Attachment? {

@@ -70,7 +70,9 @@ package struct Recovery {
     /// Returns the names of the files saved.
     private func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) -> [String] {
         var saved: [String] = []
-        let files = paths.map { ($0, Self.modificationDate($0)) }.sorted { $0.1 < $1.1 }
+        // Oldest first; files written in the same nanosecond (or with a clock stepped back) in
+        // the order of their names, so the order never depends on the clock alone.
+        let files = paths.map { ($0, Self.modificationDate($0, system: repository.system)) }.sorted { ($0.1, $0.0) < ($1.1, $1.0) }
         var reader = CrashReader(watched: watched)
         for start in stride(from: 0, to: files.count, by: max(1, batch)) {
             var read: [(save: Repository.CrashSave, crash: CrashFile)] = []
@@ -128,7 +130,8 @@ package struct Recovery {
                 attachments = registered[session] ?? [:]
             }
             var document = FoundReports.crash(
-                crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments)
+                crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments,
+                system: recovery.repository.system)
             if program == nil, let session = crash.session {
                 if breadcrumbs[session] == nil { breadcrumbs[session] = recovery.breadcrumbs(of: session) }
                 document.content.breadcrumbs = breadcrumbs[session] ?? []
@@ -150,7 +153,7 @@ package struct Recovery {
         let folder = repository.crashesFolder
         let names = repository.system.entries(ofFolder: folder.path) ?? []
         return names.filter { name in
-            (name.hasSuffix(".crash") || name.hasSuffix(".crash.partial")) && include(name) && !CrashFile.isBeingWritten(name)
+            (name.hasSuffix(".crash") || name.hasSuffix(".crash.partial")) && include(name) && !CrashFile.isBeingWritten(name, system: repository.system)
         }.map { folder.appendingPathComponent($0, isDirectory: false).path }
     }
 
@@ -166,7 +169,7 @@ package struct Recovery {
             }
             log.debug("crash file \(path) discarded: \(program.program) survived the fault and exited with status 0")
         }
-        DurableFile.syncDirectory(repository.crashesFolder)
+        DurableFile.syncDirectory(repository.crashesFolder, system: repository.system)
     }
 
     /// A file in `crashes/` that cannot be read as a crash file (not a regular file, too large,
@@ -175,10 +178,10 @@ package struct Recovery {
     /// and nothing is retried forever.
     private func reject(_ path: String, because reason: String, modified: Date) throws(StorageError) {
         let rejected = repository.crashesFolder.appendingPathComponent("rejected")
-        _ = Paths.makeFolder(rejected.path)
-        let name = URL(fileURLWithPath: path).lastPathComponent
-        let aside = rejected.appendingPathComponent("\(Int64(SystemCalls.live.now().timeIntervalSince1970))-\(name)").path
         let system = repository.system
+        _ = Paths.makeFolder(rejected.path, system: system)
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        let aside = rejected.appendingPathComponent("\(Int64(system.now().timeIntervalSince1970))-\(name)").path
         if case .failure(let error) = system.rename(path, aside) {
             if error.errno == ENOENT && system.access(path, F_OK) != 0 { return }  // gone meanwhile: nothing to set aside or report
             // It cannot even be moved: it must not be found again on every launch.
@@ -189,11 +192,11 @@ package struct Recovery {
                 return
             }
         }
-        DurableFile.syncDirectory(repository.crashesFolder)
+        DurableFile.syncDirectory(repository.crashesFolder, system: system)
         let moved = system.fileExists(aside)
         // The report names the file by its name; the local log says where it is.
         let kept = moved ? "kept as crashes/rejected/\(LocalPaths.fileName(aside))" : "removed: it could not be moved"
-        try repository.saveFound(FoundReports.unreadableCrashFile(named: name, reason: reason, kept: kept, modified: modified))
+        try repository.saveFound(FoundReports.unreadableCrashFile(named: name, reason: reason, kept: kept, modified: modified, now: system.now()))
         log.warn("crash file \(path) could not be read (\(reason)); \(moved ? "kept as \(aside)" : kept)")
     }
 
@@ -245,7 +248,7 @@ package struct Recovery {
             if let path { folders.insert(Paths.folder(of: path)) }
             if case .new(let rowID) = record { purged.append(rowID) }
         }
-        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder)) }
+        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder), system: repository.system) }
         try repository.crashFilesPurged(purged)
         host.faults.hit(.afterPurge)
     }
@@ -278,7 +281,7 @@ package struct Recovery {
     /// The last `breadcrumbs.max` breadcrumbs session `id` left in its ring (SPEC B-1), a
     /// slot a kill left half written skipped (logged).
     func breadcrumbs(of session: String) -> [Breadcrumb] {
-        guard let ring = BreadcrumbRing.read(fileAt: repository.breadcrumbsPath(session), last: host.configuration.breadcrumbsMax)
+        guard let ring = BreadcrumbRing.read(fileAt: repository.breadcrumbsPath(session), last: host.configuration.breadcrumbsMax, system: repository.system)
         else { return [] }
         if ring.torn > 0 { log.info("session \(session): \(ring.torn) breadcrumb(s) left half written by the end were skipped") }
         return ring.entries.map(Breadcrumb.init)
@@ -332,7 +335,8 @@ package struct Recovery {
     /// are waited for as when it was raised. At most `limit` per call, oldest first, each only
     /// when its back-off allows: a rerun that ends held again waits `rerunBackoff` before the
     /// next. One whose chain ended the host `maxChainRuns` times in a row stays held.
-    package func rerunHeldChains(currentSession: String, limit: Int = heldRerunsPerLaunch, now: Date = SystemCalls.live.now()) throws(HostError) -> [ReportDocument] {
+    package func rerunHeldChains(currentSession: String, limit: Int = heldRerunsPerLaunch, now: Date? = nil) throws(HostError) -> [ReportDocument] {
+        let now = now ?? repository.system.now()
         guard required.allSatisfy(host.canRun) else { return [] }
         var documents: [ReportDocument] = []
         let due = try storing { () throws(StorageError) in try repository.heldForRequired(dueBy: now, limit: limit) }
@@ -436,8 +440,8 @@ package struct Recovery {
 
     /// When `path` was last written (now, when it cannot be read): one `stat`, where
     /// FileManager's attributes would build a dictionary of them all for every crash file.
-    static func modificationDate(_ path: String) -> Date {
-        guard let info = SystemCalls.live.stat(path) else { return SystemCalls.live.now() }
+    static func modificationDate(_ path: String, system: SystemCalls) -> Date {
+        guard let info = system.stat(path) else { return system.now() }
         return Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec) + TimeInterval(info.st_mtim.tv_nsec) / 1e9)
     }
 }

@@ -72,7 +72,7 @@ extension Recovery {
         // pid known, any crash stored for the session counts.
         guard !leftCrashFiles(exit), !savedNow.contains(where: exit.wrote) else { return }
         if exit.pid == nil, try repository.sessionsWithCrashReports().contains(exit.session) { return }
-        let document = FoundReports.killed(exit, signalName: signalName, hostAttributes: host.attributes.snapshot)
+        let document = FoundReports.killed(exit, signalName: signalName, hostAttributes: host.attributes.snapshot, now: repository.system.now())
         try repository.saveFound(document, session: exit.session)
         // No id here: the chain gives the report the id it is stored and sent under, and
         // recovery logs that one.
@@ -84,7 +84,7 @@ extension Recovery {
     func recordSession(of exit: ProgramExit, savedNow: [String] = []) throws(StorageError) {
         let crashed = savedNow.contains(where: exit.wrote) || leftCrashFiles(exit)
         let end: Repository.SessionEnd = crashed ? .crashed : exit.signal != nil ? .abnormalExit : .clean
-        let now = SystemCalls.live.now()
+        let now = repository.system.now()
         try repository.recordWatchedSession(
             exit.session, startedAt: exit.startedAt ?? now, endedAt: exit.endedAt ?? now, end: end,
             history: Repository.SessionStart(release: host.release, limits: host.configuration.sessions))

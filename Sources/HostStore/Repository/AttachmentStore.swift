@@ -27,7 +27,7 @@ extension Repository {
         ).map { row in
             let file = attachmentFile(record: rowID, row: row)
             let size = Int(clamping: min(max(row[5].int ?? 0, 0), Int64(ReportContent.attachmentMaxBytes)))
-            let digest = row[6].string ?? SHA256.hex(ofFileAt: file.path, limit: ReportContent.attachmentMaxBytes) ?? ""
+            let digest = row[6].string ?? SHA256.hex(ofFileAt: file.path, limit: ReportContent.attachmentMaxBytes, system: system) ?? ""
             let attachment = Attachment(
                 name: row[1].string ?? "", filename: row[2].string ?? "", size: size, sha256: digest,
                 source: row[3].string.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
@@ -74,7 +74,7 @@ extension Repository {
                     kept.insert(file)
                 } else {
                     let folder = folder
-                    if case .failure(let failure) = Paths.makeFolder(folder.path) {
+                    if case .failure(let failure) = Paths.makeFolder(folder.path, system: system) {
                         throw StorageError(path: folder.path, message: "cannot create the attachment folder (\(failure))")
                     }
                     file = folder.appendingPathComponent(randomUUID(), isDirectory: false)
@@ -97,7 +97,7 @@ extension Repository {
             for file in copies.written { system.removeItem(file.path) }
             throw error
         }
-        if !copies.written.isEmpty { DurableFile.syncDirectory(folder) }
+        if !copies.written.isEmpty { DurableFile.syncDirectory(folder, system: system) }
         if !copies.omitted.isEmpty && copies.written.isEmpty && kept.isEmpty { system.rmdir(folder.path) }  // made for nothing
         copies.replaced = Array(Set(existing.map(\.file)).subtracting(kept))
         return copies

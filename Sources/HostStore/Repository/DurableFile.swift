@@ -9,13 +9,13 @@ import HostPlugins
 package enum DurableFile {
     /// Creates (or truncates) `url` with `data`. A write or sync that fails removes the file:
     /// a full disk keeps no partial copy.
-    package static func write(_ data: Data, to url: URL, system: SystemCalls = .live) throws(StorageError) {
+    package static func write(_ data: Data, to url: URL, system: SystemCalls) throws(StorageError) {
         try write(data, to: url, flags: O_TRUNC, system: system)
     }
 
     /// Creates `url` with `data`, failing if anything (a file, a symbolic link) is there
     /// already: nothing planted under that name is written through. Fails as `write` does.
-    package static func createNew(_ data: Data, at url: URL, system: SystemCalls = .live) throws(StorageError) {
+    package static func createNew(_ data: Data, at url: URL, system: SystemCalls) throws(StorageError) {
         try write(data, to: url, flags: O_EXCL | O_NOFOLLOW, system: system)
     }
 
@@ -38,7 +38,7 @@ package enum DurableFile {
         }
     }
 
-    package static func syncDirectory(_ url: URL, system: SystemCalls = .live) {
+    package static func syncDirectory(_ url: URL, system: SystemCalls) {
         system.syncDirectory(url.path)
     }
 }

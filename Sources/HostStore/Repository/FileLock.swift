@@ -12,18 +12,19 @@ import HostPlugins
 package final class FileLock: Sendable {
     package let path: String
     private let descriptor: Locked<Int32?>
+    private let system: SystemCalls
 
-    private init(path: String, descriptor: Int32) {
+    private init(path: String, descriptor: Int32, system: SystemCalls) {
         self.path = path
         self.descriptor = Locked(descriptor)
+        self.system = system
     }
 
     /// Takes the lock on `path` (created if missing), waiting up to `waitMilliseconds` or until
     /// `giveUp` says so; nil when another process still holds it then.
     package static func take(
-        _ path: String, waitMilliseconds: Int, giveUp: () -> Bool = { false }
+        _ path: String, waitMilliseconds: Int, system: SystemCalls, giveUp: () -> Bool = { false }
     ) throws(StorageError) -> FileLock? {
-        let system = SystemCalls.live
         let fd = system.openRaw(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
@@ -40,13 +41,12 @@ package final class FileLock: Sendable {
         // The holder names itself, so a process that finds the lock held can say who has it.
         let pid = Array("\(getpid())\n".utf8)
         if system.ftruncate(fd, 0) == 0 { _ = pid.withUnsafeBytes { system.pwrite(fd, $0.baseAddress, $0.count, 0) } }
-        return FileLock(path: path, descriptor: fd)
+        return FileLock(path: path, descriptor: fd, system: system)
     }
 
     /// The pid the holder of the lock on `path` wrote, while the lock is held.
-    package static func holder(of path: String) -> Int32? {
-        guard isHeld(path) else { return nil }
-        let system = SystemCalls.live
+    package static func holder(of path: String, system: SystemCalls) -> Int32? {
+        guard isHeld(path, system: system) else { return nil }
         let fd = system.openRaw(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { system.close(fd) }
@@ -56,8 +56,7 @@ package final class FileLock: Sendable {
     }
 
     /// Whether some open file holds the lock on `path` now (false when the file is missing).
-    package static func isHeld(_ path: String) -> Bool {
-        let system = SystemCalls.live
+    package static func isHeld(_ path: String, system: SystemCalls) -> Bool {
         let fd = system.openRaw(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { system.close(fd) }
@@ -68,7 +67,7 @@ package final class FileLock: Sendable {
 
     /// Gives the lock up (closing its descriptor); later calls do nothing.
     package func release() {
-        if let fd = descriptor.withLock({ $0.take() }) { SystemCalls.live.close(fd) }
+        if let fd = descriptor.withLock({ $0.take() }) { system.close(fd) }
     }
 
     deinit { release() }

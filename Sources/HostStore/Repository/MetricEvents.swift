@@ -25,7 +25,7 @@ extension Repository {
             for event in events {
                 try database.query(
                     "INSERT INTO metric_events(kind, body, created_at) VALUES(?, ?, ?)",
-                    [.text(event.kind), .text(event.body), .integer(Self.milliseconds(SystemCalls.live.now()))])
+                    [.text(event.kind), .text(event.body), .integer(Self.milliseconds(system.now()))])
             }
         }
     }
@@ -62,7 +62,7 @@ extension Repository {
     package func installationGUID() -> String {
         let path = folder.appendingPathComponent("guid").path
         func stored() -> String? {
-            guard case .success(let data) = BoundedFile.read(path, limit: 64) else { return nil }
+            guard case .success(let data) = BoundedFile.read(path, limit: 64, system: system) else { return nil }
             let text = String(decoding: data, as: UTF8.self).trimmed
             return text.count == 36 ? text : nil
         }

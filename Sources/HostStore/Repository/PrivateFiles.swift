@@ -10,9 +10,9 @@ import HostPlugins
 extension Repository {
     /// Creates the database file owner-only before SQLite opens it: SQLite gives its WAL and
     /// shared-memory files the database file's mode.
-    static func createPrivately(_ path: String) {
-        let fd = SystemCalls.live.openRaw(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd >= 0 { SystemCalls.live.close(fd) }
+    static func createPrivately(_ path: String, system: SystemCalls) {
+        let fd = system.openRaw(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 { system.close(fd) }
     }
 
     /// Takes the group and other bits off the repository folder and everything in it (symbolic

@@ -43,7 +43,7 @@ extension Repository {
     package func clearQuarantine(path: String?) throws(StorageError) -> Int {
         try database.transaction { () throws(StorageError) -> Int in
             if let path {
-                let digest = SHA256.hex(ofFileAt: path) ?? ""
+                let digest = SHA256.hex(ofFileAt: path, system: system) ?? ""
                 try database.query("DELETE FROM quarantine WHERE path = ? OR (digest = ? AND digest != '')", [.text(path), .text(digest)])
             } else {
                 try database.query("DELETE FROM quarantine")
@@ -84,10 +84,10 @@ extension Repository {
     /// transaction on a connection of its own, which waits for a primary's write like any
     /// other (another process may hold the repository and go on), and creates or migrates
     /// nothing. nil when the folder holds no repository.
-    package static func clearQuarantine(inFolder folder: URL, path: String?) throws(StorageError) -> Int? {
+    package static func clearQuarantine(inFolder folder: URL, path: String?, system: SystemCalls) throws(StorageError) -> Int? {
         let databasePath = folder.appendingPathComponent(databaseName).path
-        guard SystemCalls.live.fileExists(databasePath) else { return nil }
-        let repository = Repository(folder: folder, database: try Database(path: databasePath, create: false))
+        guard system.fileExists(databasePath) else { return nil }
+        let repository = Repository(folder: folder, database: try Database(path: databasePath, create: false), system: system)
         let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
         guard version <= schemaVersion else {
             throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(schemaVersion)")

@@ -157,7 +157,7 @@ extension Repository {
             for rowID in rowIDs {
                 try database.query(
                     "UPDATE reports SET state = ?, crash_file = NULL, updated_at = ? WHERE rowid = ?",
-                    [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
+                    [.text(RecordState.pendingChain.rawValue), .integer(Self.milliseconds(system.now())), .integer(rowID)])
             }
         }
     }
@@ -249,7 +249,7 @@ extension Repository {
             _ = try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = ?, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.retry.rawValue), .text(reason), .optional(at.map { Self.milliseconds($0, rounding: .down) }),
-                 .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
+                 .integer(Self.milliseconds(system.now())), .integer(rowID)])
         }
     }
 
@@ -266,7 +266,7 @@ extension Repository {
     package func hold(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, held = ?, updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(system.now())), .integer(rowID)])
     }
 
     /// A retryable failure of `record`'s attempt number `attempts` (D-9, D-11): retained for
@@ -296,7 +296,8 @@ extension Repository {
     /// D-9: every record found `submitting` at launch (the host died mid-request) counts
     /// that attempt as a retryable failure, due now. The step a launch takes before it
     /// delivers: no transport, no request.
-    package func settleInterruptedSubmissions(retry: RetryPolicy, now: Date = SystemCalls.live.now()) throws(StorageError) {
+    package func settleInterruptedSubmissions(retry: RetryPolicy, now: Date? = nil) throws(StorageError) {
+        let now = now ?? system.now()
         for record in try records(in: [.submitting], crashes: false) {
             try retainOrFinish(record, attempts: record.attempts, reason: "interrupted during submission", retry: retry, dueNow: true, now: now)
         }
@@ -307,7 +308,7 @@ extension Repository {
     package func holdUnsent(_ rowID: Int64, _ reason: HoldReason) throws(StorageError) {
         try database.query(
             "UPDATE reports SET state = ?, held = ?, attempts = MAX(attempts - 1, 0), updated_at = ? WHERE rowid = ?",
-            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
+            [.text(RecordState.held.rawValue), .text(reason.stored), .integer(Self.milliseconds(system.now())), .integer(rowID)])
     }
 
     /// A report whose required slot did not run fully (`plugins.required`): held with the
@@ -338,7 +339,7 @@ extension Repository {
                 WHERE rowid = ?
                 """,
                 [.text(document.json.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
-                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(SystemCalls.live.now())),
+                 .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(system.now())),
                  .optional(rerunAt.map { Self.milliseconds($0) }), .optional(rerunAt.map { Self.milliseconds($0) }), .integer(rowID)])
             if let session { try setChainRecord(nil, session: session) }
         }
@@ -347,14 +348,15 @@ extension Repository {
     /// Records held because a required slot did not run whose rerun is due by `now` (oldest
     /// first, at most `limit`), with how many chains in a row ended the host over each and
     /// how many reruns already ended held again.
-    package func heldForRequired(dueBy now: Date = SystemCalls.live.now(), limit: Int = Int.max) throws(StorageError)
+    package func heldForRequired(dueBy now: Date? = nil, limit: Int = Int.max) throws(StorageError)
         -> [(record: ReportRecord, chainRuns: Int, reruns: Int)]
     {
+        let now = now ?? system.now()
         let due = try database.query(
             """
             SELECT rowid, chain_runs, held_reruns FROM reports INDEXED BY readable_by_state
             WHERE state = ? AND \(Self.readable) AND held LIKE ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
-            ORDER BY created_at LIMIT ?
+            ORDER BY created_at, rowid LIMIT ?
             """,
             [.text(RecordState.held.rawValue), .text(HoldReason.requiredKind + "%"), .integer(Self.milliseconds(now)),
              .integer(Int64(clamping: limit))]
@@ -377,11 +379,12 @@ extension Repository {
     /// Releases every record held for configuration: one with no attempt yet awaits its first,
     /// one with attempts is a retry due now. Returns how many.
     @discardableResult
-    package func releaseConfigurationHolds(now: Date = SystemCalls.live.now()) throws(StorageError) -> Int {
+    package func releaseConfigurationHolds(now: Date? = nil) throws(StorageError) -> Int {
+        let now = now ?? system.now()
         // One statement, no transaction of its own: every delivery pass runs it, and with
         // nothing held it writes nothing. (A held row that cannot be read stays held: no pass
         // would send it.)
-        try database.query(
+        return try database.query(
             """
             UPDATE reports INDEXED BY readable_by_state SET state = CASE WHEN attempts = 0 THEN ? ELSE ? END,
                 next_attempt_at = CASE WHEN attempts = 0 THEN NULL ELSE ? END, held = NULL, updated_at = ?
@@ -412,7 +415,7 @@ extension Repository {
             try database.query(
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
-                 .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
+                 .integer(Self.milliseconds(system.now())), .integer(rowID)])
             if copies > 0 { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)]) }
         }
         // A record without copies has no folder (a leftover one goes with `sweepLeftovers`).
@@ -502,7 +505,7 @@ extension Repository {
             [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
              .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
              .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
-             .integer(Self.milliseconds(SystemCalls.live.now())), .optional(fingerprint)])
+             .integer(Self.milliseconds(system.now())), .optional(fingerprint)])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
         if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
@@ -546,7 +549,7 @@ extension Repository {
                 try database.query(
                     "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
                     [.text(text), .text(state.rawValue), .integer(Int64(Self.size(of: document, serialized: text))),
-                     .integer(Self.milliseconds(SystemCalls.live.now())), .integer(rowID)])
+                     .integer(Self.milliseconds(system.now())), .integer(rowID)])
                 // The id changes rarely (a chain run again); setting it unchanged would still
                 // rewrite its index's page.
                 try database.query(

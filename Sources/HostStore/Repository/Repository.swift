@@ -88,14 +88,14 @@ package final class Repository: Sendable {
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 12
+    static let schemaVersion = 13
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
     package var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
 
     init(
-        folder: URL, database: Database, limits: StorageLimits = StorageLimits(), system: SystemCalls = .live,
+        folder: URL, database: Database, system: SystemCalls, limits: StorageLimits = StorageLimits(),
         logger: HostLogger = HostLogger(destinations: [])
     ) {
         self.folder = folder
@@ -108,17 +108,19 @@ package final class Repository: Sendable {
     /// Opens the repository in `folder`, creating the folder, its sub-folders and the
     /// database when missing, and migrating the schema.
     package static func open(
-        folder: URL, limits: StorageLimits = StorageLimits(), faults: Faults = Faults(), system: SystemCalls = .live,
+        folder: URL, limits: StorageLimits = StorageLimits(), faults: Faults = Faults(), system: SystemCalls? = nil,
         logger: HostLogger = HostLogger(destinations: [])
     ) throws(StorageError) -> Repository {
+        // The seam: the one given, else the one the faults build (the same plan, one mechanism).
+        let system = system ?? faults.systemCalls
         for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
-            if case .failure(let failure) = Paths.makeFolder(sub.path) {
+            if case .failure(let failure) = Paths.makeFolder(sub.path, system: system) {
                 throw StorageError(path: sub.path, message: "cannot create the folder (\(failure))")
             }
         }
-        createPrivately(folder.appendingPathComponent(databaseName).path)
+        createPrivately(folder.appendingPathComponent(databaseName).path, system: system)
         let database = try Database(path: folder.appendingPathComponent(databaseName).path, create: true, faults: faults)
-        let repository = Repository(folder: folder, database: database, limits: limits, system: system, logger: logger)
+        let repository = Repository(folder: folder, database: database, system: system, limits: limits, logger: logger)
         try repository.migrate()
         repository.database.keepLog()
         return repository
@@ -180,10 +182,10 @@ package final class Repository: Sendable {
 
     /// Opens an existing repository for reading only (`status`); nil when there is none.
     /// Creates nothing.
-    package static func openForReading(folder: URL) throws(StorageError) -> Repository? {
+    package static func openForReading(folder: URL, system: SystemCalls) throws(StorageError) -> Repository? {
         let path = folder.appendingPathComponent(databaseName).path
-        guard SystemCalls.live.fileExists(path) else { return nil }
-        let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true))
+        guard system.fileExists(path) else { return nil }
+        let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true), system: system)
         let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
         guard version <= schemaVersion else {
             throw StorageError(path: path, message: "schema version \(version) is newer than this host's \(schemaVersion)")
@@ -194,13 +196,13 @@ package final class Repository: Sendable {
     /// `openForReading` for commands a person points at a folder (`status`, `show`): a folder
     /// that does not exist is an error naming it (a misspelled path must not read as an empty
     /// repository); an existing folder that holds none is nil.
-    package static func openForReading(existingFolder folder: URL) throws(StorageError) -> Repository? {
+    package static func openForReading(existingFolder folder: URL, system: SystemCalls) throws(StorageError) -> Repository? {
         var isFolder = false
-        guard SystemCalls.live.fileExists(folder.path, isFolder: &isFolder) else {
+        guard system.fileExists(folder.path, isFolder: &isFolder) else {
             throw StorageError(path: folder.path, message: "no such repository folder")
         }
         guard isFolder else { throw StorageError(path: folder.path, message: "not a folder") }
-        return try openForReading(folder: folder)
+        return try openForReading(folder: folder, system: system)
     }
 
     // MARK: Reading records (the schema is in Schema.swift; a record's life in

@@ -178,5 +178,22 @@ extension Repository {
                     """)
             }
         }
+        if version < 13 {
+            // Sessions in the order they started, by a sequence: two starts can fall in the same
+            // millisecond, and the wall clock can step back. Rows kept so far take their rowid
+            // (their order of insertion).
+            try database.transaction { () throws(StorageError) in
+                for table in ["sessions", "session_history"] {
+                    let columns = try database.query("SELECT name FROM pragma_table_info('\(table)')").compactMap { $0.first?.string }
+                    if !columns.contains("seq") {
+                        try database.execute("ALTER TABLE \(table) ADD COLUMN seq INTEGER; UPDATE \(table) SET seq = rowid;")
+                    }
+                }
+                try database.execute("""
+                    CREATE INDEX IF NOT EXISTS session_history_by_seq ON session_history(seq);
+                    PRAGMA user_version = 13;
+                    """)
+            }
+        }
     }
 }

@@ -20,14 +20,17 @@ extension Repository {
     ///   that prune it; nil for a session that is not one of the program's (`run`'s own host:
     ///   the watched program's session is the one rated).
     package func markSession(_ id: String, phase: SessionPhase = .running, history: SessionStart? = nil) throws(StorageError) {
-        let now = Self.milliseconds(SystemCalls.live.now())
+        let now = Self.milliseconds(system.now())
         try database.transaction(.committed) { () throws(StorageError) in
             try database.query(
-                "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase) VALUES(?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO sessions(id, pid, started_at, phase, seq) VALUES(?, ?, ?, ?, \(Self.nextSequence("sessions")))",
                 [.text(id), .integer(Int64(getpid())), .integer(now), .text(phase.rawValue)])
             if let history {
                 try database.query(
-                    "INSERT OR IGNORE INTO session_history(id, started_at, end, release, cgroup, cgroup_version, oom_kills) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                    """
+                    INSERT OR IGNORE INTO session_history(id, started_at, end, release, cgroup, cgroup_version, oom_kills, seq)
+                    VALUES(?, ?, ?, ?, ?, ?, ?, \(Self.nextSequence("session_history")))
+                    """,
                     [.text(id), .integer(now), .text(SessionEnd.running.rawValue), .optional(history.release),
                      .optional(history.cgroup?.folder), history.cgroup.map { .integer(Int64($0.version)) } ?? .null,
                      history.oomKills.map { .integer(Int64($0)) } ?? .null])
@@ -61,7 +64,7 @@ extension Repository {
             "SELECT cgroup, cgroup_version, oom_kills FROM session_history WHERE id = ?", [.text(id)]).first,
             let folder = row[0].string, let version = row[1].int
         else { return nil }
-        let cgroup = MemoryCgroup(folder: folder, version: Int(version))
+        let cgroup = MemoryCgroup(folder: folder, version: Int(version), system: system)
         return cgroup.exitCause(oomKillsBefore: row[2].int.map { Int($0) }) == "oom_kill" ? "oom_kill" : "unknown"
     }
 
@@ -70,13 +73,16 @@ extension Repository {
         case clean, crashed, abnormalExit = "abnormal_exit", running
     }
 
+    /// The next number of a table's `seq`: sessions are ordered by it, never by the clock alone.
+    private static func nextSequence(_ table: String) -> String { "(SELECT coalesce(max(seq), 0) + 1 FROM \(table))" }
+
     /// Forgets sessions past the history's bounds: those that started longer ago than its age,
-    /// then the oldest past its count.
+    /// then the oldest past its count (by the order they started in).
     private func prune(_ limits: SessionHistory, now: Int64) throws(StorageError) {
         let oldest = now - Int64(limits.maxAgeDays) * 86_400_000
         try database.query("DELETE FROM session_history WHERE started_at < ?", [.integer(oldest)])
         try database.query(
-            "DELETE FROM session_history WHERE id NOT IN (SELECT id FROM session_history ORDER BY started_at DESC LIMIT ?)",
+            "DELETE FROM session_history WHERE id NOT IN (SELECT id FROM session_history ORDER BY seq DESC LIMIT ?)",
             [.integer(Int64(limits.maxCount))])
     }
 
@@ -95,11 +101,11 @@ extension Repository {
     ) throws(StorageError) {
         try database.transaction(.committed) { () throws(StorageError) in
             try database.query(
-                "INSERT OR IGNORE INTO session_history(id, started_at, end, release) VALUES(?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO session_history(id, started_at, end, release, seq) VALUES(?, ?, ?, ?, \(Self.nextSequence("session_history")))",
                 [.text(id), .integer(Self.milliseconds(startedAt)), .text(SessionEnd.running.rawValue), .optional(history.release)])
             try database.query("UPDATE session_history SET ended_at = ? WHERE id = ?", [.integer(Self.milliseconds(endedAt)), .text(id)])
             try recordEnd(of: id, end, at: endedAt)
-            try prune(history.limits, now: Self.milliseconds(SystemCalls.live.now()))
+            try prune(history.limits, now: Self.milliseconds(system.now()))
         }
     }
 
@@ -108,11 +114,12 @@ extension Repository {
     /// ended abnormally). Sessions of processes still running are passed over.
     package func consecutiveCrashes(before current: String) throws(StorageError) -> Int {
         // Only the sessions since the last clean end are read: a start pays for the loop, not
-        // for the history.
+        // for the history. In the order they started (the sequence: two starts can share a
+        // millisecond).
         let rows = try database.query(
             """
-            SELECT id, end FROM session_history WHERE id != ?1 AND started_at > coalesce(
-                (SELECT max(started_at) FROM session_history WHERE end = 'clean' AND id != ?1), -1)
+            SELECT id, end FROM session_history WHERE id != ?1 AND seq > coalesce(
+                (SELECT max(seq) FROM session_history WHERE end = 'clean' AND id != ?1), -1)
             """, [.text(current)])
         return rows.filter { row in
             guard let id = row[0].string, let end = row[1].string.flatMap(SessionEnd.init(rawValue:)) else { return false }
@@ -202,7 +209,7 @@ extension Repository {
     package func endSession(_ id: String) throws(StorageError) {
         let end = { () throws(StorageError) in
             try self.deleteMark(id)
-            try self.recordEnd(of: id, .clean, at: SystemCalls.live.now())
+            try self.recordEnd(of: id, .clean, at: self.system.now())
         }
         do {
             try database.startLogOver(end)
@@ -224,7 +231,7 @@ extension Repository {
     /// while it is still that file (SPEC D-3; its size may have grown). A file missing now is
     /// registered as none (recovery then notes it missing, or refuses the file made since).
     package func registerCrashAttachment(session: String, path: String) throws(StorageError) {
-        let identity = FileIdentity.of(path) ?? FileIdentity(device: 0, inode: 0)
+        let identity = FileIdentity.of(path, system: system) ?? FileIdentity(device: 0, inode: 0)
         try database.query(
             "INSERT OR REPLACE INTO crash_attachments(session, path, device, inode) VALUES(?, ?, ?, ?)",
             [.text(session), .text(path), .integer(Int64(bitPattern: identity.device)), .integer(Int64(bitPattern: identity.inode))])
@@ -244,17 +251,17 @@ extension Repository {
     /// process sharing the repository never takes a running session for an abnormal exit.
     package func holdAlive(_ id: String) throws(StorageError) -> FileLock {
         let folder = folder.appendingPathComponent("sessions")
-        if case .failure(let failure) = Paths.makeFolder(folder.path) {
+        if case .failure(let failure) = Paths.makeFolder(folder.path, system: system) {
             throw StorageError(path: folder.path, message: "cannot create the folder (\(failure))")
         }
-        guard let lock = try FileLock.take(alivePath(id), waitMilliseconds: 0) else {
+        guard let lock = try FileLock.take(alivePath(id), waitMilliseconds: 0, system: system) else {
             throw StorageError(path: alivePath(id), message: "session \(id) is already held by another process")
         }
         return lock
     }
 
     /// Whether the process of session `id` is still running (it holds its liveness lock).
-    package func isAlive(_ id: String) -> Bool { FileLock.isHeld(alivePath(id)) }
+    package func isAlive(_ id: String) -> Bool { FileLock.isHeld(alivePath(id), system: system) }
 
     private func alivePath(_ id: String) -> String {
         folder.appendingPathComponent("sessions", isDirectory: true).appendingPathComponent(Self.safeFileName(id) + ".alive", isDirectory: false).path
@@ -265,9 +272,9 @@ extension Repository {
         id.isEmpty || id.contains("/") || id.hasPrefix(".") ? "_" : id
     }
 
-    /// Session marks left by hosts that did not stop cleanly.
+    /// Session marks left by hosts that did not stop cleanly, in the order they started.
     package func sessions(except current: String?) throws(StorageError) -> [(id: String, startedAt: Date, phase: SessionPhase)] {
-        try database.query("SELECT id, started_at, phase FROM sessions ORDER BY started_at").compactMap { row in
+        try database.query("SELECT id, started_at, phase FROM sessions ORDER BY seq").compactMap { row in
             guard let id = row[0].string, id != current else { return nil }
             return (id, Self.date(row[1].int ?? 0), row[2].string.flatMap(SessionPhase.init(rawValue:)) ?? .running)
         }
@@ -280,8 +287,8 @@ package struct FileIdentity: Sendable, Equatable {
     package var inode: UInt64
 
     /// The file at `path` now (links followed), nil when it cannot be read.
-    package static func of(_ path: String) -> FileIdentity? {
-        guard let status = SystemCalls.live.stat(path) else { return nil }
+    package static func of(_ path: String, system: SystemCalls) -> FileIdentity? {
+        guard let status = system.stat(path) else { return nil }
         return FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 }
