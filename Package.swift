@@ -62,10 +62,10 @@ let package = Package(
         // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
         // the ones below it, so a reference that points up is a build error.
         .target(name: "HostCore", dependencies: ["Digest", "Breadcrumbs"]),
-        .target(name: "HostCapture", dependencies: ["HostCore", "CrashCapture"]),
+        .target(name: "HostCapture", dependencies: ["CrashCapture"]),
         .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI"]),
-        .target(name: "HostStore", dependencies: ["HostCore", "HostCapture", "HostPlugins", "CSQLite", "SQLiteCalls"]),
-        .target(name: "HostRecovery", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "Symbolize"]),
+        .target(name: "HostStore", dependencies: ["HostCore", "HostPlugins", "CSQLite", "SQLiteCalls"]),
+        .target(name: "HostRecovery", dependencies: ["HostCore", "HostPlugins", "HostStore", "Symbolize"]),
         .target(name: "HostDelivery", dependencies: ["HostCore", "HostPlugins", "HostStore", "HTTPPost"]),
         .target(
             name: "Host", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery"]),

@@ -57,7 +57,7 @@ func chain(reports: Int) throws {
 /// The ABI table's setter against the Swift call it wraps, on one open handle.
 func hostCall(calls: Int) throws {
     let host = try makeHost()
-    let report = LiveReport(trigger: .upload, hostID: host.hostID)
+    let report = LiveReport(trigger: .upload, createdAt: Date(), hostID: host.hostID)
     let handle = report.openHandle(for: .extended)
     let api = host.hostAPI().pointee
     let pointer = OpaquePointer(bitPattern: UInt(handle.rawValue))!

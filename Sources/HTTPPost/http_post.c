@@ -1,11 +1,10 @@
 #define _GNU_SOURCE
 #include "rh_http_post.h"
+#include "http_post_internal.h"
 
 #include <curl/curl.h>
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -43,70 +42,6 @@ struct rh_http_client {
     CURLM *multi; /* its connection cache keeps connections open between requests */
 };
 
-/* libcurl is loaded at the first client (dlopen), not linked: linked, it and the 31 libraries
- * it needs would be loaded, and their symbols bound, at the start of every program that links
- * the host, whether it delivers or not (a third of a one-shot `reporthost report`). */
-#define CURL_FUNCTIONS(X)                                                                                      \
-    X(global_init, curl_global_init)                                                                        \
-    X(easy_init, curl_easy_init)                                                                            \
-    X(easy_setopt, curl_easy_setopt)                                                                        \
-    X(easy_getinfo, curl_easy_getinfo)                                                                      \
-    X(easy_strerror, curl_easy_strerror)                                                                    \
-    X(easy_cleanup, curl_easy_cleanup)                                                                      \
-    X(slist_append, curl_slist_append)                                                                      \
-    X(slist_free_all, curl_slist_free_all)                                                                  \
-    X(multi_init, curl_multi_init)                                                                          \
-    X(multi_add_handle, curl_multi_add_handle)                                                              \
-    X(multi_remove_handle, curl_multi_remove_handle)                                                        \
-    X(multi_perform, curl_multi_perform)                                                                    \
-    X(multi_info_read, curl_multi_info_read)                                                                \
-    X(multi_poll, curl_multi_poll)                                                                          \
-    X(multi_cleanup, curl_multi_cleanup)                                                                    \
-    X(url, curl_url)                                                                                        \
-    X(url_set, curl_url_set)                                                                                \
-    X(url_get, curl_url_get)                                                                                \
-    X(url_strerror, curl_url_strerror)                                                                      \
-    X(url_cleanup, curl_url_cleanup)                                                                        \
-    X(free, curl_free)
-
-/* The functions used, typed by curl.h's own prototypes. */
-static struct {
-#define FIELD(field, symbol) __typeof__(symbol) *field;
-    CURL_FUNCTIONS(FIELD)
-#undef FIELD
-} libcurl;
-
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-/* Why libcurl cannot be used; "" once it is loaded and initialised. */
-static char load_failure[256] = "libcurl was not loaded";
-
-static void global_init(void) {
-    /* Never closed: a library that keeps threads and a connection cache stays for the process. */
-    void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (library == NULL) {
-        const char *error = dlerror();
-        snprintf(load_failure, sizeof load_failure, "libcurl could not be loaded: %s", error ? error : "libcurl.so.4");
-        return;
-    }
-#define LOAD(field, symbol)                                                                                    \
-    if ((*(void **)&libcurl.field = dlsym(library, #symbol)) == NULL) {                                           \
-        snprintf(load_failure, sizeof load_failure, "libcurl.so.4 has no %s: it is too old", #symbol);                    \
-        return;                                                                                                \
-    }
-    CURL_FUNCTIONS(LOAD)
-#undef LOAD
-    if (libcurl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        snprintf(load_failure, sizeof load_failure, "libcurl could not start (curl_global_init failed)");
-        return;
-    }
-    load_failure[0] = 0;
-}
-
-const char *rh_http_load_failure(void) {
-    pthread_once(&global_once, global_init);
-    return load_failure[0] ? load_failure : NULL;
-}
-
 int rh_http_parse_url(const char *url, char *scheme, size_t scheme_cap, char *host, size_t host_cap, char *why,
                       size_t why_cap) {
     const char *failure = rh_http_load_failure();
@@ -114,29 +49,29 @@ int rh_http_parse_url(const char *url, char *scheme, size_t scheme_cap, char *ho
         snprintf(why, why_cap, "%s", failure);
         return -1;
     }
-    CURLU *parsed = libcurl.url();
+    CURLU *parsed = hp_libcurl.url();
     if (parsed == NULL) {
         snprintf(why, why_cap, "out of memory");
         return 0;
     }
     /* The flags a transfer parses its URL with (libcurl's url.c), so both agree. */
-    CURLUcode code = libcurl.url_set(parsed, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
+    CURLUcode code = hp_libcurl.url_set(parsed, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
     char *part = NULL;
-    if (code == CURLUE_OK) code = libcurl.url_get(parsed, CURLUPART_SCHEME, &part, 0);
+    if (code == CURLUE_OK) code = hp_libcurl.url_get(parsed, CURLUPART_SCHEME, &part, 0);
     if (code == CURLUE_OK) {
         snprintf(scheme, scheme_cap, "%s", part);
-        libcurl.free(part);
+        hp_libcurl.free(part);
         part = NULL;
         /* In punycode, as a transfer converts it: a name that cannot be converted is refused. */
-        code = libcurl.url_get(parsed, CURLUPART_HOST, &part, CURLU_PUNYCODE);
+        code = hp_libcurl.url_get(parsed, CURLUPART_HOST, &part, CURLU_PUNYCODE);
     }
     if (code == CURLUE_OK) {
         snprintf(host, host_cap, "%s", part);
-        libcurl.free(part);
+        hp_libcurl.free(part);
     }
-    libcurl.url_cleanup(parsed);
+    hp_libcurl.url_cleanup(parsed);
     if (code != CURLUE_OK) {
-        snprintf(why, why_cap, "%s", libcurl.url_strerror(code));
+        snprintf(why, why_cap, "%s", hp_libcurl.url_strerror(code));
         return 0;
     }
     return 1;
@@ -313,15 +248,15 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
             return -1;
         }
     }
-    t->curl = libcurl.easy_init();
+    t->curl = hp_libcurl.easy_init();
     char content_header[256];
     snprintf(content_header, sizeof content_header, "Content-Type: %s", content_type);
-    struct curl_slist *headers = libcurl.slist_append(NULL, content_header);
+    struct curl_slist *headers = hp_libcurl.slist_append(NULL, content_header);
     /* No "Expect: 100-continue" wait before the body. */
-    struct curl_slist *more = headers ? libcurl.slist_append(headers, "Expect:") : NULL;
+    struct curl_slist *more = headers ? hp_libcurl.slist_append(headers, "Expect:") : NULL;
     if (t->curl == NULL || more == NULL) {
-        libcurl.slist_free_all(more ? more : headers);
-        if (t->curl != NULL) libcurl.easy_cleanup(t->curl);
+        hp_libcurl.slist_free_all(more ? more : headers);
+        if (t->curl != NULL) hp_libcurl.easy_cleanup(t->curl);
         t->curl = NULL;
         if (t->body != NULL) fclose(t->body);
         t->body = NULL;
@@ -331,39 +266,39 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
     t->headers = more;
     long idle_seconds = idle_timeout_ms <= 1000 ? 1 : (idle_timeout_ms + 999) / 1000;
     CURL *curl = t->curl;
-    libcurl.easy_setopt(curl, CURLOPT_PRIVATE, t);
-    libcurl.easy_setopt(curl, CURLOPT_ERRORBUFFER, t->detail);
-    libcurl.easy_setopt(curl, CURLOPT_URL, url);
+    hp_libcurl.easy_setopt(curl, CURLOPT_PRIVATE, t);
+    hp_libcurl.easy_setopt(curl, CURLOPT_ERRORBUFFER, t->detail);
+    hp_libcurl.easy_setopt(curl, CURLOPT_URL, url);
     /* "*": no proxy for any host, whatever http_proxy, all_proxy or no_proxy say. */
-    if (direct) libcurl.easy_setopt(curl, CURLOPT_NOPROXY, "*");
-    libcurl.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    libcurl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (direct) hp_libcurl.easy_setopt(curl, CURLOPT_NOPROXY, "*");
+    hp_libcurl.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    hp_libcurl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     /* Proxies from the environment (https_proxy, no_proxy) are honoured; their CONNECT
      * answer ("200 Connection established") is not the server's and never reaches on_header. */
-    libcurl.easy_setopt(curl, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-    libcurl.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-    libcurl.easy_setopt(curl, CURLOPT_USERAGENT, "reporthost/1");
-    libcurl.easy_setopt(curl, CURLOPT_HTTPHEADER, t->headers);
-    libcurl.easy_setopt(curl, CURLOPT_POST, 1L);
-    libcurl.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)info.st_size);
+    hp_libcurl.easy_setopt(curl, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    hp_libcurl.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    hp_libcurl.easy_setopt(curl, CURLOPT_USERAGENT, "reporthost/1");
+    hp_libcurl.easy_setopt(curl, CURLOPT_HTTPHEADER, t->headers);
+    hp_libcurl.easy_setopt(curl, CURLOPT_POST, 1L);
+    hp_libcurl.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)info.st_size);
     if (t->body != NULL) {
-        libcurl.easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
-        libcurl.easy_setopt(curl, CURLOPT_READDATA, t->body);
+        hp_libcurl.easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
+        hp_libcurl.easy_setopt(curl, CURLOPT_READDATA, t->body);
     } else {
         /* Never NULL: libcurl would then read the body from standard input. */
-        libcurl.easy_setopt(curl, CURLOPT_POSTFIELDS, body->bytes != NULL ? body->bytes : (const void *)"");
+        hp_libcurl.easy_setopt(curl, CURLOPT_POSTFIELDS, body->bytes != NULL ? body->bytes : (const void *)"");
     }
-    libcurl.easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    libcurl.easy_setopt(curl, CURLOPT_HEADERDATA, &t->head);
-    libcurl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    libcurl.easy_setopt(curl, CURLOPT_WRITEDATA, &t->head);
-    libcurl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, idle_seconds * 1000);
-    libcurl.easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    libcurl.easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_seconds);
-    libcurl.easy_setopt(curl, CURLOPT_TIMEOUT_MS, total_timeout_ms > 0 ? total_timeout_ms : 1L);
-    libcurl.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    libcurl.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    libcurl.easy_setopt(curl, CURLOPT_XFERINFODATA, t);
+    hp_libcurl.easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    hp_libcurl.easy_setopt(curl, CURLOPT_HEADERDATA, &t->head);
+    hp_libcurl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    hp_libcurl.easy_setopt(curl, CURLOPT_WRITEDATA, &t->head);
+    hp_libcurl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, idle_seconds * 1000);
+    hp_libcurl.easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    hp_libcurl.easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, idle_seconds);
+    hp_libcurl.easy_setopt(curl, CURLOPT_TIMEOUT_MS, total_timeout_ms > 0 ? total_timeout_ms : 1L);
+    hp_libcurl.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    hp_libcurl.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    hp_libcurl.easy_setopt(curl, CURLOPT_XFERINFODATA, t);
     return 0;
 }
 
@@ -373,7 +308,7 @@ static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
     int answered = head->complete && head->status != 0;
     if (!answered && code == CURLE_OK) {
         long status = 0;
-        libcurl.easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+        hp_libcurl.easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
         if (status >= 200 && status <= 999) { /* a 1xx alone is no answer */
             head->status = (int)status;
             answered = 1;
@@ -386,15 +321,15 @@ static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
         set_failure(result, "an answer without a readable status line");
     } else {
         long os_error = 0;
-        libcurl.easy_getinfo(t->curl, CURLINFO_OS_ERRNO, &os_error);
+        hp_libcurl.easy_getinfo(t->curl, CURLINFO_OS_ERRNO, &os_error);
         const char *text = describe(code, os_error);
         /* libcurl refuses a header line over 100 KB as "out of memory". */
         if (code == CURLE_OUT_OF_MEMORY && head->status != 0) text = "an answer head over libcurl's limits";
-        if (text == NULL) text = t->detail[0] ? t->detail : libcurl.easy_strerror(code);
+        if (text == NULL) text = t->detail[0] ? t->detail : hp_libcurl.easy_strerror(code);
         snprintf(result->failure, sizeof result->failure, "%s", text);
     }
-    libcurl.slist_free_all(t->headers);
-    libcurl.easy_cleanup(t->curl);
+    hp_libcurl.slist_free_all(t->headers);
+    hp_libcurl.easy_cleanup(t->curl);
     if (t->body != NULL) fclose(t->body);
     t->curl = NULL;
     if (!answered && code == CURLE_ABORTED_BY_CALLBACK) return RH_HTTP_CANCELLED;
@@ -406,7 +341,7 @@ rh_http_client *rh_http_client_new(void) {
     if (rh_http_load_failure() != NULL) return NULL;
     rh_http_client *client = calloc(1, sizeof *client);
     if (client == NULL) return NULL;
-    client->multi = libcurl.multi_init();
+    client->multi = hp_libcurl.multi_init();
     if (client->multi == NULL) {
         free(client);
         return NULL;
@@ -416,7 +351,7 @@ rh_http_client *rh_http_client_new(void) {
 
 void rh_http_client_free(rh_http_client *client) {
     if (client == NULL) return;
-    libcurl.multi_cleanup(client->multi);
+    hp_libcurl.multi_cleanup(client->multi);
     free(client);
 }
 
@@ -440,7 +375,7 @@ void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_
             size_t i = next++;
             if (start_transfer(&transfers[i], url, &bodies[i], idle_timeout_ms, total_timeout_ms, direct, cancel,
                                &results[i]) != 0) continue;
-            if (libcurl.multi_add_handle(client->multi, transfers[i].curl) != CURLM_OK) {
+            if (hp_libcurl.multi_add_handle(client->multi, transfers[i].curl) != CURLM_OK) {
                 returns[i] = finish_transfer(&transfers[i], CURLE_FAILED_INIT, &results[i]);
                 continue;
             }
@@ -448,21 +383,21 @@ void rh_http_client_post(rh_http_client *client, const char *url, const rh_http_
         }
         if (running == 0) break;
         int active = 0;
-        libcurl.multi_perform(client->multi, &active);
+        hp_libcurl.multi_perform(client->multi, &active);
         CURLMsg *message;
         int left = 0;
-        while ((message = libcurl.multi_info_read(client->multi, &left)) != NULL) {
+        while ((message = hp_libcurl.multi_info_read(client->multi, &left)) != NULL) {
             if (message->msg != CURLMSG_DONE) continue;
             transfer *t = NULL;
-            libcurl.easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            hp_libcurl.easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
             CURLcode code = message->data.result;
-            libcurl.multi_remove_handle(client->multi, message->easy_handle);
+            hp_libcurl.multi_remove_handle(client->multi, message->easy_handle);
             size_t i = (size_t)(t - transfers);
             returns[i] = finish_transfer(t, code, &results[i]);
             running--;
         }
         /* At most a second between turns, so progress (the cancel flag) is looked at. */
-        if (running > 0 && active > 0) libcurl.multi_poll(client->multi, NULL, 0, 1000, NULL);
+        if (running > 0 && active > 0) hp_libcurl.multi_poll(client->multi, NULL, 0, 1000, NULL);
     }
     free(transfers);
 }

@@ -25,7 +25,7 @@ func cString(_ buffer: [CChar]) -> String {
     init() throws {
         host = try TestHost.make()
         api = host.hostAPI().pointee
-        report = LiveReport(trigger: .upload, hostID: host.hostID, hostLog: host.logger)
+        report = LiveReport(trigger: .upload, createdAt: Date(), hostID: host.hostID, hostLog: host.logger)
     }
 
     func openHandle(_ handler: String = "probe", source: AttachmentSource = .handlerBefore, key: String = "handler.before")
@@ -367,7 +367,7 @@ func cString(_ buffer: [CChar]) -> String {
     func useAfterBundle() {
         let log = MemoryDestination()
         let host = try! TestHost.make(log: log)
-        let report = LiveReport(trigger: .upload, hostID: host.hostID, hostLog: host.logger)
+        let report = LiveReport(trigger: .upload, createdAt: Date(), hostID: host.hostID, hostLog: host.logger)
         let r = OpaquePointer(bitPattern: UInt(report.openHandle(for: .extended).rawValue))!
         let document = report.bundle()
         #expect(api.set_summary(r, "late") == RH_ERR_CLOSED)

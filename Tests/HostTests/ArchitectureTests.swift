@@ -1,18 +1,11 @@
 import Foundation
 import Testing
 
-/// The engine's folders form layers, and data flows one way through them (ARCHITECTURE.md):
-/// a folder may use what folders below it declare, never what a folder above it or beside it
-/// declares. Targets make the same rule a build error between modules; inside `Host` this test
-/// is what enforces it.
+/// The engine's targets form layers (ARCHITECTURE.md): Package.swift declares what each may
+/// import, and the build's `--explicit-target-dependency-import-check error` refuses an import
+/// that is not declared. What this test keeps: the public surface, that only the repository
+/// sets a record's state, and that ARCHITECTURE.md draws the graph Package.swift declares.
 struct ArchitectureTests {
-    /// `Sources/Host`'s folders, lowest first; folders in one entry are siblings (neither may
-    /// use the other).
-    static let layers: [[String]] = [
-        ["Support", "Capture"], ["Diagnostics"], ["Configuration"], ["Report"], ["Plugins"], ["Pipeline"],
-        ["Repository"], ["Recovery", "Delivery"], ["Session"], ["Runtime"],
-    ]
-
     static var sourcesFolder: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources")
@@ -23,13 +16,6 @@ struct ArchitectureTests {
     /// the folders inside a target, and that members live with their type.
     static let engineTargets = ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Host"]
     static var sources: [URL] { engineTargets.map { sourcesFolder.appendingPathComponent($0) } }
-
-    @Test("Layers: no folder of the engine uses a name declared in a folder above or beside it, and members live with their type (read from the compiler's parse tree)")
-    func noUpwardReference() throws {
-        let graph = try LayerGraph(roots: Self.sources, layers: Self.layers)
-        #expect(graph.unplaced.isEmpty, "folders missing from the layer list: \(graph.unplaced)")
-        #expect(graph.violations.isEmpty, "\(graph.violations.joined(separator: "\n"))")
-    }
 
     @Test("Lifecycle: no code of the host outside the repository puts a record straight into a state (`seedRecord` is for tests and tools)")
     func nothingSeedsOutsideTheRepository() throws {
@@ -61,89 +47,48 @@ struct ArchitectureTests {
         #expect(Self.publicSurface.subtracting(declared).sorted() == [], "listed here but no longer public")
     }
 
-    @Test("Layers: ARCHITECTURE.md shows the graph the sources have (derived from the names each folder uses)")
-    func documentedGraph() throws {
-        let graph = try LayerGraph(roots: Self.sources, layers: Self.layers)
-        let document = try String(
-            contentsOf: Self.sourcesFolder.deletingLastPathComponent().appendingPathComponent("ARCHITECTURE.md"),
-            encoding: .utf8)
-        let begin = try #require(document.range(of: "<!-- layers:begin -->\n```\n"))
-        let end = try #require(document.range(of: "```\n<!-- layers:end -->"))
-        #expect(String(document[begin.upperBound..<end.lowerBound]) == graph.rendered, "expected:\n\(graph.rendered)")
+    /// The engine's targets and what each declares it depends on, read from Package.swift's
+    /// text: `.target(name: "X", dependencies: ["A", "B"]…`.
+    static func declaredGraph(packageText: String) -> [(target: String, dependencies: [String])] {
+        let pattern = #/\.target\(\s*name: "(\w+)", dependencies: \[([^\]]*)\]/#
+        return packageText.matches(of: pattern).map { match in
+            (String(match.1), match.2.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \"\n")) })
+        }
     }
 
-    @Test("Layers: the check fails on a lower folder that uses a higher one's name")
-    func checkCanFail() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("layers-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
-        for folder in ["Low", "High"] {
-            try FileManager.default.createDirectory(at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
-        }
-        try "struct Engine {}\nfunc helper() -> Engine { Engine() }\n".write(
-            to: root.appendingPathComponent("High/Engine.swift"), atomically: true, encoding: .utf8)
-        // A name in a comment or a string is not a use; a name in code is.
-        try "// Engine\nlet label = \"Engine\"\nstruct Part { var owner: Engine? }\n".write(
-            to: root.appendingPathComponent("Low/Part.swift"), atomically: true, encoding: .utf8)
-        let graph = try LayerGraph(roots: [root], layers: [["Low"], ["High"]])
-        #expect(graph.violations == ["Low/Part.swift uses Engine from High"])
-        // An import of a module named like a type, a comment and a string are not uses.
-        try "import Engine\n// Engine\nlet label = \"Engine // not a comment\"\nstruct Part {}\n".write(
-            to: root.appendingPathComponent("Low/Part.swift"), atomically: true, encoding: .utf8)
-        #expect(try LayerGraph(roots: [root], layers: [["Low"], ["High"]]).violations.isEmpty)
-        // A member added to a lower folder's type from a higher folder, wherever it is used,
-        // is a wrong-way edge the graph would not show (the `LiveReport.snapshot` case).
-        try "extension Part {\n    var engine: Engine? { nil }\n    private var hidden: Int { 0 }\n}\n".write(
-            to: root.appendingPathComponent("High/Extras.swift"), atomically: true, encoding: .utf8)
-        #expect(try LayerGraph(roots: [root], layers: [["Low"], ["High"]]).violations == ["High/Extras.swift adds engine to Part, which Low declares"])
-    }
-}
-
-/// Which folder uses which, read from the compiler's parse tree (`swiftc -dump-parse`): a
-/// name a file uses in code (a type, a call, a value: never a comment, a string or an
-/// `import`) that another folder declares at top level is an edge. Members live with their
-/// type: an extension that adds a member to a type another folder declares is a violation
-/// of its own, so a use of a member never crosses a folder the graph does not show.
-struct LayerGraph {
-    var edges: [String: Set<String>] = [:]
-    var violations: [String] = []
-    var unplaced: [String] = []
-    let order: [String]
-
-    init(roots: [URL], layers: [[String]]) throws {
-        order = layers.flatMap { $0 }.reversed()
-        let rank = Dictionary(uniqueKeysWithValues: layers.enumerated().flatMap { index, folders in folders.map { ($0, index) } })
-        let files = try Self.parse(swiftFilesUnder: roots)
-        unplaced = Set(files.map(\.folder)).filter { rank[$0] == nil }.sorted()
-        var declaredIn: [String: Set<String>] = [:]
-        for file in files {
-            for name in file.declarations { declaredIn[name, default: []].insert(file.folder) }
-        }
-        for file in files {
-            for name in file.uses.sorted() {
-                for owner in (declaredIn[name] ?? []).sorted() where owner != file.folder {
-                    edges[file.folder, default: []].insert(owner)
-                    if let mine = rank[file.folder], let theirs = rank[owner], theirs >= mine {
-                        violations.append("\(file.folder)/\(file.name) uses \(name) from \(owner)")
-                    }
-                }
-            }
-            for (type, member) in file.extensionMembers {
-                for owner in (declaredIn[type] ?? []).sorted() where owner != file.folder {
-                    violations.append("\(file.folder)/\(file.name) adds \(member) to \(type), which \(owner) declares")
-                }
-            }
-        }
-        violations.sort()
-    }
-
-    /// One line per folder, highest first: `Folder → what it uses`.
-    var rendered: String {
-        order.map { folder in
-            let uses = order.reversed().filter { edges[folder]?.contains($0) == true }
-            return uses.isEmpty ? "\(folder)\n" : "\(folder) → \(uses.joined(separator: ", "))\n"
+    /// One line per engine target, highest first: `Target → what it declares`.
+    static func rendered(_ graph: [(target: String, dependencies: [String])]) -> String {
+        let engine = graph.filter { engineTargets.contains($0.target) }
+        return engineTargets.reversed().compactMap { target in
+            engine.first { $0.target == target }.map { "\($0.target) → \($0.dependencies.joined(separator: ", "))\n" }
         }.joined()
     }
 
+    @Test("Layers: ARCHITECTURE.md draws the graph Package.swift declares (the build enforces it: declared = used)")
+    func documentedGraph() throws {
+        let root = Self.sourcesFolder.deletingLastPathComponent()
+        let package = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let document = try String(contentsOf: root.appendingPathComponent("ARCHITECTURE.md"), encoding: .utf8)
+        let begin = try #require(document.range(of: "<!-- layers:begin -->\n```\n"))
+        let end = try #require(document.range(of: "```\n<!-- layers:end -->"))
+        let drawn = String(document[begin.upperBound..<end.lowerBound])
+        #expect(drawn == Self.rendered(Self.declaredGraph(packageText: package)), "expected:\n\(Self.rendered(Self.declaredGraph(packageText: package)))")
+        // Every engine target is drawn, so a new edge or target cannot slip past the drawing.
+        #expect(Self.declaredGraph(packageText: package).filter { Self.engineTargets.contains($0.target) }.count == Self.engineTargets.count)
+    }
+
+    @Test("Layers: the drawing check reads a changed edge")
+    func graphCheckCanFail() {
+        let graph = Self.declaredGraph(packageText: #".target(name: "HostStore", dependencies: ["HostCore", "CSQLite"]),"#)
+        #expect(graph.count == 1 && graph[0].target == "HostStore" && graph[0].dependencies == ["HostCore", "CSQLite"])
+        #expect(Self.rendered(graph) == "HostStore → HostCore, CSQLite\n")
+    }
+}
+
+/// What each file declares and uses, read from the compiler's parse tree (`swiftc
+/// -dump-parse`: types, calls and values in code; comments, strings and `import`s are not
+/// uses): the public surface and the record-state check read it.
+struct LayerGraph {
     /// What one source file declares and uses.
     struct File {
         var folder: String

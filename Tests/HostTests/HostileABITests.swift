@@ -121,7 +121,7 @@ extension HostileABITests {
 
     @Test("R-4: a new attribute past 1,000 is refused, an existing one still changes; host-wide attributes keep the same limits")
     func attributesAreBounded() throws {
-        let report = LiveReport(trigger: .upload)
+        let report = LiveReport(trigger: .upload, createdAt: Date())
         let handle = report.openHandle(for: .extended)
         for index in 0..<ReportContent.attributesMax { try handle.setAttribute("k\(index)", "v") }
         #expect(throws: ReportError.invalid) { try handle.setAttribute("one-more", "v") }
@@ -139,7 +139,7 @@ extension HostileABITests {
 
     @Test("H-9, R-7: a held handle's attachments spend its budget (no 3 MB copies piling up), and at most 1,000 held changes are kept")
     func heldChangesAreBounded() throws {
-        let report = LiveReport(trigger: .upload)
+        let report = LiveReport(trigger: .upload, createdAt: Date())
         let handle = report.openHandle(for: .extended)
         report.holdChanges(of: handle)
         let megabytes = Data(repeating: 7, count: ReportContent.attachmentMaxBytes)
@@ -176,7 +176,7 @@ extension HostileABITests {
 
     @Test("H-9: a held handle keeps at most 16 MB of texts: replacing 1,000 labels of 64 KiB again and again stops there")
     func heldBytesAreBounded() throws {
-        let report = LiveReport(trigger: .upload)
+        let report = LiveReport(trigger: .upload, createdAt: Date())
         let handle = report.openHandle(for: .extended)
         report.holdChanges(of: handle)
         let labels = (0..<100).map { _ in String(repeating: "l", count: ReportContent.textMaxBytes) }

@@ -103,6 +103,40 @@ import Testing
         #expect(found.isEmpty, "raw system calls outside the seam:\n\(found.joined(separator: "\n"))")
     }
 
+    /// The places that may name the live seam: the entries that build it (the embedding
+    /// library, the receiver) and its definition. Everything else takes the seam it is handed.
+    static let liveSeamEntries: Set<String> = ["Embed/Embed.swift", "Receiver/LocalReceiver.swift", "HostCore/Support/SystemCalls.swift"]
+
+    /// Where `text` names the live seam: `SystemCalls.live`, or `.live` as a default or an
+    /// argument of a `SystemCalls` (comments and strings left out).
+    static func liveSeamNames(in text: String, file: String) -> [String] {
+        let code = code(text)
+        return ["SystemCalls.live", "= .live", ": .live"].flatMap { name in
+            code.ranges(of: name).map { range in "\(file):\(code[..<range.lowerBound].filter { $0 == "\n" }.count + 1): \(name)" }
+        }
+    }
+
+    @Test("I-6: the live seam is named only at the entries (at most 5 places); the rest of the code takes the seam it is handed")
+    func noBackDoorToTheSeam() throws {
+        var found: [String] = []
+        let enumerator = FileManager.default.enumerator(at: ArchitectureTests.sourcesFolder, includingPropertiesForKeys: nil)
+        while let url = enumerator?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let name = url.path.dropFirst(ArchitectureTests.sourcesFolder.path.count + 1)
+            guard !Self.liveSeamEntries.contains(String(name)) else { continue }
+            found += Self.liveSeamNames(in: try String(contentsOf: url, encoding: .utf8), file: String(name))
+        }
+        #expect(found.isEmpty, "the live seam named outside the entries:\n\(found.joined(separator: "\n"))")
+        #expect(Self.liveSeamEntries.count <= 5)
+    }
+
+    @Test("I-6: the back-door check finds a planted SystemCalls.live and a .live default, not one in a comment")
+    func backDoorCheckCanFail() {
+        #expect(Self.liveSeamNames(in: "let now = SystemCalls.live.now()\n", file: "F.swift") == ["F.swift:1: SystemCalls.live"])
+        #expect(Self.liveSeamNames(in: "func f(system: SystemCalls = .live) {}\n", file: "F.swift") == ["F.swift:1: = .live"])
+        #expect(Self.liveSeamNames(in: "// SystemCalls.live\nlet s = \"= .live\"\n", file: "F.swift").isEmpty)
+    }
+
     @Test("I-6: the check finds a planted raw open(, and not one in a comment, a string, a method or the seam's own call")
     func checkCanFail() {
         #expect(Self.rawCalls(in: "let fd = open(path, O_RDONLY)\n", file: "F.swift") == ["F.swift:1: open("])

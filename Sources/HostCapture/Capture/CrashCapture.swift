@@ -1,6 +1,5 @@
 import CrashCapture
 import FoundationEssentials
-import HostCore
 
 /// The signal-safe crash writer (SPEC D-1), as the parts of the engine that need it see it:
 /// host-wide attributes and attachment paths for crash files, an alternate stack for each

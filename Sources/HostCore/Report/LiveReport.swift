@@ -1,37 +1,5 @@
 import FoundationEssentials
 
-/// Who changes a report through a handle: names the handler for the internal log and the
-/// change trail, the slot and step it runs in, and the attachment budget it draws on (SPEC
-/// R-7: one callback invocation is one source, all delegate calls of a report share the
-/// `delegate` source).
-package struct Contributor: Sendable, Hashable {
-    package var handler: String
-    /// `wrapper`, `handler`, `delegate`, or `host` for the host's own changes.
-    package var slot: String
-    /// `wrapper.before`, `handler.after`, `delegate.add_fields`, … (SPEC T-1).
-    package var step: String
-    package var source: AttachmentSource
-    package var budgetKey: String
-    /// Whether the caller was built for ABI 1.1, which has `RH_TRIGGER_APP_HANG` (SPEC B-4): a
-    /// 1.0 plugin is shown a hang as `RH_TRIGGER_LOG_ERROR`.
-    package var knowsAppHang = true
-
-    package init(handler: String, slot: String, step: String, source: AttachmentSource, budgetKey: String) {
-        self.handler = handler
-        self.slot = slot
-        self.step = step
-        self.source = source
-        self.budgetKey = budgetKey
-    }
-
-    package static let extended = Contributor(handler: "host", slot: "host", step: "extended", source: .extended, budgetKey: "extended")
-
-    /// A delegate call: `step` is its short name (`add_fields`, `check_fields`, `attachments`).
-    package static func delegate(_ name: String, step: String) -> Contributor {
-        Contributor(handler: name, slot: "delegate", step: "delegate.\(step)", source: .delegate, budgetKey: "delegate")
-    }
-}
-
 /// A report while it is being built: the one object every handler changes (SPEC R-1, "the
 /// report is live"). What a handler sets is what gets bundled; there is no apply step.
 ///
@@ -104,28 +72,10 @@ package final class LiveReport: Sendable {
         }
     }
 
-    /// The internal log of one report, bounded: a plugin that logs in a loop (or misuses a
-    /// handle a million times) cannot grow the report, and the repository row, without end.
-    struct BoundedLog {
-        /// Entries kept; later ones are counted, and one entry says how many went.
-        static let capacity = 1_000
-        private(set) var kept: [InternalLogEntry] = []
-        private(set) var dropped = 0
-
-        mutating func append(_ entry: InternalLogEntry) {
-            if kept.count < Self.capacity { kept.append(entry) } else { dropped += 1 }
-        }
-
-        var entries: [InternalLogEntry] {
-            dropped == 0 ? kept
-                : kept + [InternalLogEntry(level: .warn, handler: "host", message: "\(dropped) further internal-log entries dropped (at most \(Self.capacity) are kept)")]
-        }
-    }
-
     package var type: ReportType { trigger.type }
 
     package init(
-        trigger: Trigger, id: String = randomUUID(), createdAt: Date = SystemCalls.live.now(),
+        trigger: Trigger, id: String = randomUUID(), createdAt: Date,
         hostID: UInt32 = 0, hostLog: HostLogger = .silent, events: @escaping RuleEventSink = { _, _ in }
     ) {
         self.id = id
@@ -432,20 +382,4 @@ package final class LiveReport: Sendable {
 private enum AccessOutcome<T: Sendable>: Sendable {
     case done(Result<T, ReportError>)
     case closed(note: String?, bundled: Bool)
-}
-
-/// Why a report operation did nothing. Raw values are the ABI's `RH_ERR_*`.
-package enum ReportError: Int32, Error, Sendable {
-    /// The handle is closed or unknown: nothing changed.
-    case closed = -1
-    /// A value is missing where one is required, or is not valid UTF-8.
-    case invalid = -2
-    /// No such attribute, label or attachment, or the field is absent.
-    case notFound = -3
-    /// The caller's buffer is too small.
-    case truncated = -4
-    /// Severity outside 1...5: ignored and logged.
-    case range = -5
-    /// Attachment empty, over 3 MB or past its source's third: dropped and logged.
-    case dropped = -6
 }

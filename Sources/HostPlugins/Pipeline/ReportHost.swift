@@ -238,7 +238,7 @@ package final class ReportHost: Sendable {
     package var release: String? { configuration.release ?? attributes.snapshot["version"] }
 
     package func makeReport(_ request: ReportRequest) -> LiveReport {
-        let report = LiveReport(trigger: request.trigger, hostID: hostID, hostLog: logger, events: events)
+        let report = LiveReport(trigger: request.trigger, createdAt: system.now(), hostID: hostID, hostLog: logger, events: events)
         prepare(report, from: request)
         return report
     }

@@ -1,6 +1,5 @@
 import FoundationEssentials
 import HostCore
-import HostCapture
 import HostPlugins
 import HostStore
 

@@ -1,6 +1,5 @@
 import Symbolize
 import HostCore
-import HostCapture
 import HostPlugins
 import HostStore
 

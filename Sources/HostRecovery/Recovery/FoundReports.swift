@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 import HostStore
 

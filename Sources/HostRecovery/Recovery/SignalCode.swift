@@ -1,6 +1,5 @@
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 import HostStore
 

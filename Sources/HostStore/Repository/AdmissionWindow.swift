@@ -1,6 +1,5 @@
 import FoundationEssentials
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// The local admission window (SPEC D-7): at most `perMinute` submissions admitted in any

@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// The attachment copies: one folder per record under `attachments/`, each copy a file of its

@@ -2,7 +2,6 @@ import CSQLite
 import FoundationEssentials
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// Why storage failed. Every message names the file.

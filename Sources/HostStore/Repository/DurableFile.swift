@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// Writes that survive a power cut: data and then the folder entry fsync'd, through the

@@ -1,6 +1,5 @@
 import FoundationEssentials
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// Maintenance: the storage limits (SPEC D-12) and the leftovers of an interrupted run.

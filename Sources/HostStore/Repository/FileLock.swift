@@ -1,6 +1,5 @@
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// An `flock` on a file, held until `release()` or the end of this object: a process that

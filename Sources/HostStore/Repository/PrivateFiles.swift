@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// What the repository holds is private to its owner (reports carry personal data): folders

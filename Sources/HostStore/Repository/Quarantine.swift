@@ -1,6 +1,5 @@
 import FoundationEssentials
 import HostCore
-import HostCapture
 import HostPlugins
 
 // The quarantine's rows (`QuarantineEntry`, in Plugins/, is the value each holds).

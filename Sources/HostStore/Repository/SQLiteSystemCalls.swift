@@ -1,6 +1,5 @@
 import SQLiteCalls
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// SQLite's own system calls through the seam (`rh_sqlite_route_system_calls`), so a failure

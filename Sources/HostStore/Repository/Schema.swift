@@ -1,5 +1,4 @@
 import HostCore
-import HostCapture
 import HostPlugins
 /// The repository's schema and its migrations: each version adds to the one before, in its
 /// own transaction, and a database newer than this host is refused (never downgraded).

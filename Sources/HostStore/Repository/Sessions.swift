@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HostCore
-import HostCapture
 import HostPlugins
 
 /// Session marks (SPEC D-16): a host that dies leaves its mark, the next launch reports an
