@@ -43,6 +43,9 @@ enum Switches {
         return "REPORTHOST_CRASH_AT '\(point)' is not a fault point (one of: \(FaultPoint.allCases.map(\.rawValue).joined(separator: ", ")))"
     }
 
-    /// The seam every command is handed: the real system calls, with the sweep's faults.
-    static let system: SystemCalls = faults.systemCalls
+    /// The seam the command's own calls take (its inputs: the configuration file, `--attach`
+    /// files, standard output): the real calls. The sweep's plan is the engine's (`faults`,
+    /// which the runtime builds its seam from): the sweep proves what the host stores, and
+    /// an input the command cannot read is the usage error it always was.
+    static let system: SystemCalls = Faults(environment: environment).systemCalls
 }
