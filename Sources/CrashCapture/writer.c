@@ -43,35 +43,63 @@ void cc_close_crash_file(void) {
     }
 }
 
-void cc_write_crash_file(int signal_number, siginfo_t *info, void *context) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    struct line l = {.length = 0};
+/* Sets crash_path and crash_temporary (the same with `.partial`), built in `l`, which it
+   leaves empty; returns the plugin call mark the name was chosen by. */
+static uint32_t name_crash_file(struct line *l, const struct timespec *now) {
     /* <dir>/<session>-<seconds>-<pid>-<thread>-<n>.crash, written under a temporary name and
        renamed, so a file the recovery sees is never half-named. A crash inside a plugin call
        ends in `.plugin.crash`: the next start reads only those before it loads plugins (the
        quarantine), and leaves the rest to recovery in the background. */
-    add(&l, directory);
-    add(&l, "/");
-    add(&l, session);
-    add(&l, "-");
-    add_unsigned(&l, (uint64_t)now.tv_sec, 10);
-    add(&l, "-");
-    add_unsigned(&l, (uint64_t)getpid(), 10);
-    add(&l, "-");
-    add_unsigned(&l, (uint64_t)current_thread(), 10);
+    add(l, directory);
+    add(l, "/");
+    add(l, session);
+    add(l, "-");
+    add_unsigned(l, (uint64_t)now->tv_sec, 10);
+    add(l, "-");
+    add_unsigned(l, (uint64_t)getpid(), 10);
+    add(l, "-");
+    add_unsigned(l, (uint64_t)current_thread(), 10);
     /* A program that recovers from a signal (its own handler, chained) may crash again in the
        same second on the same thread: each file gets its own number. */
     static int files_written;
-    add(&l, "-");
-    add_unsigned(&l, (uint64_t)__atomic_add_fetch(&files_written, 1, __ATOMIC_SEQ_CST), 10);
+    add(l, "-");
+    add_unsigned(l, (uint64_t)__atomic_add_fetch(&files_written, 1, __ATOMIC_SEQ_CST), 10);
     uint32_t mark = cc_current_call();
-    add(&l, cc_names_plugin_call(mark) ? ".plugin.crash" : ".crash");
-    memcpy(crash_path, l.text, l.length);
-    crash_path[l.length] = '\0';
-    memcpy(crash_temporary, l.text, l.length);
-    memcpy(crash_temporary + l.length, ".partial", 9);
-    l.length = 0;
+    add(l, cc_names_plugin_call(mark) ? ".plugin.crash" : ".crash");
+    memcpy(crash_path, l->text, l->length);
+    crash_path[l->length] = '\0';
+    memcpy(crash_temporary, l->text, l->length);
+    memcpy(crash_temporary + l->length, ".partial", 9);
+    l->length = 0;
+    return mark;
+}
+
+/* The general-purpose registers at the signal, one `register` line each (x86-64 only). */
+static void write_registers(int fd, struct line *l, void *context) {
+#if defined(__x86_64__)
+    const ucontext_t *uc = context;
+    static const struct { const char *name; int index; } registers[] = {
+        {"rip", REG_RIP}, {"rsp", REG_RSP}, {"rbp", REG_RBP}, {"rax", REG_RAX}, {"rbx", REG_RBX},
+        {"rcx", REG_RCX}, {"rdx", REG_RDX}, {"rsi", REG_RSI}, {"rdi", REG_RDI}, {"r8", REG_R8},
+        {"r9", REG_R9}, {"r10", REG_R10}, {"r11", REG_R11}, {"r12", REG_R12}, {"r13", REG_R13},
+        {"r14", REG_R14}, {"r15", REG_R15}};
+    for (size_t i = 0; i < sizeof registers / sizeof *registers; i++) {
+        add(l, "register "); add(l, registers[i].name); add(l, " ");
+        add_unsigned(l, (uint64_t)uc->uc_mcontext.gregs[registers[i].index], 16);
+        emit(fd, l);
+    }
+#else
+    (void)fd;
+    (void)l;
+    (void)context;
+#endif
+}
+
+void cc_write_crash_file(int signal_number, siginfo_t *info, void *context) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct line l = {.length = 0};
+    uint32_t mark = name_crash_file(&l, &now);
 
     int fd = open(crash_temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return;
@@ -93,21 +121,7 @@ void cc_write_crash_file(int signal_number, siginfo_t *info, void *context) {
     add(&l, "time "); add_unsigned(&l, (uint64_t)now.tv_sec, 10); emit(fd, &l);
     cc_write_attribution(fd, &l, mark);
     if (writer_hook) writer_hook(1);
-#if defined(__x86_64__)
-    const ucontext_t *uc = context;
-    static const struct { const char *name; int index; } registers[] = {
-        {"rip", REG_RIP}, {"rsp", REG_RSP}, {"rbp", REG_RBP}, {"rax", REG_RAX}, {"rbx", REG_RBX},
-        {"rcx", REG_RCX}, {"rdx", REG_RDX}, {"rsi", REG_RSI}, {"rdi", REG_RDI}, {"r8", REG_R8},
-        {"r9", REG_R9}, {"r10", REG_R10}, {"r11", REG_R11}, {"r12", REG_R12}, {"r13", REG_R13},
-        {"r14", REG_R14}, {"r15", REG_R15}};
-    for (size_t i = 0; i < sizeof registers / sizeof *registers; i++) {
-        add(&l, "register "); add(&l, registers[i].name); add(&l, " ");
-        add_unsigned(&l, (uint64_t)uc->uc_mcontext.gregs[registers[i].index], 16);
-        emit(fd, &l);
-    }
-#else
-    (void)context;
-#endif
+    write_registers(fd, &l, context);
     cc_write_registered(fd, &l);
     cc_write_module_map(fd);
     /* Last, because it is the riskiest step: unwinding a smashed stack may fault, and a fault

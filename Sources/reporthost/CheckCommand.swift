@@ -40,29 +40,15 @@ enum CheckCommand {
         guard let timeoutMs = Int(timeoutText), timeoutMs > 0 else { throw UsageError("--timeout-ms '\(timeoutText)' is not a positive integer") }
         let include = try regex(arguments.value("include"), "--include")
         let exclude = try regex(arguments.value("exclude"), "--exclude")
-        var catalogue = Catalogue.checks + (arguments.flag("scrub") ? Catalogue.scrubChecks : [])
-        var passedOn: [String] = arguments.flag("scrub") ? ["--scrub"] : []
-        var fuzzCases = 0
-        if let text = arguments.value("reproduce") {
-            guard let caseSeed = UInt64(text) else { throw UsageError("--reproduce '\(text)' is not a case seed (a non-negative integer)") }
-            catalogue = [Catalogue.fuzzCheck(seeds: [caseSeed], reproducing: true)]
-            passedOn = ["--reproduce", text]
-            fuzzCases = 1
-        } else if let text = arguments.value("fuzz") {
-            guard let count = Int(text), (1...maxFuzzCount).contains(count) else {
-                throw UsageError("--fuzz '\(text)' is not a count from 1 to \(maxFuzzCount)")
-            }
-            catalogue.append(Catalogue.fuzzCheck(seeds: Catalogue.fuzzSeeds(count: count, seed: seed), reproducing: false))
-            passedOn += ["--fuzz", text]
-            fuzzCases = count
-        }
+        let chosen = try catalogue(arguments, seed: seed)
+        var passedOn = chosen.passedOn
         let options = try pluginOptions(arguments)
         if let text = arguments.value("options") { passedOn += ["--options", text] }
         let scrub = try scrubSettings(arguments)
         for name in ["corpus", "min-recall", "max-false-positive-rate"] {
             if let text = arguments.value(name) { passedOn += ["--\(name)", name == "corpus" ? scrub.corpus ?? text : text] }
         }
-        let selected = catalogue.filter { check in
+        let selected = chosen.checks.filter { check in
             check.slots.contains(slot) && (include.map { matches($0, check.name) } ?? true) && !(exclude.map { matches($0, check.name) } ?? false)
         }
         // A selection that runs nothing would pass with nothing proved.
@@ -79,22 +65,10 @@ enum CheckCommand {
         var results: [CheckResult] = []
         for check in selected {
             if arguments.flag("in-process") {
-                // Run for a parent `check`: a crash leaves a crash file naming the plugin call.
-                if let crashes = ProcessInfo.processInfo.environment[crashesFolderVariable] {
-                    Runtime.captureCrashes(into: URL(fileURLWithPath: crashes), session: "check")
-                }
-                // Under a parent run, copies go to its folder, which it removes even when this
-                // child crashes or is killed.
-                let copiesFolder = ProcessInfo.processInfo.environment[CheckContext.copiesFolderVariable]
-                    .map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
-                let context = CheckContext(
-                    pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, system: Switches.system, copiesFolder: copiesFolder,
-                    options: options, scrub: scrub)
-                results.append(check.run(context))
-                CheckContext.removeCopies()
+                results.append(inProcess(check, plugin: plugin, slot: slot, seed: seed, options: options, scrub: scrub))
             } else {
                 // A fuzz run gets the limit once per 20 cases.
-                let limit = check.name == "fuzz" ? timeoutMs * max(1, (fuzzCases + 19) / 20) : timeoutMs
+                let limit = check.name == "fuzz" ? timeoutMs * max(1, (chosen.fuzzCases + 19) / 20) : timeoutMs
                 results.append(isolated(
                     check.name, plugin: plugin, slot: slot, seed: seed, timeoutMs: limit, copies: copies, passing: passedOn))
             }
@@ -111,6 +85,50 @@ enum CheckCommand {
             output.writeText(humanReport(plugin: plugin, slot: slot, seed: seed, results: results))
         }
         return results.contains { $0.status.fails } ? 1 : 0
+    }
+
+    /// The checks `--scrub`, `--reproduce SEED` and `--fuzz N` choose, the flags that choose
+    /// them again in a check child, and how many fuzz cases run.
+    private static func catalogue(
+        _ arguments: Arguments, seed: UInt64
+    ) throws -> (checks: [ConformanceCheck], passedOn: [String], fuzzCases: Int) {
+        var catalogue = Catalogue.checks + (arguments.flag("scrub") ? Catalogue.scrubChecks : [])
+        var passedOn: [String] = arguments.flag("scrub") ? ["--scrub"] : []
+        var fuzzCases = 0
+        if let text = arguments.value("reproduce") {
+            guard let caseSeed = UInt64(text) else { throw UsageError("--reproduce '\(text)' is not a case seed (a non-negative integer)") }
+            catalogue = [Catalogue.fuzzCheck(seeds: [caseSeed], reproducing: true)]
+            passedOn = ["--reproduce", text]
+            fuzzCases = 1
+        } else if let text = arguments.value("fuzz") {
+            guard let count = Int(text), (1...maxFuzzCount).contains(count) else {
+                throw UsageError("--fuzz '\(text)' is not a count from 1 to \(maxFuzzCount)")
+            }
+            catalogue.append(Catalogue.fuzzCheck(seeds: Catalogue.fuzzSeeds(count: count, seed: seed), reproducing: false))
+            passedOn += ["--fuzz", text]
+            fuzzCases = count
+        }
+        return (catalogue, passedOn, fuzzCases)
+    }
+
+    /// Runs `check` in this process, for a parent `check` (`--in-process`).
+    private static func inProcess(
+        _ check: ConformanceCheck, plugin: String, slot: PluginSlot, seed: UInt64, options: JSONValue?, scrub: ScrubSettings
+    ) -> CheckResult {
+        // Run for a parent `check`: a crash leaves a crash file naming the plugin call.
+        if let crashes = ProcessInfo.processInfo.environment[crashesFolderVariable] {
+            Runtime.captureCrashes(into: URL(fileURLWithPath: crashes), session: "check")
+        }
+        // Under a parent run, copies go to its folder, which it removes even when this
+        // child crashes or is killed.
+        let copiesFolder = ProcessInfo.processInfo.environment[CheckContext.copiesFolderVariable]
+            .map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+        let context = CheckContext(
+            pluginPath: plugin, slot: slot, seed: seed, mainExecutor: DispatchQueue.main, system: Switches.system, copiesFolder: copiesFolder,
+            options: options, scrub: scrub)
+        let result = check.run(context)
+        CheckContext.removeCopies()
+        return result
     }
 
     /// `--corpus FILE`, `--min-recall R`, `--max-false-positive-rate F` (SPEC T-4): only with
@@ -203,24 +221,7 @@ enum CheckCommand {
             return CheckResult(check: name, status: .failed, details: "cannot watch the check process: the system refused a thread", durationMs: 0)
         }
         // Drain both pipes while waiting, so a chatty plugin cannot block the child.
-        let drained = WaitableState<(out: Data?, err: Data?)>((nil, nil))
-        // Bounded: a plugin printing in a loop must not fill the parent's memory. The result
-        // document is small (first 1 MB kept); of stderr only the tail is shown.
-        let readers: [(Int32?, DrainKeep, @Sendable (Data) -> Void)] = [
-            (child.output, .first(1 << 20), { data in drained.update { $0.out = data } }),
-            (child.errors, .last(64 * 1024), { data in drained.update { $0.err = data } }),
-        ]
-        for (fd, keep, store) in readers {
-            guard let fd else { continue }
-            let started = startThread {
-                store(Switches.system.drain(fd, keep: keep))
-                close(fd)
-            }
-            if !started {
-                close(fd)
-                store(Data())
-            }
-        }
+        let drained = drainPipes(of: child)
         let ending = ended.wait(
             until: start.advanced(byMilliseconds: timeoutMs), clock: clock, for: { $0 != nil }, then: { value, _ in value })
         let elapsed = clock.now().milliseconds(since: start)
@@ -250,6 +251,30 @@ enum CheckCommand {
         let stderrTail = String(decoding: errors.suffix(400), as: UTF8.self)
         let status = if case .exited(let status) = ending { status } else { Int32(-1) }
         return CheckResult(check: name, status: .failed, details: "no result (exit \(status)): \(stderrTail)", durationMs: elapsed)
+    }
+
+    /// Reads the child's standard output and error on their own threads until the pipes
+    /// close; each side is set when its reader ends (empty when no thread could start).
+    private static func drainPipes(of child: Subprocess) -> WaitableState<(out: Data?, err: Data?)> {
+        let drained = WaitableState<(out: Data?, err: Data?)>((nil, nil))
+        // Bounded: a plugin printing in a loop must not fill the parent's memory. The result
+        // document is small (first 1 MB kept); of stderr only the tail is shown.
+        let readers: [(Int32?, DrainKeep, @Sendable (Data) -> Void)] = [
+            (child.output, .first(1 << 20), { data in drained.update { $0.out = data } }),
+            (child.errors, .last(64 * 1024), { data in drained.update { $0.err = data } }),
+        ]
+        for (fd, keep, store) in readers {
+            guard let fd else { continue }
+            let started = startThread {
+                store(Switches.system.drain(fd, keep: keep))
+                close(fd)
+            }
+            if !started {
+                close(fd)
+                store(Data())
+            }
+        }
+        return drained
     }
 
     /// " on case S; reproduce with --reproduce S": the case a fuzz child was running when it

@@ -52,10 +52,7 @@ enum RunCommand {
         if case .failure(let failure) = Paths.makeFolder(crashes.path, system: Switches.system) {
             throw HostError.io(path: crashes.path, reason: "cannot create the crashes folder (\(failure))")
         }
-        let library = URL(fileURLWithPath: executableFolder()).appendingPathComponent(captureLibrary).path
-        guard FileManager.default.isReadableFile(atPath: library) else {
-            throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build)")
-        }
+        let library = try requireCaptureLibrary()
         let capture = try capture(arguments, program: program)
         if capture == .preload, let problem = Watchability.problem(with: program) { logger.warn("run: \(problem)") }
         if capture == .ptrace { logger.debug("run: \(program) is traced: its crashes are captured from outside") }
@@ -109,10 +106,24 @@ enum RunCommand {
             logger.info("run: \(exit.program) ended by \(name) (exit status \(exit.status))\(cause)")
         }
 
-        // What it left, recovered now: `start` stores its crash files or an abnormal exit, and
-        // `recover` runs their chains (which give each report its final id; recovery logs it).
-        // From here on `run` exits with the program's status whatever the host meets: a
-        // failure to store is said on stderr, never passed off as the program's.
+        // From here on `run` exits with the program's status whatever the host meets.
+        recordWhatItLeft(exit, options: options, logger: logger)
+        return exit.status
+    }
+
+    /// The capture library's path beside the `reporthost` executable; missing, an I/O error.
+    private static func requireCaptureLibrary() throws -> String {
+        let library = URL(fileURLWithPath: executableFolder()).appendingPathComponent(captureLibrary).path
+        guard FileManager.default.isReadableFile(atPath: library) else {
+            throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build)")
+        }
+        return library
+    }
+
+    /// What the program left, recovered now: `start` stores its crash files or an abnormal
+    /// exit, and `recover` runs their chains (which give each report its final id; recovery
+    /// logs it). A failure to store is said on stderr, never passed off as the program's status.
+    private static func recordWhatItLeft(_ exit: ProgramExit, options: RuntimeOptions, logger: HostLogger) {
         do {
             var watching = options
             watching.watchedProgram = exit
@@ -125,7 +136,6 @@ enum RunCommand {
         } catch {
             writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")
         }
-        return exit.status
     }
 
     /// `sh -c 'kill -STOP $$; exec "$0" "$@"' PROGRAM ARGS…`: stops, then becomes PROGRAM.

@@ -91,40 +91,19 @@ struct CallbackRunner {
         // A callback whose completion arrived (its changes count) ran, even when its method
         // returned late; `shortfall` is the event of one that did not.
         let event: RuleEvent?
-        var shortfall: RuleEvent? = nil
+        let shortfall: RuleEvent?
         if notCalled.withLock({ $0 }) {
             event = .notCalled(label)
             shortfall = event
         } else {
-            switch result {
-            case .finished:
-                // Recovered: a change made after the method returned counts if completion arrives
-                // before bundling (SPEC H-9), so the handle stays open until then.
-                if mode == .recovered && !completion.isCompleted {
-                    return .open(Pending(closureSlot: closure?.slot, completion: completion))
-                }
-                event = nil
-            case .skipped(let budgetSpent):
-                let why = budgetSpent
-                    ? "the report's \(limits.reportBudgetMs) ms budget was spent"
-                    : "the main thread could not start it within \(limitMs) ms"
-                event = .skipped(label, why)
-                shortfall = event
-            case .timedOut(let budgetSpent, let completed):
-                let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
-                if mode == .runningApp && completed {
-                    event = .returnedLate(label, within: within)
-                } else if mode == .runningApp {
-                    event = .timedOut(label, awaited: .notCompleted, within: within, outcome: "the report goes on without it")
-                    shortfall = event
-                } else {
-                    event = .timedOut(label, awaited: .notReturned, within: within, outcome: "abandoned")
-                    shortfall = event
-                }
-            case .stopped:
-                event = .skipped(label, "the host is stopping")
-                shortfall = event
+            // Recovered: a change made after the method returned counts if completion arrives
+            // before bundling (SPEC H-9), so the handle stays open until then.
+            if result == .finished && mode == .recovered && !completion.isCompleted {
+                return .open(Pending(closureSlot: closure?.slot, completion: completion))
             }
+            let judged = events(for: result, label: label, mode: mode, limitMs: limitMs)
+            event = judged.event
+            shortfall = judged.shortfall
         }
         if let event { report.record(event, by: name) }
         // The completion is marked late before the handle closes, so a call racing the close
@@ -132,5 +111,36 @@ struct CallbackRunner {
         release(Pending(closureSlot: closure?.slot, completion: completion))
         report.close(handle)
         return shortfall.map { .fellShort($0.message) } ?? .ran
+    }
+
+    /// The event a call that returned (or never started) leaves, and the same event when the
+    /// callback did not run fully (its shortfall); nil for one that finished.
+    private func events(
+        for result: CallResult, label: String, mode: ChainMode, limitMs: Int
+    ) -> (event: RuleEvent?, shortfall: RuleEvent?) {
+        switch result {
+        case .finished:
+            return (nil, nil)
+        case .skipped(let budgetSpent):
+            let why = budgetSpent
+                ? "the report's \(limits.reportBudgetMs) ms budget was spent"
+                : "the main thread could not start it within \(limitMs) ms"
+            let event = RuleEvent.skipped(label, why)
+            return (event, event)
+        case .timedOut(let budgetSpent, let completed):
+            let within = budgetSpent ? "before the report's \(limits.reportBudgetMs) ms budget was spent" : "within \(limitMs) ms"
+            if mode == .runningApp && completed {
+                return (RuleEvent.returnedLate(label, within: within), nil)
+            } else if mode == .runningApp {
+                let event = RuleEvent.timedOut(label, awaited: .notCompleted, within: within, outcome: "the report goes on without it")
+                return (event, event)
+            } else {
+                let event = RuleEvent.timedOut(label, awaited: .notReturned, within: within, outcome: "abandoned")
+                return (event, event)
+            }
+        case .stopped:
+            let event = RuleEvent.skipped(label, "the host is stopping")
+            return (event, event)
+        }
     }
 }

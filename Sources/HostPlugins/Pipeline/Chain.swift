@@ -68,90 +68,111 @@ struct Chain {
         dialog: (any DialogPresenter)?
     ) throws(HostError) -> ChainRun? {
         // The shared budget (H-10); time in the dialog does not count, so it moves the deadline.
-        var budgetDeadline = clock.now().advanced(byMilliseconds: limits.reportBudgetMs)
-        var pending: [(slot: PluginSlot, label: String, callback: CallbackRunner.Pending)] = []
-        // A slot's first shortfall is the one that explains it.
-        var shortfalls: [PluginSlot: String] = [:]
-        func fellShort(_ slot: PluginSlot, _ why: String) { if shortfalls[slot] == nil { shortfalls[slot] = why } }
-        for slot in HandlerSlot.allCases where handlers[slot] == nil { fellShort(slot.pluginSlot, "the slot is empty") }
-        if delegate == nil { fellShort(.delegate, "the slot is empty") }
+        var progress = ChainProgress(budgetDeadline: clock.now().advanced(byMilliseconds: limits.reportBudgetMs))
+        for slot in HandlerSlot.allCases where handlers[slot] == nil { progress.fellShort(slot.pluginSlot, "the slot is empty") }
+        if delegate == nil { progress.fellShort(.delegate, "the slot is empty") }
 
-        func callbacks(_ step: HandlerStep) throws(HostError) {
-            for slot in HandlerSlot.allCases {
-                guard let handler = handlers[slot], handler.implements(step) else { continue }
-                let label = "\(handler.name).on_\(step.rawValue)_report_created"
-                if let reason = skipReason(budgetDeadline) {
-                    let event = RuleEvent.skipped(label, reason)
-                    report.record(event, by: handler.name)
-                    fellShort(slot.pluginSlot, event.message)
-                    continue
-                }
-                logger.debug("report \(report.id): \(slot.rawValue) \(label)")
-                switch try self.callbacks.run(handler, in: slot, step: step, report: report, mode: mode, budgetDeadline: budgetDeadline) {
-                case .ran: break
-                case .open(let callback): pending.append((slot.pluginSlot, label, callback))
-                case .fellShort(let why): fellShort(slot.pluginSlot, why)
-                }
-            }
-        }
-
-        func delegateStep(_ method: String, _ body: (Delegate) throws(HostError) -> String?) throws(HostError) {
-            guard let delegate else { return }
-            guard let name = delegate.name else {
-                logger.debug("report \(report.id): the delegate was released; \(method) not called")
-                fellShort(.delegate, "the delegate was released before \(method)")
-                return
-            }
-            if let reason = skipReason(budgetDeadline) {
-                let event = RuleEvent.skipped("\(name).\(method)", reason)
-                report.record(event, by: name)
-                fellShort(.delegate, event.message)
-                return
-            }
-            if let why = try body(delegate) { fellShort(.delegate, why) }
-        }
-
-        try callbacks(.before)
+        try runCallbacks(.before, handlers: handlers, report: report, mode: mode, progress: &progress)
         if dialog != nil && active.isStopping {
             // Interrupted before the user saw the dialog: they never sent it (as in H-13).
             logger.info("report \(report.id): interrupted before the dialog; the report was not sent; nothing is stored")
-            release(pending)
+            release(progress.pending)
             _ = report.bundle()
             return nil
         }
         if let dialog {
-            try delegateStep("add_fields_before_report_created") { delegates.addFields($0, report: report, budgetDeadline: budgetDeadline) }
-            let shownAt = clock.now()
-            let seeded = report.edit { DialogFields(summary: $0.summary, description: $0.description, labels: $0.labels, severity: $0.severity) }
-            switch dialog.present(seeded) {
-            case .cancel:
-                logger.info("report \(report.id): the user cancelled the dialog; nothing is stored or sent")
-                release(pending)
-                _ = report.bundle()
-                return nil
-            case .send(let fields):
-                report.edit { content in
-                    content.summary = fields.summary
-                    content.description = fields.description
-                    content.labels = fields.labels
-                    content.severity = fields.severity
-                }
-            }
-            budgetDeadline = budgetDeadline.advanced(byMilliseconds: clock.now().milliseconds(since: shownAt))
+            guard try runDialog(dialog, report: report, delegate: delegate, progress: &progress) else { return nil }
         }
-        try callbacks(.after)
+        try runCallbacks(.after, handlers: handlers, report: report, mode: mode, progress: &progress)
         if dialog != nil {
-            try delegateStep("check_fields_after_report_created") { delegates.checkFields($0, report: report, budgetDeadline: budgetDeadline) }
+            try delegateStep("check_fields_after_report_created", delegate, report: report, progress: &progress) {
+                delegates.checkFields($0, report: report, budgetDeadline: $1)
+            }
         }
-        try delegateStep("attachments_for_report") { (delegate) throws(HostError) in
+        try delegateStep("attachments_for_report", delegate, report: report, progress: &progress) {
+            (delegate, budgetDeadline) throws(HostError) in
             try delegates.attachments(delegate, report: report, mode: mode, budgetDeadline: budgetDeadline)
         }
-        release(pending)  // late from here on, before the handles close at bundling
+        release(progress.pending)  // late from here on, before the handles close at bundling
         // Released first: a completion that lost the race with the release was not taken.
-        for (slot, label, callback) in pending where !callback.completion.isCompleted {
-            fellShort(slot, "\(label) did not complete before bundling; its changes after returning were dropped")
+        for (slot, label, callback) in progress.pending where !callback.completion.isCompleted {
+            progress.fellShort(slot, "\(label) did not complete before bundling; its changes after returning were dropped")
         }
-        return ChainRun(document: report.bundle(), shortfalls: shortfalls)
+        return ChainRun(document: report.bundle(), shortfalls: progress.shortfalls)
+    }
+
+    /// Runs `step` of each handler that implements it, wrapper first; a callback left open
+    /// until bundling joins `progress.pending`.
+    private func runCallbacks(
+        _ step: HandlerStep, handlers: [HandlerSlot: Handler], report: LiveReport, mode: ChainMode,
+        progress: inout ChainProgress
+    ) throws(HostError) {
+        for slot in HandlerSlot.allCases {
+            guard let handler = handlers[slot], handler.implements(step) else { continue }
+            let label = "\(handler.name).on_\(step.rawValue)_report_created"
+            if let reason = skipReason(progress.budgetDeadline) {
+                let event = RuleEvent.skipped(label, reason)
+                report.record(event, by: handler.name)
+                progress.fellShort(slot.pluginSlot, event.message)
+                continue
+            }
+            logger.debug("report \(report.id): \(slot.rawValue) \(label)")
+            switch try callbacks.run(handler, in: slot, step: step, report: report, mode: mode, budgetDeadline: progress.budgetDeadline) {
+            case .ran: break
+            case .open(let callback): progress.pending.append((slot.pluginSlot, label, callback))
+            case .fellShort(let why): progress.fellShort(slot.pluginSlot, why)
+            }
+        }
+    }
+
+    /// One delegate step: not called when the delegate was released or the call must be
+    /// skipped; `body` gets the delegate and the budget's deadline, and returns why it fell short.
+    private func delegateStep(
+        _ method: String, _ delegate: Delegate?, report: LiveReport, progress: inout ChainProgress,
+        _ body: (Delegate, HostInstant) throws(HostError) -> String?
+    ) throws(HostError) {
+        guard let delegate else { return }
+        guard let name = delegate.name else {
+            logger.debug("report \(report.id): the delegate was released; \(method) not called")
+            progress.fellShort(.delegate, "the delegate was released before \(method)")
+            return
+        }
+        if let reason = skipReason(progress.budgetDeadline) {
+            let event = RuleEvent.skipped("\(name).\(method)", reason)
+            report.record(event, by: name)
+            progress.fellShort(.delegate, event.message)
+            return
+        }
+        if let why = try body(delegate, progress.budgetDeadline) { progress.fellShort(.delegate, why) }
+    }
+
+    /// The dialog steps (H-5 steps 2 and 3): the delegate's fields, then the dialog, whose
+    /// time moves the budget's deadline. False when the user cancelled (the report is bundled
+    /// and dropped).
+    private func runDialog(
+        _ dialog: any DialogPresenter, report: LiveReport, delegate: Delegate?, progress: inout ChainProgress
+    ) throws(HostError) -> Bool {
+        try delegateStep("add_fields_before_report_created", delegate, report: report, progress: &progress) {
+            delegates.addFields($0, report: report, budgetDeadline: $1)
+        }
+        let shownAt = clock.now()
+        let seeded = report.edit { DialogFields(summary: $0.summary, description: $0.description, labels: $0.labels, severity: $0.severity) }
+        switch dialog.present(seeded) {
+        case .cancel:
+            logger.info("report \(report.id): the user cancelled the dialog; nothing is stored or sent")
+            release(progress.pending)
+            _ = report.bundle()
+            return false
+        case .send(let fields):
+            report.edit { content in
+                content.summary = fields.summary
+                content.description = fields.description
+                content.labels = fields.labels
+                content.severity = fields.severity
+            }
+        }
+        progress.budgetDeadline = progress.budgetDeadline.advanced(byMilliseconds: clock.now().milliseconds(since: shownAt))
+        return true
     }
 
     /// Why the next call must be skipped, if it must (H-10 budget, H-15 interruption).
@@ -165,4 +186,15 @@ struct Chain {
     private func release(_ pending: [(slot: PluginSlot, label: String, callback: CallbackRunner.Pending)]) {
         for open in pending { callbacks.release(open.callback) }
     }
+}
+
+/// What one run of a chain carries from step to step.
+private struct ChainProgress {
+    /// The shared budget's deadline (H-10), moved by the time spent in the dialog.
+    var budgetDeadline: HostInstant
+    var pending: [(slot: PluginSlot, label: String, callback: CallbackRunner.Pending)] = []
+    /// A slot's first shortfall is the one that explains it.
+    var shortfalls: [PluginSlot: String] = [:]
+
+    mutating func fellShort(_ slot: PluginSlot, _ why: String) { if shortfalls[slot] == nil { shortfalls[slot] = why } }
 }

@@ -10,6 +10,14 @@ extension Repository {
         }
         try database.execute("PRAGMA journal_mode=WAL")
         try database.execute("PRAGMA synchronous=FULL")
+        try migrateToVersion3(from: version)
+        try migrateToVersion7(from: version)
+        try migrateToVersion11(from: version)
+        try migrateToVersion13(from: version)
+    }
+
+    /// Schemas 1 to 3: the tables, the admission window, copies' file names and chain runs.
+    private func migrateToVersion3(from version: Int64) throws(StorageError) {
         if version < 1 {
             try database.transaction { () throws(StorageError) in
                 try database.execute("""
@@ -61,6 +69,10 @@ extension Repository {
                     """)
             }
         }
+    }
+
+    /// Schemas 4 to 7: quarantine, copies' sha256, held records and counters, crash attachments.
+    private func migrateToVersion7(from version: Int64) throws(StorageError) {
         if version < 4 {
             // Plugins that crashed the host (kept across launches), the record a recovering
             // session was running the chain over, and records to store without the chain.
@@ -109,6 +121,10 @@ extension Repository {
                     """)
             }
         }
+    }
+
+    /// Schemas 10 and 11: the index of readable rows by state, and held reruns.
+    private func migrateToVersion11(from version: Int64) throws(StorageError) {
         if version < 10 {
             // The readable rows by state, oldest first: SQLite checks a document once, when it
             // is written; a delivery pass, recovery, a launch's lookups and `status` find the
@@ -134,6 +150,10 @@ extension Repository {
             }
             try database.execute("PRAGMA user_version = 11")
         }
+    }
+
+    /// Schemas 12 and 13: session history, fingerprints, merged crashes, metric events, session order.
+    private func migrateToVersion13(from version: Int64) throws(StorageError) {
         if version < 12 {
             // Every session's end and release, for crash-free rates and crash loops (SPEC B-2,
             // B-3), identical crashes counted on one record (B-3) with the sessions they came
