@@ -10,7 +10,8 @@ func exportsOnlyEntry(_ folder: String) -> [LinkerSetting] {
 }
 
 // Layers, lowest first (ARCHITECTURE.md): PluginAPI (the C ABI headers) and CrashCapture (the
-// signal-safe writer, C) → Host (the engine) → Conformance (the validator) and Receiver (the
+// signal-safe writer, C) → the engine (HostSupport, HostModel, HostCapture, HostPlugins,
+// HostStore, HostRecovery, HostDelivery, Host) → Conformance (the validator) and Receiver (the
 // local submission endpoint) → reporthost (the CLI). CFFI and CSQLite are thin shims over
 // Debian's libffi and libsqlite3; HTTPPost is POSTs through libcurl (C); Digest is SHA-256 (C).
 let package = Package(
@@ -60,21 +61,30 @@ let package = Package(
         // SQLite's own system calls through the host's seam, for failure sweeps.
         .target(name: "SQLiteCalls", dependencies: ["CSQLite"]),
         // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
-        // the ones below it, so a reference that points up is a build error.
-        .target(name: "HostCore", dependencies: ["Digest", "Breadcrumbs"]),
-        .target(name: "HostCapture", dependencies: ["CrashCapture"]),
-        .target(name: "HostPlugins", dependencies: ["HostCore", "HostCapture", "PluginAPI", "CFFI"]),
-        .target(name: "HostStore", dependencies: ["HostCore", "HostPlugins", "CSQLite", "SQLiteCalls"]),
-        .target(name: "HostRecovery", dependencies: ["HostCore", "HostPlugins", "HostStore", "Symbolize"]),
-        .target(name: "HostDelivery", dependencies: ["HostCore", "HostPlugins", "HostStore", "HTTPPost"]),
+        // the ones it declares below it (scripts/build checks declared = used), so a reference
+        // that points up is a build error. A client imports the layers it needs; `Host`
+        // re-exports the model only.
+        // Support: the system-call seam, clocks, locks, threads, JSON, bounded and durable files,
+        // the breadcrumb ring file, the memory cgroup's counters. Model: the report, its
+        // documents and trail, the configuration, diagnostics, and the value types every layer
+        // passes (what a program that embeds the host sees, re-exported by `Host`).
+        .target(name: "HostSupport", dependencies: ["Digest", "Breadcrumbs"]),
+        .target(name: "HostModel", dependencies: ["HostSupport"]),
+        // The crash writer's Swift face, and `run`'s program: spawned, its standard error kept,
+        // signals passed on, the preload's environment, whether it can be watched.
+        .target(name: "HostCapture", dependencies: ["HostModel", "HostSupport", "CrashCapture", "SignalForwarding"]),
+        .target(name: "HostPlugins", dependencies: ["HostModel", "HostSupport", "HostCapture", "PluginAPI", "CFFI"]),
+        .target(name: "HostStore", dependencies: ["HostModel", "HostSupport", "HostCapture", "CSQLite", "SQLiteCalls"]),
+        .target(name: "HostRecovery", dependencies: ["HostModel", "HostSupport", "HostPlugins", "HostStore", "Symbolize"]),
+        .target(name: "HostDelivery", dependencies: ["HostModel", "HostSupport", "HostStore", "HTTPPost"]),
         .target(
-            name: "Host", dependencies: ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery"]),
-        .target(name: "Conformance", dependencies: ["Host"]),
+            name: "Host", dependencies: ["HostModel", "HostSupport", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery"]),
+        .target(name: "Conformance", dependencies: ["Host", "HostSupport", "HostPlugins"]),
         .target(
-            name: "Embed", dependencies: ["Host", "EmbedCalls", "Breadcrumbs"],
+            name: "Embed", dependencies: ["Host", "EmbedCalls", "Breadcrumbs", "HostSupport", "HostPlugins"],
             // Never unloaded: its crash handler and Swift code must outlive any dlclose.
             linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
-        .target(name: "Receiver", dependencies: ["Host"]),
+        .target(name: "Receiver", dependencies: ["Host", "HostSupport", "HostStore", "HostDelivery"]),
         // Capture from outside (SPEC B-6): ptrace and libunwind-ptrace (libunwind-dev).
         .target(
             name: "RemoteCapture",
@@ -89,7 +99,10 @@ let package = Package(
         .target(name: "MallocArena"),
         .executableTarget(
             name: "reporthost",
-            dependencies: ["Host", "Conformance", "Receiver", "SignalForwarding", "MainQueue", "MallocArena", "RemoteCapture"]),
+            dependencies: [
+                "Host", "HostSupport", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Conformance", "Receiver",
+                "MainQueue", "MallocArena", "RemoteCapture",
+            ]),
         .target(name: "PluginKit", dependencies: ["PluginAPI"]),
         .target(
             name: "ScrubPII", dependencies: ["PluginAPI", "Digest"], path: "Plugins/scrub-pii",
@@ -109,20 +122,22 @@ let package = Package(
             name: "AsyncExample", dependencies: ["PluginKit", "PluginAPI"], path: "Plugins/async-example",
             exclude: ["README.md", "exports.map"], linkerSettings: exportsOnlyEntry("async-example")),
         .target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),
-        .executableTarget(name: "reporthost-bench", dependencies: ["Host", "Receiver"], path: "Benchmarks/reporthost-bench"),
-        .target(name: "HostTestSupport", dependencies: ["Host", "Receiver"], path: "Tests/HostTestSupport"),
+        .executableTarget(
+            name: "reporthost-bench", dependencies: ["Host", "Receiver", "HostSupport", "HostPlugins", "HostStore", "HostDelivery"],
+            path: "Benchmarks/reporthost-bench"),
+        .target(name: "HostTestSupport", dependencies: ["Host", "HostSupport", "HostPlugins", "HostStore"], path: "Tests/HostTestSupport"),
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
         .testTarget(
             name: "HostTests",
             dependencies: [
-                "Host", "HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "HostTestSupport", "PluginAPI",
-                "Breadcrumbs",
+                "Host", "HostModel", "HostSupport", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "HostTestSupport", "PluginAPI",
+                "Breadcrumbs", "Receiver",
             ]),
-        .testTarget(name: "ReceiverTests", dependencies: ["Host", "Receiver", "HostTestSupport"]),
+        .testTarget(name: "ReceiverTests", dependencies: ["Host", "Receiver", "HostTestSupport", "HostSupport", "HostDelivery"]),
         .testTarget(
             name: "ReporthostTests",
             dependencies: [
-                "Host", "HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Conformance", "Receiver",
+                "Host", "HostModel", "HostSupport", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Conformance", "Receiver",
                 "HostTestSupport", "SignalForwarding",
             ]),
     ],

@@ -1,6 +1,10 @@
 import Dispatch
 import Foundation
 import Host
+import HostDelivery
+import HostPlugins
+import HostStore
+import HostSupport
 import Receiver
 
 // The Swift side of scripts/bench: each mode makes one measurement and prints `name value`

@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// The checks `reporthost check` runs, in order. Each reads the typed rule events the host
 /// itself noted (the events the internal log is written from), so a check fails exactly when

@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// The helpers the checks of `Catalogue.checks` share.
 extension Catalogue {

@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// How one conformance check ended (SPEC I-8).
 package enum CheckStatus: String, Sendable, CaseIterable {

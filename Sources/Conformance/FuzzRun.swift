@@ -1,6 +1,8 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// `check --fuzz N [--seed S]` and `check --reproduce SEED` (issue: the author's kit): N
 /// generated reports through the plugin on one host, in the check's child process. Each case

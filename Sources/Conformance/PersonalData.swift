@@ -1,4 +1,5 @@
 import Host
+import HostSupport
 
 /// Generated personal data for the scrubbing checks (`check --scrub`, SPEC I-8), each value
 /// made here from the seed (no data files): the same seed gives the same values, so a

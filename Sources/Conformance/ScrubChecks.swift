@@ -1,6 +1,8 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// What `check --scrub` scores against, and how it judges (SPEC T-4).
 package struct ScrubSettings: Sendable {

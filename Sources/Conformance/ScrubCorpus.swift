@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Host
+import HostSupport
 
 /// Labelled text for the scrubbing checks (SPEC T-4): documents whose personal data and decoys
 /// are marked by byte spans. `check --scrub` makes one from the seed (`generated`), or reads

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// How well a scrubber scrubbed (SPEC T-4): per field and per kind, how many planted values
 /// were removed (recall), and per field and per decoy, how many decoys were changed (false

@@ -2,6 +2,7 @@ import EmbedCalls
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// App hangs (SPEC B-4): threads the program asked to watch (`rh_embed_watch_thread`) and
 /// their heartbeats (`rh_embed_heartbeat`). A watchdog thread wakes when the earliest watched

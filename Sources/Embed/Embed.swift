@@ -1,6 +1,7 @@
 import Breadcrumbs
 import FoundationEssentials
 import Host
+import HostSupport
 
 // The C entry points of libreporthost.so (`reporthost/embed.h`). Each checks its arguments,
 // finds the live host by its token, and turns the host's errors into embed.h's codes and

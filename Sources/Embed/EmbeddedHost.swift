@@ -2,6 +2,8 @@ import EmbedCalls
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// The host inside a program that links `libreporthost.so` (embed.h): a `Runtime` with a main
 /// thread of its own and the delivery worker, which recovers what earlier runs left and then

@@ -1,4 +1,5 @@
 import Host
+import HostSupport
 
 /// Faults the receiver answers submissions with at random, for testing a client's retry
 /// rules (SPEC T-2, `--chaos 429:0.2,503:0.1,reset:0.05,slow:0.1 --chaos-seed N`).

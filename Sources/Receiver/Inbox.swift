@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// What `reporthost receive --inbox` shows (SPEC T-2): the reports the receiver stored, newest
 /// first, the requests it answered, and a stream of both as they happen.

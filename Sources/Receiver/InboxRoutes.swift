@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// The inbox's pages and JSON API, beside the submission endpoints on the receiver's port
 /// (SPEC T-2). Only loopback names are answered (a page elsewhere that rebinds its DNS name

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// A local submission endpoint speaking the Backtrace submission API (`reporthost receive`):
 /// multipart/form-data with an `upload_file` part and `attachment_<name>` parts. Binds to

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 // Connection handling: accepting clients, the connection limit, shedding and refusing.
 extension LocalReceiver {

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// Reads an HTTP request off a socket, within the receiver's limits.
 struct SocketReader {

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 // Request routing: reading each request off a connection and answering it (the inbox,
 // metric events, or a submission by the script and chaos).

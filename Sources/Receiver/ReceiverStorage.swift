@@ -1,6 +1,9 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostDelivery
+import HostStore
+import HostSupport
 
 // Storing what clients submit: a report's JSON and its attachments, inside the receiver's folder.
 extension LocalReceiver {

@@ -1,5 +1,6 @@
 import Dispatch
 import Host
+import HostSupport
 
 /// A command line split into its command, its positional words and its options, checked
 /// against what the command accepts (SPEC I-1: options follow the subcommand).

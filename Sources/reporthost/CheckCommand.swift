@@ -1,8 +1,11 @@
+import Conformance
 import Dispatch
 import FoundationEssentials
 import Glibc
-import Conformance
 import Host
+import HostCapture
+import HostRecovery
+import HostSupport
 
 /// `reporthost check PLUGIN.so [--slot S] [--json] [--junit FILE] [--scrub] [--fuzz N]
 /// [--reproduce SEED] [--include RE] [--exclude RE] [--seed N] [--in-process]` and
@@ -176,7 +179,7 @@ enum CheckCommand {
         guard stat(path, &info) == 0 else { throw UsageError("check: \(path): \(String(cString: strerror(errno)))") }
         guard (info.st_mode & S_IFMT) == S_IFREG else { throw UsageError("check: \(path): not a regular file") }
         guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("check: \(path): cannot be read") }
-        guard ELFFile(path: path)?.isSharedObject == true else {
+        guard ELFFile(path: path, system: Switches.system)?.isSharedObject == true else {
             throw UsageError("check: \(path): not an ELF shared object (build the plugin with -shared)")
         }
     }

@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 import Receiver
 
 /// `reporthost demo`: the whole flow on embedded defaults, in a fresh repository: starts a

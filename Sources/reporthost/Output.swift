@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostSupport
 
 /// Standard output, reserved for documents (SPEC I-4).
 ///

@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostDelivery
+import HostSupport
 import Receiver
 
 /// `reporthost receive [--port N] [--dir DIR] [--respond CODES] [--inbox] [--chaos SPEC

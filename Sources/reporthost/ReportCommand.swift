@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// `reporthost report bug|error|exception`: raises a running-app report, runs it through
 /// the handler chain and prints the bundled document with `--print` (SPEC I).

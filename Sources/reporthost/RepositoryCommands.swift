@@ -2,6 +2,11 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostCapture
+import HostDelivery
+import HostRecovery
+import HostStore
+import HostSupport
 
 /// `reporthost launch [--watch]`: recover what earlier runs left, deliver what is admissible
 /// now, then exit (SPEC I-2, I-3). As a secondary (another process holds the repository) it

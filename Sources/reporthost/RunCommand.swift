@@ -2,6 +2,9 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostCapture
+import HostRecovery
+import HostSupport
 import RemoteCapture
 
 /// `reporthost run [options] -- PROGRAM ARGS…`: runs an unmodified program as a child with the
@@ -32,7 +35,10 @@ enum RunCommand {
             guard let capture = Capture(rawValue: text) else { throw UsageError("--capture '\(text)' is not preload or ptrace") }
             return capture
         }
-        guard let path = Watchability.resolve(program), Watchability.isStaticELF(path), !Watchability.isSetID(path) else { return .preload }
+        let system = Switches.system
+        guard let path = Watchability.resolve(program, system: system), Watchability.isStaticELF(path, system: system),
+            !Watchability.isSetID(path, system: system)
+        else { return .preload }
         return .ptrace
     }
 
@@ -48,13 +54,13 @@ enum RunCommand {
         let configuration = options.configuration
         let logger = try configuration.makeLogger(overrideLevel: options.logLevel, system: Switches.system)
         let repository = URL(fileURLWithPath: Paths.absolute(configuration.repository))
-        let crashes = repository.appendingPathComponent("crashes")
+        let crashes = CrashFolder.of(repository: repository)
         if case .failure(let failure) = Paths.makeFolder(crashes.path, system: Switches.system) {
             throw HostError.io(path: crashes.path, reason: "cannot create the crashes folder (\(failure))")
         }
         let library = try requireCaptureLibrary()
         let capture = try capture(arguments, program: program)
-        if capture == .preload, let problem = Watchability.problem(with: program) { logger.warn("run: \(problem)") }
+        if capture == .preload, let problem = Watchability.problem(with: program, system: Switches.system) { logger.warn("run: \(problem)") }
         if capture == .ptrace { logger.debug("run: \(program) is traced: its crashes are captured from outside") }
         let session = UUID().uuidString.lowercased()
         let environment = capture == .ptrace ? ProcessInfo.processInfo.environment : PreloadEnvironment.make(
@@ -73,11 +79,11 @@ enum RunCommand {
         let startedAt = Switches.system.now()
         // Traced, the program starts as a shell that stops itself before it execs the
         // program: seized while stopped, none of the program runs untraced.
-        let words = capture == .ptrace ? Self.stoppedTrampoline + arguments.trailing : arguments.trailing
+        let words = capture == .ptrace ? ChildProgram.stoppedTrampoline + arguments.trailing : arguments.trailing
         let child = try SignalForwarding.start {
             try ChildProgram.spawn(
                 words, environment: environment, standardOutput: output.fileDescriptor,
-                captureStandardError: keepBytes != nil || crumbLines > 0)
+                captureStandardError: keepBytes != nil || crumbLines > 0, system: Switches.system)
         }
         let tail = keepBytes != nil || crumbLines > 0 ? child.teeStandardError(keeping: keepBytes ?? 0, lines: crumbLines) : nil
         let ended: (status: Int32, signal: Int32?)
@@ -137,9 +143,6 @@ enum RunCommand {
             writeStandardError("reporthost: error: run: \(exit.program) ended (status \(exit.status)) but what it left could not be recorded: \(error)\n")
         }
     }
-
-    /// `sh -c 'kill -STOP $$; exec "$0" "$@"' PROGRAM ARGS…`: stops, then becomes PROGRAM.
-    static let stoppedTrampoline = ["/bin/sh", "-c", #"kill -STOP $$; exec "$0" "$@""#]
 
     /// Traces `child` until it ends (`rh_trace_program`); its status as `ChildProgram.wait`
     /// gives it.

@@ -1,6 +1,8 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
+import HostSupport
 
 /// `--dialog-script FILE` (SPEC I-5): `{"summary", "description", "labels", "severity",
 /// "action": "send"|"cancel"}`; absent keys keep the current value; no action means send.

@@ -1,6 +1,8 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostStore
+import HostSupport
 
 /// `reporthost show ID|latest [--json]`: one stored report as a person reads it (SPEC I);
 /// `--json` prints its stored document with its `crash` payload. Only reads: works while

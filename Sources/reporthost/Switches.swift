@@ -1,6 +1,8 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostStore
+import HostSupport
 
 /// What the CLI's environment hands the engine: the faults a test arms, and the seam built
 /// with them. The engine never reads the environment itself.
@@ -14,26 +16,25 @@ enum Switches {
     /// `REPORTHOST_CRASH_AT`, `REPORTHOST_FAULT=disk-full`, `REPORTHOST_DENY_CLOSURES=1`,
     /// `REPORTHOST_SWEEP`.
     static let faults: Faults = {
-        var faults = Faults(environment: environment)
-        faults.calls = sweep
+        let faults = Faults(environment: environment, sweep: sweep)
+        // A sweep fails SQLite's own calls too.
+        if sweep != nil, let plan = faults.calls { _ = SQLiteSystemCalls.route(through: plan) }
         return faults
     }()
 
-    /// `REPORTHOST_SWEEP=K:ERRNO` (ENOSPC, EIO or EINTR): the failure sweep's plan, the `K`th
-    /// system call that can fail with ERRNO fails (0: none, only counted), SQLite's own calls
+    /// `REPORTHOST_SWEEP=K:ERRNO` (ENOSPC, EIO or EINTR): the failure sweep, the `K`th system
+    /// call that can fail with ERRNO fails (0: none, only counted), SQLite's own calls
     /// included. The command says how many such calls it made on stderr as it exits.
-    static let sweep: FaultPlan? = environment["REPORTHOST_SWEEP"].flatMap { text in
+    static let sweep: (k: Int, errno: Int32)? = environment["REPORTHOST_SWEEP"].flatMap { text in
         let parts = text.split(separator: ":")
         let errnos: [Substring: Int32] = ["ENOSPC": ENOSPC, "EIO": EIO, "EINTR": EINTR]
         guard parts.count == 2, let k = Int(parts[0]), k >= 0, let number = errnos[parts[1]] else { return nil }
-        let plan = FaultPlan(sweepingCall: k, errno: number)
-        _ = SQLiteSystemCalls.route(through: plan)
-        return plan
+        return (k, number)
     }
 
     /// The line a swept command ends with.
     static func reportSweep() {
-        if let sweep { writeStandardError("reporthost: sweep: \(sweep.sweptCalls) calls\n") }
+        if sweep != nil, let plan = faults.calls { writeStandardError("reporthost: sweep: \(plan.sweptCalls) calls\n") }
     }
 
     /// A `REPORTHOST_CRASH_AT` that names no fault point (a typo would arm nothing, silently):
@@ -47,5 +48,5 @@ enum Switches {
     /// files, standard output): the real calls. The sweep's plan is the engine's (`faults`,
     /// which the runtime builds its seam from): the sweep proves what the host stores, and
     /// an input the command cannot read is the usage error it always was.
-    static let system: SystemCalls = Faults(environment: environment).systemCalls
+    static let system: SystemCalls = Faults().systemCalls
 }

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostPlugins
 
 /// The dialog of `reporthost report bug --dialog` (SPEC H-5 step 3): shows the seeded
 /// fields on the terminal, lets the user edit each (Enter keeps the value), then asks send

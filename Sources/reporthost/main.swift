@@ -2,6 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Host
+import HostCapture
+import HostSupport
 import MainQueue
 import MallocArena
 
@@ -11,7 +13,7 @@ import MallocArena
 // the one arena's lock). The embedding library leaves its host's malloc alone.
 if CommandLine.arguments.dropFirst().first != "receive" { _ = rh_use_one_malloc_arena() }
 // What `run` may pass on to its program: recorded before anything opens a descriptor.
-InheritedDescriptors.record()
+InheritedDescriptors.record(system: Switches.system)
 // A failure sweep routes SQLite's calls before any database opens.
 _ = Switches.faults
 // A closed pipe must not kill the host (documents may go to `head`).

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostSupport
 
 /// Runs a program to completion and captures its output.
 package enum ChildProcess {

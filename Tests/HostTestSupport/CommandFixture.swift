@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostSupport
 
 /// A folder for tests that drive the real `reporthost`: the working directory, a repository
 /// in it (`repo`), and configuration files written there. One fixture for every command

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostSupport
 
 /// Compiles C fixture plugins at test time, once per source and flags per test run, into
 /// one temporary folder.

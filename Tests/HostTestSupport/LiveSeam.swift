@@ -1,5 +1,8 @@
 import Foundation
 import Host
+import HostPlugins
+import HostStore
+import HostSupport
 
 // Tests are entries of their own: where a test does not hand the engine a seam, it runs on the
 // real system calls. (The engine's own calls take the seam they are handed; these overloads

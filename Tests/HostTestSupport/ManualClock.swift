@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostSupport
 
 /// A clock that moves only when a test advances it. Waiters blocked on it wake when it
 /// moves, so deadline logic is tested without sleeping.

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostSupport
 
 /// A loopback HTTP server that answers every request with bytes a test chooses: a hostile
 /// server (a huge `Retry-After`, a response trickled a byte at a time, an endless body).

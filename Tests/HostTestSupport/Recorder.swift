@@ -1,5 +1,7 @@
 import Foundation
 import Host
+import HostPlugins
+import HostSupport
 
 /// An ordered, thread-safe list of what happened, for order and "was it called" checks.
 package final class Recorder: Sendable {

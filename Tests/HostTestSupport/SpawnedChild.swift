@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Host
+import HostSupport
 
 /// A child process a test talks to while it runs: its standard input and output are sockets
 /// (read a line, close the input), its standard error goes to a file; it may start with

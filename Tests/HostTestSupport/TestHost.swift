@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
 import Host
+import HostPlugins
+import HostSupport
 
 /// Builds hosts for tests: each with its own serial queue standing in for the main thread
 /// (test runners keep the real one), its own clock and an in-memory log.

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostPlugins
 import HostTestSupport
 import PluginAPI
 import Testing

@@ -14,7 +14,7 @@ struct ArchitectureTests {
     /// The engine's targets, one per layer (Package.swift): their dependencies make a
     /// wrong-way reference between them a build error. What this test adds is the order of
     /// the folders inside a target, and that members live with their type.
-    static let engineTargets = ["HostCore", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Host"]
+    static let engineTargets = ["HostSupport", "HostModel", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery", "Host"]
     static var sources: [URL] { engineTargets.map { sourcesFolder.appendingPathComponent($0) } }
 
     @Test("Lifecycle: no code of the host outside the repository puts a record straight into a state (`seedRecord` is for tests and tools)")
@@ -77,11 +77,134 @@ struct ArchitectureTests {
         #expect(Self.declaredGraph(packageText: package).filter { Self.engineTargets.contains($0.target) }.count == Self.engineTargets.count)
     }
 
+    /// Each target of Package.swift with its declared dependencies and its folder:
+    /// `.target(name: "X", dependencies: [...]` with an optional `path:` after them.
+    static func declaredTargets(packageText: String) -> [(name: String, dependencies: [String], folder: String)] {
+        let pattern = #/\.(target|testTarget|executableTarget)\(\s*name: "([\w-]+)",\s*dependencies: \[([^\]]*)\](?:,\s*path: "([^"]+)")?/#
+        return packageText.matches(of: pattern).map { match in
+            let dependencies = match.3.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \"\n")) }
+                .filter { !$0.isEmpty }
+            let folder = match.4.map(String.init) ?? (match.1 == "testTarget" ? "Tests/" : "Sources/") + match.2
+            return (String(match.2), dependencies, folder)
+        }
+    }
+
+    /// The declared dependencies of a Swift target that none of its files imports.
+    static func unusedDependencies(declared: [String], sources: [String]) -> [String] {
+        let imports = Set(sources.flatMap { text in
+            text.matches(of: #/(?m)^(?:@testable |@_exported )?import (\w+)/#).map { String($0.1) }
+        })
+        return declared.filter { !imports.contains($0.replacingOccurrences(of: "-", with: "_")) }
+    }
+
+    @Test("Layers: declared = used: every dependency a Swift target declares in Package.swift is imported by one of its files")
+    func everyDeclaredEdgeUsed() throws {
+        let root = Self.sourcesFolder.deletingLastPathComponent()
+        let package = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        var unused: [String] = []
+        for target in Self.declaredTargets(packageText: package) {
+            let folder = root.appendingPathComponent(target.folder)
+            let enumerator = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil)
+            var sources: [String] = []
+            while let url = enumerator?.nextObject() as? URL {
+                if url.pathExtension == "swift" { sources.append(try String(contentsOf: url, encoding: .utf8)) }
+            }
+            guard !sources.isEmpty else { continue }  // a C target includes, it does not import
+            unused += Self.unusedDependencies(declared: target.dependencies, sources: sources).map { "\(target.name) → \($0)" }
+        }
+        #expect(unused == [], "declared in Package.swift, imported by no file of the target")
+        // The import check (the build's) covers the other half: a use that is not declared.
+    }
+
+    @Test("Layers: the declared-edge check finds a dependency no file imports")
+    func unusedEdgeCheckCanFail() {
+        let sources = ["import HostModel\n@testable import HostSupport\n// import HostStore\n"]
+        #expect(Self.unusedDependencies(declared: ["HostModel", "HostSupport", "HostStore"], sources: sources) == ["HostStore"])
+        let targets = Self.declaredTargets(packageText: #".target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),"#)
+        #expect(targets.count == 1 && targets[0].folder == "Benchmarks/BenchPlugin" && targets[0].dependencies == ["PluginAPI"])
+    }
+
+    /// Files kept longer on purpose, with why.
+    static let sizeExceptions: Set<String> = [
+        "Plugins/scrub-pii/scrub.c",  // rewritten whole by the scrubbing issue (rules as data)
+    ]
+    /// Functions that are a table (one entry a line), by file: longer on purpose.
+    static let tableFunctions: [String: String] = [
+        "Tests/ReporthostTests/CheckCommandTests.swift": "func brokenCase(",  // a broken fixture per rule
+    ]
+
+    /// Functions of more than `limit` lines in `text` (Swift or C): a declaration line, then
+    /// its braces counted to the close (strings and line comments left out).
+    static func longFunctions(in text: String, limit: Int = 80) -> [(line: Int, length: Int)] {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let start = #/^\s*((public|package|private|fileprivate|static|mutating|override|@\w+|nonisolated)\s+)*(func|init[?]?)[\s(<]|^[A-Za-z_][\w \*]*\b\w+\([^;]*$/#
+        var found: [(Int, Int)] = []
+        var index = 0
+        while index < lines.count {
+            let line = String(lines[index])
+            guard line.firstMatch(of: start) != nil, !line.trimmingCharacters(in: .whitespaces).hasPrefix("//"),
+                !line.hasPrefix(" ") || line.contains("func ") || line.contains("init")
+            else {
+                index += 1
+                continue
+            }
+            var depth = 0
+            var opened = false
+            var end = index
+            scan: while end < lines.count {
+                let code = String(lines[end]).replacing(#/"(\\.|[^"\\])*"/#, with: "").split(separator: "//", maxSplits: 1).first ?? ""
+                for character in code {
+                    if character == "{" { depth += 1; opened = true }
+                    if character == "}" { depth -= 1 }
+                }
+                if opened && depth <= 0 { break scan }
+                if !opened && (code.hasSuffix(";") || end > index + 6) { break scan }
+                end += 1
+            }
+            if opened && end - index + 1 > limit { found.append((index + 1, end - index + 1)) }
+            index = opened && !line.hasPrefix(" ") ? end + 1 : index + 1
+        }
+        return found
+    }
+
+    @Test("Sizes: no Swift file over 400 lines, no C file over 450, no function over 80 lines")
+    func sizes() throws {
+        let root = Self.sourcesFolder.deletingLastPathComponent()
+        var found: [String] = []
+        for folder in ["Sources", "Tests", "Benchmarks", "Plugins"] {
+            let enumerator = FileManager.default.enumerator(at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            while let url = enumerator?.nextObject() as? URL {
+                let limit = url.pathExtension == "swift" ? 400 : url.pathExtension == "c" ? 450 : 0
+                let name = String(url.path.dropFirst(root.path.count + 1))
+                guard limit > 0, !name.contains("/.build/"), !Self.sizeExceptions.contains(name) else { continue }
+                let text = try String(contentsOf: url, encoding: .utf8)
+                let count = text.split(separator: "\n", omittingEmptySubsequences: false).count - (text.hasSuffix("\n") ? 1 : 0)
+                if count > limit { found.append("\(name): \(count) lines") }
+                let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+                found += Self.longFunctions(in: text)
+                    .filter { function in Self.tableFunctions[name].map { !lines[function.line - 1].contains($0) } ?? true }
+                    .map { "\(name):\($0.line): a function of \($0.length) lines" }
+            }
+        }
+        #expect(found == [], "over the limits:\n\(found.joined(separator: "\n"))")
+    }
+
+    @Test("Sizes: the function check finds a function of 81 lines, not one of 80")
+    func sizeCheckCanFail() {
+        func function(_ bodyLines: Int) -> String {
+            "    func long() {\n" + String(repeating: "        let x = \"}\" // }\n", count: bodyLines) + "    }\n"
+        }
+        #expect(Self.longFunctions(in: function(78)).isEmpty, "80 lines, braces in strings and comments not counted")
+        #expect(Self.longFunctions(in: function(79)).map(\.length) == [81])
+        let c = "static int c_function(int a) {\n" + String(repeating: "    a++;\n", count: 80) + "}\n"
+        #expect(Self.longFunctions(in: function(78) + c).map(\.length) == [82])
+    }
+
     @Test("Layers: the drawing check reads a changed edge")
     func graphCheckCanFail() {
-        let graph = Self.declaredGraph(packageText: #".target(name: "HostStore", dependencies: ["HostCore", "CSQLite"]),"#)
-        #expect(graph.count == 1 && graph[0].target == "HostStore" && graph[0].dependencies == ["HostCore", "CSQLite"])
-        #expect(Self.rendered(graph) == "HostStore → HostCore, CSQLite\n")
+        let graph = Self.declaredGraph(packageText: #".target(name: "HostStore", dependencies: ["HostModel", "CSQLite"]),"#)
+        #expect(graph.count == 1 && graph[0].target == "HostStore" && graph[0].dependencies == ["HostModel", "CSQLite"])
+        #expect(Self.rendered(graph) == "HostStore → HostModel, CSQLite\n")
     }
 }
 
@@ -108,7 +231,7 @@ struct LayerGraph {
     /// Parses every Swift file under `root` in one `swiftc -dump-parse` (syntax only: no
     /// module, no type checking) and reads each file's top-level declarations, extension
     /// members and uses from the tree.
-    /// A file's folder is the one it is in (`Sources/HostCore/Support/JSON.swift`: `Support`).
+    /// A file's folder is the one it is in (`Sources/HostSupport/Support/JSON.swift`: `Support`).
     static func parse(swiftFilesUnder roots: [URL]) throws -> [File] {
         var paths: [String] = []
         for root in roots {

@@ -2,7 +2,8 @@ import Breadcrumbs
 import Foundation
 @testable import Host
 @testable import HostCapture
-@testable import HostCore
+@testable import HostModel
+@testable import HostSupport
 @testable import HostDelivery
 @testable import HostPlugins
 @testable import HostRecovery
@@ -29,6 +30,23 @@ import Testing
         #expect(read.entries.map(\.sequence) == (51...150).map(UInt64.init))
         #expect(read.entries.first?.level == 1 && read.entries.first?.category == "app")
         #expect(BreadcrumbRing.read(fileAt: ring.path, last: 10)?.entries.map(\.message) == (141...150).map { "step \($0)" })
+    }
+
+    @Test("B-1, I-6: the ring's allocation and mapping go through the seam: a full disk or a refused mapping is an error, never a ring")
+    func ringThroughTheSeam() throws {
+        for (call, number) in [(SystemCall.truncate, ENOSPC), (.map, ENOMEM)] {
+            let system = SystemCalls(faults: FaultPlan([FaultPlan.Fault(call, errno: number)]))
+            let path = folder.appendingPathComponent("\(call.rawValue).ring").path
+            switch BreadcrumbRing.create(at: path, slots: 8, system: system) {
+            case .success: Issue.record("\(call.rawValue) failing with \(number) still made a ring")
+            case .failure(let error): #expect(error == SystemError(call, number))
+            }
+            #expect(system.faults?.calls(of: call) == 1)
+        }
+        let ring = try ring(slots: 8)
+        ring.write(level: 1, category: "app", "mapped")
+        let refused = SystemCalls(faults: FaultPlan([FaultPlan.Fault(.map, errno: ENOMEM)]))
+        #expect(BreadcrumbRing.read(fileAt: ring.path, last: 8, system: refused) == nil, "a mapping refused reads nothing")
     }
 
     @Test("B-1: a slot whose bytes do not match its checksum is skipped and counted, never shown")

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Host
+import HostPlugins
 import HostTestSupport
 import PluginAPI
 import Testing

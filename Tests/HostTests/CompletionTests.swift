@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
 import Host
+import HostPlugins
+import HostSupport
 import HostTestSupport
 import PluginAPI
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostSupport
 import HostTestSupport
 import Testing
 

@@ -1,5 +1,7 @@
 import Foundation
 import Host
+import HostRecovery
+import HostSupport
 import HostTestSupport
 import Testing
 

@@ -1,7 +1,8 @@
 import Foundation
 @testable import Host
 @testable import HostCapture
-@testable import HostCore
+@testable import HostModel
+@testable import HostSupport
 @testable import HostDelivery
 @testable import HostPlugins
 @testable import HostRecovery
@@ -21,6 +22,24 @@ import Testing
         content.summary = "s"
         if let attachment { content.attachments = [Attachment(name: "a.log", filename: "a.log", data: attachment, source: .extended)] }
         return ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
+    }
+
+    @Test("I-6: one fault mechanism: the environment's disk-full, denied closures and kill point are faults of one plan; a sweep fails none of them")
+    func oneFaultMechanism() throws {
+        let armed = Faults(environment: ["REPORTHOST_FAULT": "disk-full", "REPORTHOST_DENY_CLOSURES": "1", "REPORTHOST_CRASH_AT": "after-save"])
+        #expect(armed.fails(.databaseWrite) && armed.fails(.closure))
+        #expect(armed.crashAt == .afterSave && armed.calls?.crashAt == .afterSave)
+        #expect(armed.systemCalls.faults === armed.calls, "the seam carries the same plan")
+        #expect(armed.calls?.calls(of: .databaseWrite) == 1 && armed.calls?.calls(of: .closure) == 1)
+        let none = Faults(environment: [:])
+        #expect(none.calls == nil && !none.fails(.databaseWrite) && none.crashAt == nil)
+        // A sweep counts every call, but fails only system calls that can fail with its errno.
+        let swept = Faults(environment: ["REPORTHOST_CRASH_AT": "after-accept"], sweep: (1, ENOSPC))
+        #expect(!swept.fails(.databaseWrite) && !swept.fails(.closure) && swept.crashAt == .afterAccept)
+        // A repository on a disk-full plan refuses to store, with SQLite's words.
+        let folder = makeTemporaryDirectory("one-plan")
+        let disk = Faults(calls: FaultPlan([FaultPlan.Fault(.databaseWrite, from: 1, errno: ENOSPC)]))
+        #expect(throws: StorageError.self) { try Repository.open(folder: folder, faults: disk) }
     }
 
     @Test("D-9: ENOSPC or EIO while the request body is written: no attempt is made or counted, the record stays; the next pass delivers")

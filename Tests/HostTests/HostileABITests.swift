@@ -1,5 +1,7 @@
 import Foundation
 import Host
+import HostPlugins
+import HostSupport
 import HostTestSupport
 import PluginAPI
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostDelivery
 import HostTestSupport
 import Receiver
 import Testing

@@ -1,7 +1,8 @@
 import Foundation
 @testable import Host
 @testable import HostCapture
-@testable import HostCore
+@testable import HostModel
+@testable import HostSupport
 @testable import HostDelivery
 @testable import HostPlugins
 @testable import HostRecovery

@@ -4,7 +4,8 @@ import Testing
 
 @testable import Host
 @testable import HostCapture
-@testable import HostCore
+@testable import HostModel
+@testable import HostSupport
 @testable import HostDelivery
 @testable import HostPlugins
 @testable import HostRecovery

@@ -1,5 +1,7 @@
 import Foundation
 import Host
+import HostDelivery
+import HostSupport
 import HostTestSupport
 import Receiver
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Host
+import HostSupport
 import HostTestSupport
 import Testing
 

@@ -1,8 +1,10 @@
 import Foundation
 import Glibc
 import Host
-import Receiver
+import HostStore
+import HostSupport
 import HostTestSupport
+import Receiver
 import Testing
 
 /// Delivery through the real executable: initial attempts (I-3) and the submission fault

@@ -1,5 +1,6 @@
 import Foundation
 import Host
+import HostStore
 import HostTestSupport
 import Testing
 

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import Host
+import HostStore
+import HostSupport
 import HostTestSupport
 import Testing
 

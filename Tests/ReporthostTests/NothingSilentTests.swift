@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
 @testable import Host
-@testable import HostCore
+@testable import HostModel
+@testable import HostSupport
 @testable import HostStore
 import HostTestSupport
 import Receiver

@@ -1,8 +1,10 @@
 import Foundation
 import Glibc
 import Host
-import Receiver
+import HostRecovery
+import HostSupport
 import HostTestSupport
+import Receiver
 import Testing
 
 /// A plugin that crashes the host is named, quarantined and never puts the host into a

@@ -1,6 +1,9 @@
 import Foundation
 import Glibc
 import Host
+import HostRecovery
+import HostStore
+import HostSupport
 import HostTestSupport
 import Testing
 

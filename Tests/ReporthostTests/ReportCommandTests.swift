@@ -1,5 +1,7 @@
 import Foundation
 import Host
+import HostStore
+import HostSupport
 import HostTestSupport
 import Testing
 

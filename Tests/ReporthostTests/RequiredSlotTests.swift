@@ -1,8 +1,10 @@
 import Foundation
 import Glibc
 import Host
-import Receiver
+import HostStore
+import HostSupport
 import HostTestSupport
+import Receiver
 import Testing
 
 /// `plugins.required` (SPEC I-7, status `held`): privacy fails closed when a team asks. A

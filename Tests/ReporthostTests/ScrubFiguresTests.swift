@@ -1,6 +1,7 @@
 import Conformance
 import Foundation
 import Host
+import HostSupport
 import HostTestSupport
 import Testing
 

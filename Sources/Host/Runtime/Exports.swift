@@ -1,8 +1,5 @@
-// The engine's layers, each a target of its own (ARCHITECTURE.md): a program that imports
-// `Host` sees them all, as it did when they were one target.
-@_exported import HostCapture
-@_exported import HostCore
-@_exported import HostDelivery
-@_exported import HostPlugins
-@_exported import HostRecovery
-@_exported import HostStore
+// What a program that imports `Host` sees besides the runtime: the model (the report, its
+// documents, the configuration, diagnostics and the value types the runtime takes and gives).
+// A client that needs a deeper layer (the seam, the repository, the plugin table) imports and
+// declares that target itself.
+@_exported import HostModel

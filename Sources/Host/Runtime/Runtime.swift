@@ -1,7 +1,8 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 import HostPlugins
 import HostStore

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 import HostPlugins
 import HostStore
@@ -58,18 +59,6 @@ package final class HostSession: Sendable {
         self.alive = alive
         self.sessionID = sessionID
         isPrimary = lock != nil
-    }
-
-    /// Launches `host` over the repository its configuration names: `open`, then `recover`.
-    /// Plugins set on the host before this call are kept: recovered reports run through them
-    /// (SPEC H-2).
-    /// - Parameter lockWaitMs: how long to wait for another process's repository lock.
-    package static func launch(host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs)
-        throws(HostError) -> HostSession
-    {
-        let session = try open(host: host, installCrashCapture: installCrashCapture, lockWaitMs: lockWaitMs)
-        try session.recover()
-        return session
     }
 
     /// Opens the repository its configuration names for `host`: lock, session mark, crash
@@ -212,7 +201,6 @@ package final class HostSession: Sendable {
         try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.
         try storing { () throws(StorageError) in try repository.settleInterruptedSubmissions(retry: host.configuration.retry) }
-        _ = try host.launch()
         return recovered
     }
 

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 import HostStore
 
 /// Our report document in Backtrace's submission format (the JSON its SDKs send):
@@ -26,7 +26,7 @@ import HostStore
 /// files by), and where recovery symbolicated it `funcName`, `line` and `sourceCode` (a key of
 /// the top-level `sourceCode`, whose entry holds `path`).
 package enum BacktraceReport {
-    static let agentVersion = HostAPITable.hostVersion
+    static let agentVersion = HostVersion.current
     static let languageVersion: String = {
         #if swift(>=6.3)
         "6.3"

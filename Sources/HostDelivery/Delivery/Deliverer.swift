@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 import HostStore
 
 /// Gets stored reports to the server under the rules of SPEC D-5 … D-11: an initial attempt

@@ -1,8 +1,8 @@
 import FoundationEssentials
 import Glibc
 import HTTPPost
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 import HostStore
 
 /// What one submission attempt came to, from the network's side.

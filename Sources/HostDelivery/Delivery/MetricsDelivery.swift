@@ -1,5 +1,6 @@
 import FoundationEssentials
-import HostCore
+import HostModel
+import HostSupport
 import HostStore
 
 /// Sends the waiting metric events (SPEC B-2, `metrics.enabled`) to Backtrace's events

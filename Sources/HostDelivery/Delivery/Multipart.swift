@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 import HostStore
 
 // The multipart/form-data of a Backtrace submission, both ways, in one place: the deliverer

@@ -1,5 +1,6 @@
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// How a chain runs its callbacks.

@@ -1,4 +1,5 @@
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// What a caller asks for when raising a report; becomes the report's content before the

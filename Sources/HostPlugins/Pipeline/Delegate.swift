@@ -1,6 +1,7 @@
 import FoundationEssentials
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// An attachment a delegate offers in its asynchronous decision.

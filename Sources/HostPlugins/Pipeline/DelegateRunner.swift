@@ -1,6 +1,7 @@
 import FoundationEssentials
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// Runs the delegate's steps (SPEC H-5, H-6, A-1 … A-4). Every delegate call of a report

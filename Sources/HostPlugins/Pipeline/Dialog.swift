@@ -1,4 +1,5 @@
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// The fields a user sees and may edit in the dialog (SPEC H-5 step 3).

@@ -1,5 +1,6 @@
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// Which callback of a handler runs.

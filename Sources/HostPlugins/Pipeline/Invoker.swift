@@ -1,4 +1,5 @@
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// What the pipeline is waiting for, for tests and tools that must act at the right moment

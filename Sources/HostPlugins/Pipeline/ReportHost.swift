@@ -1,5 +1,6 @@
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// The ReportHost engine: holds the handler and delegate slots, hands plugins their host
@@ -220,16 +221,6 @@ package final class ReportHost: Sendable {
     }
 
     // MARK: Reports
-
-    /// Launches the host: runs the chain over each recovered report in recovered mode with
-    /// the handlers set so far (SPEC H-2); a handler set later sees later reports only.
-    package func launch(recovered reports: [LiveReport] = []) throws(HostError) -> [ReportDocument] {
-        var documents: [ReportDocument] = []
-        for report in reports {
-            if let document = try runChain(report, mode: .recovered) { documents.append(document) }
-        }
-        return documents
-    }
 
     /// Makes a report for `request` with the host-wide attributes merged in (SPEC R-4), ready
     /// for `runChain` (a caller that journals reports first uses this).

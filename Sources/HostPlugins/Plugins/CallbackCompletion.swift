@@ -1,4 +1,5 @@
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 /// The exactly-once rule of one callback's completion (SPEC H-7), shared by libffi
 /// closures (plugins) and Swift closures (in-process handlers).

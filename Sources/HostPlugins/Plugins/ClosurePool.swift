@@ -1,6 +1,7 @@
 import CFFI
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// libffi closures handed to plugins as `rh_completion` or `rh_attachments_decision` (ABI:
@@ -169,7 +170,7 @@ package final class ClosurePool: Sendable {
         }
         let cif = signature == .completion ? interfaces.completion.pointer : interfaces.decision.pointer
         var code: UnsafeMutableRawPointer?
-        guard !faults.denyClosures, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code
+        guard !faults.fails(.closure), let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code
         else { return .failure(ClosureAllocation.failure) }
         let closure = raw.assumingMemoryBound(to: ffi_closure.self)
         let trampoline: @convention(c) (

@@ -2,7 +2,8 @@ import CFFI
 import FoundationEssentials
 import Glibc
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 // The report functions of the `rh_host_api` table: plain C functions that find the handle in

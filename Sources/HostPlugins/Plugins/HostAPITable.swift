@@ -2,7 +2,8 @@ import CFFI
 import FoundationEssentials
 import Glibc
 import PluginAPI
-import HostCore
+import HostModel
+import HostSupport
 import HostCapture
 
 /// Builds the `rh_host_api` table a host hands to its plugins (ABI: "Host functions").
@@ -15,7 +16,7 @@ import HostCapture
 /// Tables, names and closures are allocated once per host and never freed: a table stays
 /// valid for the life of the process.
 package enum HostAPITable {
-    package static let hostVersion = "0.1.0"
+    package static let hostVersion = HostVersion.current
 
     /// Every table ever made: never freed (a plugin may keep the pointer for the life of the
     /// process), and kept reachable here so a leak checker sees them as intended.

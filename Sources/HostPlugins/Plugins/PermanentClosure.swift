@@ -1,6 +1,7 @@
 import CFFI
 import FoundationEssentials
-import HostCore
+import HostModel
+import HostSupport
 import PluginAPI
 
 /// libffi closures that live for the process: the per-host `log` and `set_host_attribute`,
@@ -75,7 +76,7 @@ enum PermanentClosure {
     static func make(_ function: Function, userData: UnsafeMutableRawPointer?, faults: Faults) throws(HostError) -> UnsafeMutableRawPointer {
         guard let interfaces else { throw .runtime("libffi could not prepare the host table's call interfaces") }
         var code: UnsafeMutableRawPointer?
-        guard !faults.denyClosures, let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code else {
+        guard !faults.fails(.closure), let raw = ffi_closure_alloc(MemoryLayout<ffi_closure>.size, &code), let code else {
             throw ClosureAllocation.failure
         }
         let (cif, trampoline) =
@@ -91,7 +92,7 @@ enum PermanentClosure {
     }
 }
 
-/// The start-up error of systems that forbid writable+executable memory (`Faults.denyClosures`
+/// The start-up error of systems that forbid writable+executable memory (a plan that fails `.closure`
 /// simulates one).
 enum ClosureAllocation {
     static let failure = HostError.runtime(

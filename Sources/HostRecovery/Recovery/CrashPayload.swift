@@ -1,5 +1,6 @@
 import FoundationEssentials
-import HostCore
+import HostModel
+import HostSupport
 import HostPlugins
 import HostStore
 

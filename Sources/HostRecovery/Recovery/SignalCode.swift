@@ -1,5 +1,6 @@
 import Glibc
-import HostCore
+import HostModel
+import HostSupport
 import HostPlugins
 import HostStore
 

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
+import HostModel
+import HostSupport
 import HostPlugins
 import HostStore
 

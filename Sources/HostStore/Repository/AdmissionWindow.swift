@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// The local admission window (SPEC D-7): at most `perMinute` submissions admitted in any
 /// 60 s, shared by every process on this repository.

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// The attachment copies: one folder per record under `attachments/`, each copy a file of its
 /// own (fsync'd before the row naming it commits); its size and sha256 are stored with the row.

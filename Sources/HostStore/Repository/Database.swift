@@ -1,8 +1,8 @@
 import CSQLite
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// Why storage failed. Every message names the file.
 package struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -111,7 +111,7 @@ final class Database: @unchecked Sendable {
     /// Runs one or more statements without results.
     func execute(_ sql: String) throws(StorageError) {
         try serialized { () throws(StorageError) in
-            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full"), outOfSpace: true) }
+            if Database.writes(sql) && faults.fails(.databaseWrite) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full"), outOfSpace: true) }
             let status = sqlite3_exec(connection, sql, nil, nil, nil)
             guard status == SQLITE_OK else { throw failure(status) }
         }
@@ -159,7 +159,7 @@ final class Database: @unchecked Sendable {
     /// row), which reads the columns in place: no array of values is built for a row.
     func query<T>(_ sql: String, _ values: [SQLValue] = [], each make: (Row) -> T?) throws(StorageError) -> [T] {
         try serialized { () throws(StorageError) -> [T] in
-            if faults.diskFull && Database.writes(sql) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full"), outOfSpace: true) }
+            if Database.writes(sql) && faults.fails(.databaseWrite) { throw StorageError(path: path, message: Database.explain(SQLITE_FULL, "database or disk is full"), outOfSpace: true) }
             let statement = try prepared(sql)
             defer {
                 sqlite3_reset(statement)

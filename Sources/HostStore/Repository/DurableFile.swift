@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// Writes that survive a power cut: data and then the folder entry fsync'd, through the
 /// system-call seam (a full disk is an error, never a trap).

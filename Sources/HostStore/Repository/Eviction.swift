@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// Maintenance: the storage limits (SPEC D-12) and the leftovers of an interrupted run.
 extension Repository {

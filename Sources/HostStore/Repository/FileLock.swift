@@ -1,6 +1,6 @@
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// An `flock` on a file, held until `release()` or the end of this object: a process that
 /// dies never leaves a stale lock. The repository lock (SPEC I-2) and each session's

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
+import HostModel
+import HostSupport
 
 /// Crash-free metrics (SPEC B-2, `metrics.enabled`): the events each session sends in
 /// Backtrace's unique and summed events form wait here until a delivery pass sends them.

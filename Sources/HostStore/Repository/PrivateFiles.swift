@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// What the repository holds is private to its owner (reports carry personal data): folders
 /// 0700, files 0600, whatever the umask. New files are created so; an older repository with

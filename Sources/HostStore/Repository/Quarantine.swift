@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 // The quarantine's rows (`QuarantineEntry`, in Plugins/, is the value each holds).
 extension Repository {

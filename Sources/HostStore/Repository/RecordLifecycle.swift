@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// A stored report's life, one named step each (crashpad's report database is the model),
 /// each step one transaction. Nothing outside the repository sets a record's state: the host

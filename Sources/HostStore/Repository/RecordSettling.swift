@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// A record's delivery steps (RecordLifecycle.swift draws the whole life).
 extension Repository {

@@ -1,5 +1,6 @@
 import FoundationEssentials
-import HostCore
+import HostModel
+import HostSupport
 
 /// Where a stored report is in its life (SPEC I, `status --json` states).
 package enum RecordState: String, Sendable, CaseIterable {

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// The two writes every step of a record's life is made of (RecordLifecycle.swift).
 extension Repository {

@@ -1,8 +1,9 @@
 import CSQLite
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostCapture
+import HostModel
+import HostSupport
 
 /// The local repository (SPEC I-7): `reporthost.sqlite` (WAL, synchronous=FULL), the lock
 /// file, `crashes/` and `attachments/` (copies, one folder per record) in one folder.
@@ -29,7 +30,7 @@ package final class Repository: Sendable {
     static let schemaVersion = 13
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
-    package var crashesFolder: URL { folder.appendingPathComponent("crashes") }
+    package var crashesFolder: URL { CrashFolder.of(repository: folder) }
     package var attachmentsFolder: URL { folder.appendingPathComponent("attachments") }
 
     init(
@@ -51,7 +52,7 @@ package final class Repository: Sendable {
     ) throws(StorageError) -> Repository {
         // The seam: the one given, else the one the faults build (the same plan, one mechanism).
         let system = system ?? faults.systemCalls
-        for sub in [folder, folder.appendingPathComponent("crashes"), folder.appendingPathComponent("attachments")] {
+        for sub in [folder, CrashFolder.of(repository: folder), folder.appendingPathComponent("attachments")] {
             if case .failure(let failure) = Paths.makeFolder(sub.path, system: system) {
                 throw StorageError(path: sub.path, message: "cannot create the folder (\(failure))")
             }

@@ -1,6 +1,6 @@
 import SQLiteCalls
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// SQLite's own system calls through the seam (`rh_sqlite_route_system_calls`), so a failure
 /// sweep reaches the database's reads and writes as well as the host's. Process-wide: for a

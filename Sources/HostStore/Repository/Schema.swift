@@ -1,5 +1,5 @@
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 /// The repository's schema and its migrations: each version adds to the one before, in its
 /// own transaction, and a database newer than this host is refused (never downgraded).
 extension Repository {

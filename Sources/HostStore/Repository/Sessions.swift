@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import HostCore
-import HostPlugins
+import HostModel
+import HostSupport
 
 /// Session marks (SPEC D-16): a host that dies leaves its mark, the next launch reports an
 /// abnormal exit.

@@ -1,0 +1,94 @@
+import FoundationEssentials
+import Glibc
+import HostSupport
+
+/// One line of what a program did before a report (SPEC B-1): left by the embedding program
+/// (`rh_embed_breadcrumb`), by the host itself (category `reporthost`), or by `run` from the
+/// watched program's standard error (category `stderr`).
+public struct Breadcrumb: Sendable, Equatable {
+    /// Its place in its session's ring (1 for the session's first): Backtrace's breadcrumb id.
+    public var sequence: UInt64
+    public var timestamp: Date
+    public var level: LogLevel
+    public var category: String
+    public var message: String
+
+    public init(sequence: UInt64, timestamp: Date, level: LogLevel, category: String, message: String) {
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.level = level
+        self.category = category
+        self.message = message
+    }
+
+    /// A breadcrumb as its session's ring holds it: Unix milliseconds and an `RH_LOG_*` level
+    /// (an unknown one reads as info).
+    package init(_ entry: BreadcrumbRing.Entry) {
+        self.init(
+            sequence: entry.sequence, timestamp: Date(timeIntervalSince1970: TimeInterval(entry.timestampMs) / 1000),
+            level: LogLevel(rawValue: entry.level) ?? .info, category: entry.category, message: entry.message)
+    }
+
+    /// The category of the host's own breadcrumbs.
+    public static let hostCategory = "reporthost"
+    /// The category of the lines `reporthost run` keeps of the watched program's standard error.
+    public static let standardErrorCategory = "stderr"
+
+    /// In the report document: `{"timestamp", "level", "category", "message"}` (and its
+    /// `sequence`, which the wire format sends as Backtrace's breadcrumb `id`).
+    package var json: JSONValue {
+        .object([
+            ("timestamp", .string(Self.timestamp(timestamp))),
+            ("level", .string(level.name)),
+            ("category", .string(category)),
+            ("message", .string(message)),
+            ("sequence", .int(Int(clamping: sequence))),
+        ])
+    }
+
+    package init?(json: JSONValue) {
+        guard let stamp = json["timestamp"]?.stringValue, let timestamp = Self.parseTimestamp(stamp),
+            let message = json["message"]?.stringValue
+        else { return nil }
+        self.init(
+            sequence: UInt64(clamping: json["sequence"]?.intValue ?? 0), timestamp: timestamp,
+            level: json["level"]?.stringValue.flatMap(LogLevel.init(name:)) ?? .info,
+            category: json["category"]?.stringValue ?? "default", message: message)
+    }
+
+    /// ISO 8601 in UTC with milliseconds, e.g. 2026-01-01T00:00:00.123Z: breadcrumbs come
+    /// many a second.
+    public static func timestamp(_ date: Date) -> String {
+        let milliseconds = Self.milliseconds(date)
+        let seconds = ReportDocument.timestamp(Date(timeIntervalSince1970: TimeInterval(milliseconds.floorDivided(by: 1000))))
+        let fraction = Int(milliseconds - milliseconds.floorDivided(by: 1000) * 1000)
+        return seconds.dropLast() + "." + String(repeating: "0", count: fraction < 10 ? 2 : fraction < 100 ? 1 : 0) + "\(fraction)Z"
+    }
+
+    /// Unix milliseconds of `date`, saturating: a ring written by anything else (its checksum
+    /// matches what it was given) may hold any time, and none traps.
+    public static func milliseconds(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        guard value.isFinite else { return 0 }
+        // Within ±4·10¹⁸: room for the arithmetic that splits it into seconds and milliseconds.
+        return Int64(min(max(value, -4e18), 4e18))
+    }
+
+    /// Parses `timestamp`'s format (also without the milliseconds).
+    public static func parseTimestamp(_ text: String) -> Date? {
+        guard let dot = text.firstIndex(of: ".") else { return ReportDocument.parseTimestamp(text) }
+        let fraction = text[text.index(after: dot)...].dropLast()
+        guard text.hasSuffix("Z"), fraction.count == 3, let milliseconds = Int(fraction),
+            let seconds = ReportDocument.parseTimestamp(String(text[..<dot]) + "Z")
+        else { return nil }
+        return seconds.addingTimeInterval(TimeInterval(milliseconds) / 1000)
+    }
+}
+
+extension Int64 {
+    /// Division rounding toward negative infinity (times before 1970 stay in order).
+    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}

@@ -1,0 +1,150 @@
+import FoundationEssentials
+import Glibc
+import HostSupport
+
+/// A report's final content after bundling: what `--print` shows and what is stored and
+/// sent (SPEC I, "Report document").
+public struct ReportDocument: Sendable, Equatable {
+    public var id: String
+    public var trigger: Trigger
+    public var content: ReportContent
+    public var internalLog: [InternalLogEntry]
+    public var createdAt: Date
+    /// What plugins changed, and what the host dropped (SPEC T-1).
+    public var changes: [TrailEntry]
+    /// How many identical crashes this record stands for (SPEC B-3): 1 when unique.
+    public var duplicates: Int = 1
+
+    public var type: ReportType { trigger.type }
+
+    public init(
+        id: String, trigger: Trigger, content: ReportContent, internalLog: [InternalLogEntry], createdAt: Date,
+        changes: [TrailEntry] = []
+    ) {
+        self.id = id
+        self.trigger = trigger
+        self.content = content
+        self.internalLog = internalLog
+        self.createdAt = createdAt
+        self.changes = changes
+    }
+
+    /// The document as SPEC I shows it: absent strings are null, labels in order,
+    /// attribute keys sorted.
+    package var json: JSONValue {
+        .object([
+            ("report_id", .string(id)),
+            ("type", .string(type.name)),
+            ("trigger", .string(trigger.name)),
+            ("summary", .optional(content.summary)),
+            ("description", .optional(content.description)),
+            ("email", .optional(content.email)),
+            ("severity", .int(content.severity)),
+            ("attributes", .object(content.attributes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+            ("labels", .array(content.labels.map(JSONValue.string))),
+            ("attachments", .array(content.attachments.map { attachment in
+                .object([
+                    ("name", .string(attachment.name)),
+                    ("filename", .string(attachment.filename)),
+                    ("size", .int(attachment.size)),
+                    ("sha256", .string(attachment.sha256)),
+                    ("source", .string(attachment.source.rawValue)),
+                ])
+            })),
+            ("internal_log", .array(internalLog.map { entry in
+                .object([
+                    ("level", .string(entry.level.name)),
+                    ("handler", .string(entry.handler)),
+                    ("message", .string(entry.message)),
+                ])
+            })),
+            ("changes", .array(changes.map(\.json))),
+            ("breadcrumbs", .array(content.breadcrumbs.map(\.json))),
+            ("duplicates", .int(duplicates)),
+            ("created_at", .string(Self.timestamp(createdAt))),
+        ])
+    }
+
+    /// ISO 8601 in UTC with seconds, e.g. 2026-01-01T00:00:00Z.
+    public static func timestamp(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        // Written digit by digit (`status` prints two per record).
+        let fields: [(value: Int32, digits: Int, then: UInt8)] = [
+            (parts.tm_year + 1900, 4, UInt8(ascii: "-")), (parts.tm_mon + 1, 2, UInt8(ascii: "-")), (parts.tm_mday, 2, UInt8(ascii: "T")),
+            (parts.tm_hour, 2, UInt8(ascii: ":")), (parts.tm_min, 2, UInt8(ascii: ":")), (parts.tm_sec, 2, UInt8(ascii: "Z")),
+        ]
+        return String(unsafeUninitializedCapacity: 20) { buffer in
+            var at = 0
+            for field in fields {
+                var value = max(0, field.value)
+                for position in stride(from: at + field.digits - 1, through: at, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                buffer[at + field.digits] = field.then
+                at += field.digits + 1
+            }
+            return at
+        }
+    }
+}
+
+extension ReportDocument {
+    /// Reads a document written by `json`. Attachments come back without their bytes (the
+    /// repository keeps those in its copies), with the size and sha256 the document names;
+    /// nil when a required field is missing.
+    package init?(json: JSONValue) {
+        guard let id = json["report_id"]?.stringValue,
+            let triggerName = json["trigger"]?.stringValue,
+            let trigger = Trigger.allCases.first(where: { $0.name == triggerName }),
+            let created = json["created_at"]?.stringValue,
+            let createdAt = ReportDocument.parseTimestamp(created)
+        else { return nil }
+        var content = ReportContent()
+        content.summary = json["summary"]?.stringValue
+        content.description = json["description"]?.stringValue
+        content.email = json["email"]?.stringValue
+        // A stored severity outside 1-5 reads as none, never as a trap.
+        content.severity = json["severity"]?.intValue.flatMap { Int32(exactly: $0) }
+            .flatMap { ReportContent.severityRange.contains($0) ? $0 : nil } ?? 0
+        for (key, value) in json["attributes"]?.objectValue ?? [] {
+            if let value = value.stringValue { content.attributes[key] = value }
+        }
+        content.labels = json["labels"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        content.attachments = (json["attachments"]?.arrayValue ?? []).compactMap { item in
+            guard let name = item["name"]?.stringValue else { return nil }
+            let size = item["size"]?.intValue.map { min(max($0, 0), ReportContent.attachmentMaxBytes) } ?? 0
+            return Attachment(
+                name: name, filename: item["filename"]?.stringValue ?? name, size: size,
+                sha256: item["sha256"]?.stringValue ?? "",
+                source: item["source"]?.stringValue.flatMap(AttachmentSource.init(rawValue:)) ?? .recovered)
+        }
+        let log = (json["internal_log"]?.arrayValue ?? []).compactMap { entry -> InternalLogEntry? in
+            guard let message = entry["message"]?.stringValue else { return nil }
+            return InternalLogEntry(
+                level: entry["level"]?.stringValue.flatMap(LogLevel.init(name:)) ?? .info,
+                handler: entry["handler"]?.stringValue ?? "host", message: message)
+        }
+        // Entries this version cannot read (a newer one's) are left out, never a failure.
+        let changes = (json["changes"]?.arrayValue ?? []).compactMap(TrailEntry.init(json:))
+        content.breadcrumbs = (json["breadcrumbs"]?.arrayValue ?? []).compactMap(Breadcrumb.init(json:))
+        self.init(id: id, trigger: trigger, content: content, internalLog: log, createdAt: createdAt, changes: changes)
+        duplicates = max(1, json["duplicates"]?.intValue ?? 1)
+    }
+
+    /// Parses `timestamp`'s format (UTC, seconds).
+    public static func parseTimestamp(_ text: String) -> Date? {
+        let fields = text.split(whereSeparator: { "-T:Z".contains($0) }).compactMap { Int32($0) }
+        guard fields.count == 6, text.count == 20, text.hasSuffix("Z") else { return nil }
+        var parts = tm()
+        parts.tm_year = fields[0] - 1900
+        parts.tm_mon = fields[1] - 1
+        parts.tm_mday = fields[2]
+        parts.tm_hour = fields[3]
+        parts.tm_min = fields[4]
+        parts.tm_sec = fields[5]
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&parts)))
+    }
+}
