@@ -4,8 +4,8 @@ import Host
 import HostStore
 import HostSupport
 
-/// What the CLI's environment hands the engine: the faults a test arms, and the seam built
-/// with them. The engine never reads the environment itself.
+/// What the CLI's environment hands the engine: the faults a test arms (the engine builds its
+/// seam from them); and the command's own seam. The engine never reads the environment itself.
 enum Switches {
     /// The variables below as the process got them (read one by one: the whole environment
     /// as a dictionary costs a one-shot command more than it reads).

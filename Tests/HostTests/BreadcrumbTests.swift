@@ -226,6 +226,28 @@ import Testing
         #expect(try repository.consecutiveCrashes(before: "now") == 0, "a clean end, though stamped earlier, is the newest")
     }
 
+    @Test("B-3: a schema-12 repository gains the session sequence from its rows' order of insertion")
+    func sequenceMigrated() throws {
+        let repoFolder = folder.appendingPathComponent("repo")
+        let old = try Repository.open(folder: repoFolder, system: SystemCalls(wallClock: ManualWallClock()))
+        let start = Repository.SessionStart(release: nil, limits: SessionHistory())
+        try old.markSession("clean", history: start)
+        try old.endSession("clean")
+        try old.markSession("crashed", history: start)
+        try old.database.transaction { () throws(StorageError) in try old.recordEnd(of: "crashed", .crashed, at: nil) }
+        // What a host of schema 12 left: no sequence.
+        try old.database.execute("""
+            DROP INDEX session_history_by_seq;
+            ALTER TABLE session_history DROP COLUMN seq;
+            ALTER TABLE sessions DROP COLUMN seq;
+            PRAGMA user_version = 12;
+            """)
+        let reopened = try Repository.open(folder: repoFolder, system: SystemCalls(wallClock: ManualWallClock()))
+        #expect(try reopened.database.query("SELECT id FROM session_history ORDER BY seq").compactMap { $0.first?.string } == ["clean", "crashed"])
+        try reopened.markSession("now", history: start)
+        #expect(try reopened.consecutiveCrashes(before: "now") == 1)
+    }
+
     @Test("B-2: the history bound keeps the newest sessions by their order, when all start in the same millisecond")
     func historyBoundSameMillisecond() throws {
         let repository = try Repository.open(

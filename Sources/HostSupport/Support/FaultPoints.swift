@@ -25,9 +25,6 @@ package struct Faults: Sendable, Equatable {
         self.wallClock = wallClock
     }
 
-    /// A plan with only a kill point.
-    package init(crashAt: FaultPoint) { self.init(calls: FaultPlan([], crashAt: crashAt)) }
-
     /// The seam every part of the engine is handed: the real calls, with the plan's faults
     /// and this wall clock. Entries build their seam here, and nowhere else.
     package var systemCalls: SystemCalls { SystemCalls(faults: calls, wallClock: wallClock) }
