@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rh_sha256.h>
@@ -227,7 +228,10 @@ void scrub_options_pseudonym(void *context, const char *value, size_t length, ch
 }
 
 /* Reads `folder`/hmac.key, or makes it (32 bytes from getrandom, 0600, O_EXCL: two hosts
-   starting at once agree on one key). */
+   starting at once agree on one key). Only a regular file of 32 bytes is a key: opened without
+   waiting (a FIFO planted there would block the host's main thread) and never through a link;
+   anything else (a FIFO, a device that reads as zeros, a short file) is refused, and the
+   caller masks instead. */
 bool scrub_options_load_key(struct scrub_options *options, const char *folder, char *error, size_t error_size) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/hmac.key", folder) >= (int)sizeof path) {
@@ -235,8 +239,14 @@ bool scrub_options_load_key(struct scrub_options *options, const char *folder, c
         return false;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd >= 0) {
+            struct stat info;
+            if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size != (off_t)sizeof options->key) {
+                close(fd);
+                snprintf(error, error_size, "%s is not a regular file of 32 bytes (remove it to make a new key)", path);
+                return false;
+            }
             ssize_t got = read(fd, options->key, sizeof options->key);
             close(fd);
             if (got == (ssize_t)sizeof options->key) return options->has_key = true;

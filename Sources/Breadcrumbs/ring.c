@@ -233,6 +233,10 @@ void rh_crumb_deactivate(uintptr_t token) {
     if (atomic_compare_exchange_strong(&live_token, &expected, 0)) atomic_store(&live_ring, NULL);
 }
 
+bool rh_crumb_is_live(uintptr_t token) {
+    return token != 0 && atomic_load_explicit(&live_token, memory_order_acquire) == token;
+}
+
 void *rh_crumb_live_ring(uintptr_t token) {
     if (token == 0 || atomic_load_explicit(&live_token, memory_order_acquire) != token) return NULL;
     return atomic_load_explicit(&live_ring, memory_order_acquire);

@@ -77,7 +77,8 @@ public func embedStart(
             return token
         }
         // rh_embed_breadcrumb (C, lock-free) finds the ring by the token from here on.
-        if let ring = host.runtime.breadcrumbs { rh_crumb_activate(token, ring.address) }
+        // Without a ring (breadcrumbs off) the token is live all the same: a call records nothing.
+        rh_crumb_activate(token, host.runtime.breadcrumbs?.address)
         return OpaquePointer(bitPattern: token)
     } catch {
         registry.withLock { $0.starting = false }

@@ -60,7 +60,8 @@ package final class Inbox: @unchecked Sendable {
         func matches(_ entry: Entry) -> Bool {
             if let type, !type.isEmpty, entry.type.lowercased() != type.lowercased() { return false }
             if let attribute, !attribute.isEmpty {
-                let parts = attribute.split(separator: "=", maxSplits: 1).map(String.init)
+                // `key` or `key=value`; any text is one of the two (`=` alone is an empty key).
+                let parts = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
                 guard let value = entry.attributes[parts[0]] else { return false }
                 if parts.count == 2 && value != parts[1] { return false }
             }

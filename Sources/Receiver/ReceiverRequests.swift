@@ -54,7 +54,14 @@ extension LocalReceiver {
             }
             let request = HTTPRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
             let keepOpen: Bool
-            if isInboxRequest(request) {
+            if !isInboxRequest(request), let origin = headers["origin"], !Self.isLoopbackOrigin(origin) {
+                // SPEC S-4: a page of another site may not store anything here (it can post
+                // across origins without reading the answer).
+                inbox?.record(Inbox.Request(
+                    at: system.now(), method: request.method, path: request.target, status: 403, chaos: false, report: nil))
+                reader.answer(403, "refused: a page of another site (Origin \(origin.prefix(200))) may not submit here")
+                return
+            } else if isInboxRequest(request) {
                 keepOpen = serveInbox(request, reader: &reader)
             } else if let kind = Self.metricKind(request) {
                 keepOpen = takeMetricEvent(kind, body: data, request: request, reader: &reader)
@@ -63,6 +70,16 @@ extension LocalReceiver {
             }
             if !keepOpen || headers["connection"]?.lowercased() == "close" { return }
         }
+    }
+
+    /// Whether an `Origin` header names a page served from loopback: http or https, any port,
+    /// of `localhost`, a 127.0.0.0/8 address or `[::1]`. `null` (a file, a sandboxed frame)
+    /// names no such page.
+    static func isLoopbackOrigin(_ origin: String) -> Bool {
+        guard let url = URL(string: origin), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host
+        else { return false }
+        return SubmissionURL.isLoopback(host)
     }
 
     /// `unique-events` or `summed-events` for a POST to Backtrace's events endpoints

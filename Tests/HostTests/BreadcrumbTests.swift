@@ -296,4 +296,72 @@ import Testing
         let wire = BacktraceReport.json(loop.document, crash: loop.crash)
         #expect(wire["attributes"]?["reporthost.duplicates"]?.stringValue == "1000")
     }
+
+    @Test("B-3: identical crashes merge only within a release and the same host-wide attributes")
+    func mergesKeepWhatDiffers() throws {
+        let repoFolder = folder.appendingPathComponent("repo")
+        let repository = try Repository.open(folder: repoFolder)
+        try FileManager.default.createDirectory(at: repository.crashesFolder, withIntermediateDirectories: true)
+        func crashFile(_ session: String, attribute: String?) throws {
+            let lines = ["reporthost-crash 1", "session \(session)", "signal 11", "code 1", "address 0x0", "thread 7", "time 1700000000",
+                         "module 0x400000 0x500000 /usr/bin/app 0123abcd"] + (attribute.map { ["attribute \($0)"] } ?? [])
+                + ["frame 0x401234", "frame 0x402000", "end"]
+            try (lines.joined(separator: "\n") + "\n").write(
+                to: repository.crashesFolder.appendingPathComponent("\(session)-1-1-1-1.crash"), atomically: false, encoding: .utf8)
+        }
+        // Two sessions of release 2.3.0 and one of 2.4.0, then two whose attributes differ.
+        for (session, release) in [("a", "2.3.0"), ("b", "2.3.0"), ("c", "2.4.0")] {
+            try repository.markSession(session, history: Repository.SessionStart(release: release, limits: SessionHistory()))
+            try repository.database.transaction { () throws(StorageError) in try repository.recordEnd(of: session, .crashed, at: nil) }
+            try crashFile(session, attribute: nil)
+        }
+        try crashFile("d", attribute: "tenant=blue")
+        try crashFile("e", attribute: "tenant=green")
+        try crashFile("f", attribute: "tenant=green")
+        let host = try TestHost.make { $0.repository = repoFolder.path }
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        try session.recover()
+        let crashes = try #require(try Repository.openForReading(folder: repoFolder)).records().filter { $0.trigger == .crash }
+        #expect(crashes.map(\.document.duplicates).sorted() == [1, 1, 2, 2], "a+b, c, d, e+f: \(crashes.map(\.document.duplicates))")
+    }
+
+    @Test("B-2: the version attribute set through the runtime (rh_embed_set_attribute) becomes the running session's release")
+    func versionSetLaterIsTheRelease() throws {
+        var configuration = Configuration()
+        configuration.repository = folder.appendingPathComponent("repo").path
+        var options = RuntimeOptions(configuration: configuration, mainExecutor: ThreadExecutor(name: "release-main"))
+        options.installCrashCapture = false
+        let runtime = try Runtime.start(options)
+        #expect(runtime.setAttribute("version", "3.1.0"))
+        runtime.stop()
+        let repository = try #require(try Repository.openForReading(folder: folder.appendingPathComponent("repo")))
+        let releases = try repository.sessionsByRelease(since: Date(timeIntervalSince1970: 0))
+        #expect(releases.map(\.release) == ["3.1.0"] && releases.first?.ended == 1)
+    }
+
+    @Test("B-2: the installation id is never written through a link, and a broken id file is replaced once, with a warning")
+    func installationIDFile() throws {
+        let log = MemoryDestination()
+        let repoFolder = folder.appendingPathComponent("repo")
+        let repository = try Repository.open(folder: repoFolder, logger: HostLogger(destinations: [log]))
+        let outside = folder.appendingPathComponent("outside.txt")
+        try Data("precious".utf8).write(to: outside)
+        let guidPath = repoFolder.appendingPathComponent("guid").path
+        // A link planted where the temporary file goes, and a guid that is garbage.
+        try FileManager.default.createSymbolicLink(atPath: guidPath + ".tmp-\(getpid())", withDestinationPath: outside.path)
+        try Data("not an id".utf8).write(to: URL(fileURLWithPath: guidPath))
+        let first = repository.installationGUID()
+        #expect(UUID(uuidString: first) != nil)
+        #expect(try String(contentsOf: outside, encoding: .utf8) == "precious", "nothing written through the link")
+        #expect(log.lines.filter { $0.contains("holds no id") }.count == 1)
+        #expect(repository.installationGUID() == first, "replaced once: the next session reads the same id")
+        #expect(log.lines.filter { $0.contains("holds no id") }.count == 1)
+        // A link at the id itself is replaced, and what it points to is left alone.
+        try FileManager.default.removeItem(atPath: guidPath)
+        try FileManager.default.createSymbolicLink(atPath: guidPath, withDestinationPath: outside.path)
+        #expect(repository.installationGUID() != first)
+        #expect(try String(contentsOf: outside, encoding: .utf8) == "precious")
+    }
 }

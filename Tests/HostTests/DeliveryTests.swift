@@ -306,6 +306,7 @@ import Testing
                     "http://localhost.example/post", "http://0x7f.0.0.1/post"] {
             #expect(throws: SubmissionURL.Problem.self, "\(url)") { try SubmissionURL(url, allowInsecure: false) }
         }
+        #expect(throws: SubmissionURL.Problem.badPort(0)) { try SubmissionURL("http://127.0.0.1:0/post", allowInsecure: false) }
     }
 
     @Test("D-5, D-11: reports kept under behaviour none are due at failure time + interval once the behaviour is interval again")

@@ -109,6 +109,55 @@ import Testing
         #expect(try ids("q=nothing+like+this").isEmpty)
     }
 
+    @Test("T-2 API: every filter with hostile values answers 200, 400 or 431, never a trap (`attribute==` ended the receiver)")
+    func hostileFilters() throws {
+        let receiver = try makeReceiver()
+        defer { receiver.stop() }
+        try post(receiver, Self.submission(summary: "kept", attributes: ["k": "v"]))
+        let values = [
+            "", "=", "==", "%3D", "%3D%3D", "%3Dv", "k%3D", "k%3D%3D", "%00", "%FF", "%", "%zz", "%E2%80%AE", "-1", "99999999999999999999",
+            "+", String(repeating: "a%3D", count: 20_000),
+        ]
+        for name in ["type", "attribute", "label", "q", "limit", "offset"] {
+            for value in values {
+                let answer = try httpRequest(port: receiver.port, "/api/reports?\(name)=\(value)")
+                // 431: a request head past the receiver's bound, refused as such.
+                #expect([200, 400, 431].contains(answer.status), "\(name)=\(value.prefix(40)): \(answer.status)")
+            }
+        }
+        // Still answering; `=` is an empty key (no report has one), `k=` asks for an empty value.
+        #expect(try json(receiver, "/api/reports?attribute=%3D")["reports"]?.arrayValue?.count == 0)
+        #expect(try json(receiver, "/api/reports?attribute=k%3D")["reports"]?.arrayValue?.count == 0)
+        #expect(try json(receiver, "/api/reports?attribute=k%3Dv")["reports"]?.arrayValue?.count == 1)
+        #expect(try json(receiver, "/api/reports?attribute=k")["reports"]?.arrayValue?.count == 1)
+    }
+
+    @Test("S-4: a submission or a metric event whose Origin names another site is refused (403) and stored nowhere; a loopback page may post")
+    func foreignOriginRefused() throws {
+        let receiver = try makeReceiver()
+        defer { receiver.stop() }
+        let submission = Self.submission(summary: "from a web page")
+        let token = "/post?format=json&token=0123456789abcdef0123"
+        for origin in ["https://evil.example", "null", "http://127.0.0.1.evil.example", "file://", "http://localhost.example:8080"] {
+            let posted = try httpRequest(
+                port: receiver.port, token, method: "POST", headers: ["Content-Type": submission.contentType, "Origin": origin], body: submission.body)
+            #expect(posted.status == 403, "\(origin): \(posted.status)")
+            let event = try httpRequest(
+                port: receiver.port, "/api/unique-events/submit", method: "POST",
+                headers: ["Content-Type": "application/json", "Origin": origin], body: Data(#"{"unique_events": []}"#.utf8))
+            #expect(event.status == 403, "\(origin): \(event.status)")
+        }
+        #expect(receiver.received.isEmpty && receiver.metricEvents.isEmpty)
+        #expect(try json(receiver, "/api/reports")["reports"]?.arrayValue?.isEmpty == true)
+        for origin in ["http://localhost:5173", "http://127.0.0.1:8000", "https://[::1]:4443"] {
+            let posted = try httpRequest(
+                port: receiver.port, token, method: "POST", headers: ["Content-Type": submission.contentType, "Origin": origin], body: submission.body)
+            #expect(posted.status == 200, "\(origin): \(posted.status)")
+        }
+        let plain = try post(receiver, Self.submission(summary: "from a program"))  // no Origin: not a browser
+        #expect(plain.status == 200)
+    }
+
     @Test("T-2 API: GET /api/requests lists each submission with its status, its token masked")
     func requests() throws {
         let receiver = try makeReceiver(script: [.status(503), .status(200)])

@@ -124,7 +124,7 @@ import Testing
         (document["breadcrumbs"]?.arrayValue ?? []).filter { $0["category"]?.stringValue == category }.compactMap { $0["message"]?.stringValue }
     }
 
-    @Test("B-1: a program that leaves 150 breadcrumbs and SIGKILLs itself: its abnormal exit carries the last 100 in order")
+    @Test("B-1: a program that leaves 150 breadcrumbs and SIGKILLs itself: its abnormal exit carries the last 100 in order; its ring and .alive files go")
     func breadcrumbsSurviveSIGKILL() throws {
         let killed = try crumbs(["kill", "150"])
         #expect(killed.status == SIGKILL, "\(killed.stdout) \(killed.stderr.suffix(1_000))")
@@ -139,6 +139,8 @@ import Testing
         #expect(crumbs.allSatisfy { ($0["timestamp"]?.stringValue ?? "").hasSuffix("Z") })
         let rings = (try? FileManager.default.contentsOfDirectory(atPath: fixture.folder.appendingPathComponent("repo/breadcrumbs").path)) ?? []
         #expect(rings.isEmpty, "the ring file goes once its report carries it: \(rings)")
+        let alive = (try? FileManager.default.contentsOfDirectory(atPath: fixture.folder.appendingPathComponent("repo/sessions").path)) ?? []
+        #expect(alive.isEmpty, "the killed session's .alive file goes with its session: \(alive)")
     }
 
     @Test("B-1: the same after a SIGSEGV: the crash report carries the last 100 in order; show prints them")
@@ -199,6 +201,20 @@ import Testing
         #expect(document["trigger"]?.stringValue == "log_error")
         #expect(messages(document) == (11...30).map { "step \($0)" })
         #expect((document["breadcrumbs"]?.arrayValue ?? []).count == 20)
+    }
+
+    @Test("B-1: with breadcrumbs off (max 0) a valid call returns RH_EMBED_OK and records nothing; after stop, RH_EMBED_ERR_STOPPED")
+    func breadcrumbsOff() throws {
+        let config = fixture.folder.appendingPathComponent("off.json")
+        try #"{"breadcrumbs": {"max": 0}}"#.write(to: config, atomically: true, encoding: .utf8)
+        // The driver exits 3 at the first breadcrumb that does not return RH_EMBED_OK.
+        let reported = try crumbs(["report", "30"], config: config.path)
+        #expect(reported.status == 0 && reported.stdout.contains("report 0 "), "\(reported.stdout) \(reported.stderr.suffix(1_000))")
+        #expect(messages(try latest()).isEmpty)
+        let misused = try crumbs(["misuse"], config: config.path)
+        for (name, status) in [("level-7", -1), ("null-message", -1), ("null-category", 0), ("stale", -2), ("stopped", -2)] {
+            #expect(misused.stdout.contains("\(name) \(status)\n"), "\(name): \(misused.stdout)")
+        }
     }
 
     @Test("B-1: wrong calls return RH_EMBED_ERR_INVALID and write nothing; a stale or stopped handle RH_EMBED_ERR_STOPPED")

@@ -28,13 +28,14 @@ import Testing
         try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
     }
 
-    @Test("I-2, D-9: a submission.url that does not parse, is not http(s) or is plain http off loopback is a configuration error before anything is opened; stored reports are untouched")
+    @Test("I-2, D-9: a submission.url that does not parse, is not http(s), has port 0 or is plain http off loopback is a configuration error before anything is opened; stored reports are untouched")
     func badSubmissionURLRefuses() async throws {
         try await offPool { [self] in
             let repository = folder.appendingPathComponent("repo").path
             let stored = try ChildProcess.reporthost(["report", "error", "--summary", "kept", "--repository", repository])
             #expect(stored.status == 0, "\(stored.stderr)")
-            for url in ["htps://127.0.0.1/post", "http://example.com/post?token=secret", "http://127.evil.example/post", "not a url"] {
+            for url in ["htps://127.0.0.1/post", "http://example.com/post?token=secret", "http://127.evil.example/post", "not a url",
+                        "http://127.0.0.1:0/post?token=secret"] {
                 let config = try write(#"{"submission": {"url": "\#(url)"}}"#)
                 for command in [["launch"], ["report", "error"], ["crash"], ["run"]] {
                     let program = command == ["run"] ? ["--", "/bin/true"] : []

@@ -80,4 +80,21 @@ import Testing
             #expect(rescrubbed["summary"]?.stringValue == summary)
         }
     }
+
+    @Test("T-4 scrub-pii: a hash key that is not a regular file of 32 bytes (a FIFO, a short file) never blocks a report: it is masked, with a warning")
+    func hashKeyRefused() async throws {
+        try await offPool { [self] in
+            for (name, plant) in [
+                ("fifo", { (path: String) in #expect(mkfifo(path, 0o600) == 0) }),
+                ("short", { (path: String) in #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 5))) }),
+            ] as [(String, (String) -> Void)] {
+                let repository = fixture.folder.appendingPathComponent("key-\(name)").path
+                try FileManager.default.createDirectory(atPath: repository + "/plugins/scrub-pii", withIntermediateDirectories: true)
+                plant(repository + "/plugins/scrub-pii/hmac.key")
+                let result = try report(#"{"method": "hash"}"#, summary: "mail bo@example.org", repository: repository)
+                #expect(try document(result)["summary"]?.stringValue == "mail [email]", "\(name): masked, never left raw")
+                #expect(result.stderr.contains("is not a regular file of 32 bytes"), "\(name): \(result.stderr)")
+            }
+        }
+    }
 }

@@ -77,8 +77,11 @@ int64_t rh_crumb_now_ms(void);
  * its ring, or 0 and NULL. A forked child sees none (cleared by a pthread_atfork handler). */
 void rh_crumb_activate(uintptr_t token, void *base);
 void rh_crumb_deactivate(uintptr_t token);
-/* The live ring of `token`, or NULL when `token` is not the live handle. */
+/* The live ring of `token`, or NULL when `token` is not the live handle or it has no ring
+ * (breadcrumbs off: `rh_crumb_activate` with a NULL base). */
 void *rh_crumb_live_ring(uintptr_t token);
+/* Whether `token` is the live handle (with a ring or without). */
+bool rh_crumb_is_live(uintptr_t token);
 
 #ifdef __cplusplus
 }

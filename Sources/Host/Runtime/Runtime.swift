@@ -194,8 +194,19 @@ public final class Runtime: Sendable {
     }
 
     /// Sets (a nil value removes) a host-wide attribute: every later report and the crash
-    /// writer carry it. False when the key or value cannot be kept (SPEC R-4).
-    public func setAttribute(_ key: String, _ value: String?) -> Bool { host.attributes.set(key, value) }
+    /// writer carry it. False when the key or value cannot be kept (SPEC R-4). Without a
+    /// `release` key, the `version` attribute is the session's release (SPEC B-2), set now.
+    public func setAttribute(_ key: String, _ value: String?) -> Bool {
+        guard host.attributes.set(key, value) else { return false }
+        if key == "version" && host.configuration.release == nil {
+            do {
+                try session.repository.setRelease(value, ofSession: session.sessionID)
+            } catch {
+                logger.warn("the session's release could not be set to \(value ?? "none") (\(error.message))")
+            }
+        }
+        return true
+    }
 
     /// Loads the plugin at `path` into `slot`, replacing what the slot held (the demo moves
     /// through the sample handlers so).

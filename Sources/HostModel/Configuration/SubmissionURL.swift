@@ -15,11 +15,15 @@ public struct SubmissionURL: Sendable, Equatable {
         case malformed(String, reason: String?)
         case unsupportedScheme(String)
         case insecure(host: String)
+        /// A port no server listens on (0): the backlog would end terminal, one refused
+        /// connection at a time.
+        case badPort(Int)
 
         public var description: String {
             switch self {
             case .malformed(let text, let reason): "submission URL \(text) is malformed\(reason.map { " (libcurl: \($0))" } ?? "")"
             case .unsupportedScheme(let scheme): "submission URL scheme '\(scheme)' is not supported (use https, or http to loopback)"
+            case .badPort(let port): "submission URL port \(port) is not a port a server listens on (1-65535)"
             case .insecure(let host):
                 "plain http to \(host) refused: only loopback may use http unless submission.allowInsecure is true"
             }
@@ -34,6 +38,7 @@ public struct SubmissionURL: Sendable, Equatable {
             throw .malformed(SubmissionURL.redact(text), reason: nil)
         }
         guard scheme == "https" || scheme == "http" else { throw .unsupportedScheme(scheme) }
+        if let port = url.port, !(1...65_535).contains(port) { throw .badPort(port) }
         if scheme == "http" && !allowInsecure && !SubmissionURL.isLoopback(host) { throw .insecure(host: host) }
         self.url = url
     }

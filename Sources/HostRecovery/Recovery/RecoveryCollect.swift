@@ -66,6 +66,8 @@ extension Recovery {
         var registered: [String: [String: FileIdentity]] = [:]
         /// Each crashed session's breadcrumbs, read from its ring once.
         var breadcrumbs: [String: [Breadcrumb]] = [:]
+        /// Each crashed session's release (SPEC B-2), read from the history once.
+        var releases: [String: String] = [:]
 
         init(watched: ProgramExit?) { self.watched = watched }
 
@@ -88,10 +90,17 @@ extension Recovery {
                 if breadcrumbs[session] == nil { breadcrumbs[session] = recovery.breadcrumbs(of: session) }
                 document.content.breadcrumbs = breadcrumbs[session] ?? []
             }
-            // The files it carries are part of what makes it the same crash: one with other
-            // files is kept whole, never counted on a record that lacks them.
+            // The files it carries, its release and its attributes are part of what makes it the
+            // same crash: one of another release, or with other files or attributes, is kept
+            // whole, never counted on a record that lacks what differs.
+            if let session = crash.session, releases[session] == nil {
+                releases[session] = try recovery.repository.release(ofSession: session) ?? ""
+            }
+            let release = crash.session.flatMap { releases[$0] } ?? ""
+            let attributes = crash.attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
             let fingerprint = crash.fingerprint.map { frames in
-                ([frames] + document.content.attachments.map { "\($0.name):\($0.sha256)" }).joined(separator: " ")
+                ([frames, "release=\(release)"] + attributes + document.content.attachments.map { "\($0.name):\($0.sha256)" })
+                    .joined(separator: "\n")
             }
             return Repository.CrashSave(
                 document: document, crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session,
@@ -227,7 +236,7 @@ extension Recovery {
                 try repository.clearSession(session)
             }
         }
-        try repository.removeLeftoverBreadcrumbs()
+        try repository.removeLeftoverSessionFiles()
     }
 
     /// The last `breadcrumbs.max` breadcrumbs session `id` left in its ring (SPEC B-1), a

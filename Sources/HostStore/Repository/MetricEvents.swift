@@ -68,9 +68,18 @@ extension Repository {
             return text.count == 36 ? text : nil
         }
         if let known = stored() { return known }
+        // Something that is not an id (empty, a FIFO, a link, garbage) is replaced, once: a
+        // broken file must not give every session an installation of its own.
+        if system.lstat(path) != nil {
+            logger.warn("the installation id file \(path) holds no id (or is not a regular file): it is replaced")
+            system.removeItem(path)
+        }
         let made = randomUUID()
         let temporary = path + ".tmp-\(getpid())"
-        guard case .success(let fd) = system.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600) else { return made }
+        // A leftover or a link planted under this name goes (the link itself, never what it
+        // points to); the new file is created, never opened through a link.
+        system.removeItem(temporary)
+        guard case .success(let fd) = system.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600) else { return made }
         _ = system.writeAll(fd, made + "\n")
         _ = system.fsync(fd)
         system.close(fd)

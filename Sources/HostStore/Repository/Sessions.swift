@@ -67,6 +67,17 @@ extension Repository {
         return cgroup.exitCause(oomKillsBefore: row[2].int.map { Int($0) }) == "oom_kill" ? "oom_kill" : "unknown"
     }
 
+    /// Sets session `id`'s release: one the program names after it started (the `version`
+    /// attribute, SPEC B-2).
+    package func setRelease(_ release: String?, ofSession id: String) throws(StorageError) {
+        try database.query("UPDATE session_history SET release = ? WHERE id = ?", [.optional(release), .text(id)])
+    }
+
+    /// The release session `id` started with (SPEC B-2); nil when none or unknown.
+    package func release(ofSession id: String) throws(StorageError) -> String? {
+        try database.query("SELECT release FROM session_history WHERE id = ?", [.text(id)]).first?.first?.string
+    }
+
     /// How a session ended (SPEC B-2).
     package enum SessionEnd: String, Sendable, CaseIterable {
         case clean, crashed, abnormalExit = "abnormal_exit", running
@@ -171,16 +182,19 @@ extension Repository {
         folder.appendingPathComponent("breadcrumbs", isDirectory: true).appendingPathComponent(Self.safeFileName(id) + ".ring").path
     }
 
-    /// Ring files of sessions that have no mark and no live process: leftovers of a host killed
-    /// between the end of a session and the removal of its ring.
-    package func removeLeftoverBreadcrumbs() throws(StorageError) {
-        let folder = folder.appendingPathComponent("breadcrumbs", isDirectory: true).path
-        let names = system.entries(ofFolder: folder) ?? []
-        guard !names.isEmpty else { return }
-        let marked = Set(try database.query("SELECT id FROM sessions").compactMap { $0.first?.string })
-        for name in names where name.hasSuffix(".ring") {
-            let id = String(name.dropLast(5))
-            if !marked.contains(id) && !isAlive(id) { system.removeItem(breadcrumbsPath(id)) }
+    /// Ring files and liveness files of sessions that have no mark and no live process:
+    /// leftovers of a host killed between the end of a session and their removal, or of a
+    /// killed session whose abnormal exit is recorded (its mark goes with the record).
+    package func removeLeftoverSessionFiles() throws(StorageError) {
+        var marked: Set<String>?
+        for (folderName, suffix, path) in [("breadcrumbs", ".ring", breadcrumbsPath), ("sessions", ".alive", alivePath)] {
+            let names = system.entries(ofFolder: folder.appendingPathComponent(folderName, isDirectory: true).path) ?? []
+            guard !names.isEmpty else { continue }
+            if marked == nil { marked = Set(try database.query("SELECT id FROM sessions").compactMap { $0.first?.string }) }
+            for name in names where name.hasSuffix(suffix) {
+                let id = String(name.dropLast(suffix.count))
+                if marked?.contains(id) == false && !isAlive(id) { system.removeItem(path(id)) }
+            }
         }
     }
 

@@ -213,9 +213,10 @@ void rh_embed_stop(rh_embed *h);
  * copy into the mapped slot, with a checksum that lets the reader skip a slot a kill left
  * half written). Safe from any thread, and from a signal handler.
  *
- * Returns RH_EMBED_OK; RH_EMBED_ERR_INVALID for a level outside 0-3, a NULL message, or
- * text that is not UTF-8 (nothing is written); RH_EMBED_ERR_STOPPED for a handle that is
- * not the live one, once stop has begun, or in a forked child. [any-thread] */
+ * Returns RH_EMBED_OK (also with breadcrumbs off, `breadcrumbs.max` 0: nothing is recorded);
+ * RH_EMBED_ERR_INVALID for a level outside 0-3, a NULL message, or text that is not UTF-8
+ * (nothing is written); RH_EMBED_ERR_STOPPED for a handle that is not the live one, once stop
+ * has begun, or in a forked child. [any-thread] */
 int rh_embed_breadcrumb(rh_embed *h, int level, const char *category, const char *message);
 
 /* How many sessions in a row before this one ended in a crash or an abnormal exit (0 when
