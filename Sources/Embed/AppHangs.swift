@@ -75,10 +75,20 @@ final class AppHangs: Sendable {
     }
 
     /// Stops the watchdog; a hang's report being raised is finished first (the host must not
-    /// stop under it).
+    /// stop under it), and a hang that ended just before the stop (a heartbeat, then at once
+    /// `rh_embed_stop`) gets its length here, as the watchdog would have given it.
     func stop() {
         state.update { $0.stopped = true }
-        state.wait(until: nil, clock: clock, for: { !$0.reporting }, then: { _, _ in })
+        let ended = state.wait(until: nil, clock: clock, for: { !$0.reporting }) { state, _ -> [(String, Int)] in
+            var ended: [(String, Int)] = []
+            for (thread, watch) in state.watches {
+                guard let hang = watch.hang, let end = hang.endedAt, let id = hang.reportID else { continue }
+                ended.append((id, end.milliseconds(since: hang.since)))
+                state.watches[thread]?.hang = nil
+            }
+            return ended
+        }
+        for (id, length) in ended { recordLength(length, of: id) }
     }
 
     private func watchdog() {

@@ -31,11 +31,16 @@ enum RunCommand {
     /// cannot reach (a static one: no dynamic loader reads LD_PRELOAD). A setuid program is
     /// never traced (the kernel would run it without its privileges).
     static func capture(_ arguments: Arguments, program: String) throws -> Capture {
+        let system = Switches.system
         if let text = arguments.value("capture") {
             guard let capture = Capture(rawValue: text) else { throw UsageError("--capture '\(text)' is not preload or ptrace") }
+            if capture == .ptrace, let path = Watchability.resolve(program, system: system), Watchability.isSetID(path, system: system) {
+                throw UsageError(
+                    "run: \(path) is setuid or setgid: it is never traced (traced, the kernel would run it without its privileges); "
+                        + "run it without --capture=ptrace")
+            }
             return capture
         }
-        let system = Switches.system
         guard let path = Watchability.resolve(program, system: system), Watchability.isStaticELF(path, system: system),
             !Watchability.isSetID(path, system: system)
         else { return .preload }

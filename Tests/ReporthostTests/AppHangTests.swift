@@ -11,11 +11,12 @@ import Testing
 @Suite struct AppHangTests {
     let fixture = CommandFixture("app-hang")
 
-    /// `hang REPOSITORY TIMEOUT_MS BLOCK_MS [BLOCKS]`: watches its main thread, prints
+    /// `hang REPOSITORY TIMEOUT_MS BLOCK_MS [BLOCKS [AT_ONCE]]`: watches its main thread, prints
     /// `thread <tid>`, heartbeats ten times 50 ms apart, then BLOCKS times (default 1) leaves a
     /// breadcrumb and blocks BLOCK_MS in `wait_for_the_lock` (nanosleep), heartbeating ten
-    /// times between blocks; prints `slept <ms>` for each block (how long the call really
-    /// took), stops and prints `done`.
+    /// times between blocks (with AT_ONCE 1, once after the last block, then it stops at once);
+    /// prints `slept <ms>` for each block (how long the call really took), stops and prints
+    /// `done`.
     static let program: Result<URL, Fixtures.CompileError> = EmbedTests.linked("hang-driver", source: {
         try Fixtures.file("hang-driver.c", #"""
             #define _GNU_SOURCE
@@ -52,12 +53,14 @@ import Testing
                 printf("thread %d\n", (int)gettid());
                 beat(h);
                 int blocks = argc > 4 ? atoi(argv[4]) : 1;
+                int at_once = argc > 5 && atoi(argv[5]);
                 for (int i = 0; i < blocks; i++) {
                     rh_embed_breadcrumb(h, RH_LOG_INFO, "loop", "waiting for the lock");
                     double start = now_ms();
                     wait_for_the_lock(atoi(argv[3]));
                     printf("slept %.0f\n", now_ms() - start);
-                    beat(h);
+                    if (at_once && i == blocks - 1) rh_embed_heartbeat(h);
+                    else beat(h);
                 }
                 rh_embed_stop(h);
                 printf("done\n");
@@ -70,6 +73,16 @@ import Testing
 
     func document(_ record: JSONValue) throws -> JSONValue {
         try JSONValue.parse(try fixture.run(["show", try #require(record["report_id"]?.stringValue), "--json"]).stdout)
+    }
+
+    @Test("B-4: a heartbeat followed at once by rh_embed_stop keeps the hang's end: its length is on the report")
+    func hangEndedJustBeforeStop() throws {
+        let ran = try ChildProcess.run(try Self.program.get().path, [fixture.repository, "500", "1500", "1", "1"], directory: fixture.folder)
+        #expect(ran.status == 0 && ran.stdout.hasSuffix("done\n"), "\(ran.stdout) \(ran.stderr.suffix(2_000))")
+        let hangs = try records()
+        #expect(hangs.count == 1)
+        let document = try document(try #require(hangs.first))
+        #expect(Int(document["attributes"]?["reporthost.hang_ms"]?.stringValue ?? "") ?? 0 >= 1_000, "\(document["attributes"] ?? .null)")
     }
 
     @Test("B-4: a program that heartbeats, then blocks 5 s with a 1 s timeout: one app_hang report naming the blocking function; the call lasts its 5 s and the program exits 0")

@@ -52,7 +52,7 @@ extension RunCommandTests {
         }
     }
 
-    @Test("run: a setuid program, which the crash writer cannot be preloaded into, gets one warning at start; a static one is traced instead (B-6), without one; each still runs and run exits with its status")
+    @Test("run: a setuid program, which the crash writer cannot be preloaded into, gets one warning at start (and --capture=ptrace is refused, exit 2); a static one is traced instead (B-6), without one; each still runs and run exits with its status")
     func unwatchablePrograms() async throws {
         try await offPool { [self] in
             let output = makeTemporaryDirectory("run-programs")
@@ -74,6 +74,10 @@ extension RunCommandTests {
                     #expect(warnings.isEmpty, "\(result.stderr)")
                 }
             }
+            // Traced, the kernel would run a setuid program without its privileges: refused.
+            let traced = try run(["--capture=ptrace"], program: [setuid])
+            #expect(traced.status == 2, "\(traced.stderr)")
+            #expect(traced.stderr.contains("is setuid or setgid: it is never traced"), "\(traced.stderr)")
         }
     }
 
