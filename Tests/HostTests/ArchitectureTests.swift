@@ -47,20 +47,10 @@ struct ArchitectureTests {
         #expect(Self.publicSurface.subtracting(declared).sorted() == [], "listed here but no longer public")
     }
 
-    /// The engine's targets and what each declares it depends on, read from Package.swift's
-    /// text: `.target(name: "X", dependencies: ["A", "B"]…`.
-    static func declaredGraph(packageText: String) -> [(target: String, dependencies: [String])] {
-        let pattern = #/\.target\(\s*name: "(\w+)", dependencies: \[([^\]]*)\]/#
-        return packageText.matches(of: pattern).map { match in
-            (String(match.1), match.2.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \"\n")) })
-        }
-    }
-
     /// One line per engine target, highest first: `Target → what it declares`.
-    static func rendered(_ graph: [(target: String, dependencies: [String])]) -> String {
-        let engine = graph.filter { engineTargets.contains($0.target) }
-        return engineTargets.reversed().compactMap { target in
-            engine.first { $0.target == target }.map { "\($0.target) → \($0.dependencies.joined(separator: ", "))\n" }
+    static func rendered(_ targets: [(name: String, dependencies: [String], folder: String)]) -> String {
+        engineTargets.reversed().compactMap { name in
+            targets.first { $0.name == name }.map { "\($0.name) → \($0.dependencies.joined(separator: ", "))\n" }
         }.joined()
     }
 
@@ -72,9 +62,10 @@ struct ArchitectureTests {
         let begin = try #require(document.range(of: "<!-- layers:begin -->\n```\n"))
         let end = try #require(document.range(of: "```\n<!-- layers:end -->"))
         let drawn = String(document[begin.upperBound..<end.lowerBound])
-        #expect(drawn == Self.rendered(Self.declaredGraph(packageText: package)), "expected:\n\(Self.rendered(Self.declaredGraph(packageText: package)))")
+        let targets = Self.declaredTargets(packageText: package)
+        #expect(drawn == Self.rendered(targets), "expected:\n\(Self.rendered(targets))")
         // Every engine target is drawn, so a new edge or target cannot slip past the drawing.
-        #expect(Self.declaredGraph(packageText: package).filter { Self.engineTargets.contains($0.target) }.count == Self.engineTargets.count)
+        #expect(targets.filter { Self.engineTargets.contains($0.name) }.count == Self.engineTargets.count)
     }
 
     /// Each target of Package.swift with its declared dependencies and its folder:
@@ -202,9 +193,9 @@ struct ArchitectureTests {
 
     @Test("Layers: the drawing check reads a changed edge")
     func graphCheckCanFail() {
-        let graph = Self.declaredGraph(packageText: #".target(name: "HostStore", dependencies: ["HostModel", "CSQLite"]),"#)
-        #expect(graph.count == 1 && graph[0].target == "HostStore" && graph[0].dependencies == ["HostModel", "CSQLite"])
-        #expect(Self.rendered(graph) == "HostStore → HostModel, CSQLite\n")
+        let targets = Self.declaredTargets(packageText: #".target(name: "HostStore", dependencies: ["HostModel", "CSQLite"]),"#)
+        #expect(targets.count == 1 && targets[0].name == "HostStore" && targets[0].dependencies == ["HostModel", "CSQLite"])
+        #expect(Self.rendered(targets) == "HostStore → HostModel, CSQLite\n")
     }
 }
 
