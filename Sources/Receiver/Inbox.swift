@@ -9,6 +9,10 @@ import HostSupport
 /// It keeps a short entry per report (what the list shows and filters on); a report's page
 /// reads the stored file itself. Reports already in the folder when it starts are listed too.
 ///
+/// Its memory is bounded whatever clients send: at most `entriesKept` entries (the newest;
+/// older reports stay in the folder, unlisted), each cut to a few kilobytes (`Kept` below),
+/// and at most `requestsKept` requests and `eventsKept` events.
+///
 /// # Thread safety
 /// All state is behind one `Condition`, which also wakes the event streams.
 package final class Inbox: @unchecked Sendable {
@@ -18,7 +22,9 @@ package final class Inbox: @unchecked Sendable {
         package var type: String
         package var summary: String
         package var receivedAt: Date
+        /// The first attachments' names (at most `namesKept` bytes of them), and how many came.
         package var attachments: [String]
+        package var attachmentCount: Int
         package var attributes: [String: String]
         package var labels: [String]
         /// The description, cut to a few kilobytes: searched by the text filter.
@@ -79,7 +85,23 @@ package final class Inbox: @unchecked Sendable {
     static let requestsKept = 1_000
     /// Events kept for streams that fell behind.
     static let eventsKept = 1_000
-    static let descriptionKept = 4_096
+    /// Reports listed (the oldest leave the list, never the folder).
+    static let entriesKept = 5_000
+    /// What an entry keeps of a report, in bytes of UTF-8: an entry stays under ~12 KB.
+    enum Kept {
+        static let summary = 1_024
+        static let description = 4_096
+        /// Attributes: at most `attributes` of them, `attributeText` bytes of keys and values
+        /// together, each value at most `attributeValue`.
+        static let attributes = 64
+        static let attributeText = 4_096
+        static let attributeValue = 256
+        /// Labels and attachment names: their bytes together.
+        static let labels = 1_024
+        static let names = 2_048
+        /// A request's path as `/api/requests` lists it.
+        static let path = 512
+    }
     /// The largest stored report read back (a request body's limit).
     static let reportMaxBytes = 64 << 20
 
@@ -107,11 +129,14 @@ package final class Inbox: @unchecked Sendable {
                 entries.remove(at: index)
             }
             entries.append(entry)
+            if entries.count > Self.entriesKept { entries.removeFirst(entries.count - Self.entriesKept) }
             publish("report", Self.listJSON(entry))
         }
     }
 
     func record(_ request: Request) {
+        var request = request
+        request.path = ReportContent.bounded(request.path, limit: Kept.path).text
         locked {
             requests.append(request)
             if requests.count > Self.requestsKept { requests.removeFirst(requests.count - Self.requestsKept) }
@@ -130,8 +155,11 @@ package final class Inbox: @unchecked Sendable {
         }
         for entry in removed {
             unlink(folder.appendingPathComponent("\(entry.uuid).json").path)
+            // Every file of the folder: the entry lists only the first names.
             let attachments = folder.appendingPathComponent(entry.uuid)
-            for name in entry.attachments { unlink(attachments.appendingPathComponent(name).path) }
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: attachments.path)) ?? [] {
+                unlink(attachments.appendingPathComponent(name).path)
+            }
             rmdir(attachments.path)
         }
     }
@@ -198,7 +226,7 @@ package final class Inbox: @unchecked Sendable {
     static func listJSON(_ entry: Entry) -> JSONValue {
         .object([
             ("id", .string(entry.uuid)), ("type", .string(entry.type)), ("summary", .string(entry.summary)),
-            ("received_at", .string(ReportDocument.timestamp(entry.receivedAt))), ("attachments", .int(entry.attachments.count)),
+            ("received_at", .string(ReportDocument.timestamp(entry.receivedAt))), ("attachments", .int(entry.attachmentCount)),
             ("attachment_names", .array(entry.attachments.map(JSONValue.string))), ("labels", .array(entry.labels.map(JSONValue.string))),
             ("arrivals", .int(entry.arrivals)),
         ])
@@ -222,22 +250,41 @@ package final class Inbox: @unchecked Sendable {
         return masked.hasPrefix(origin) ? String(masked.dropFirst(origin.count)) : "<unreadable request target>"
     }
 
-    /// The list's entry for a report in Backtrace's submission format, whichever client sent it.
+    /// The list's entry for a report in Backtrace's submission format, whichever client sent
+    /// it: its text cut to `Kept`.
     static func entry(_ report: JSONValue, uuid: String, attachments: [String], at date: Date) -> Entry {
         var attributes: [String: String] = [:]
+        var attributeText = 0
         for (key, value) in report["attributes"]?.objectValue ?? [] {
+            let text: String
             switch value {
-            case .string(let text): attributes[key] = text
+            case .string(let string): text = string
             case .null, .array, .object: continue
-            default: attributes[key] = value.serialized()
+            default: text = value.serialized()
             }
+            let kept = ReportContent.bounded(text, limit: Kept.attributeValue).text
+            attributeText += key.utf8.count + kept.utf8.count
+            guard attributes.count < Kept.attributes, attributeText <= Kept.attributeText else { break }
+            attributes[key] = kept
         }
-        let type = attributes["error.type"] ?? (report["threads"] == nil ? "Report" : "Crash")
+        let type = report["attributes"]?["error.type"]?.stringValue.map { ReportContent.bounded($0, limit: Kept.attributeValue).text }
+            ?? (report["threads"] == nil ? "Report" : "Crash")
         let description = report["annotations"]?["Description"]?.stringValue ?? ""
+        let summary = report["attributes"]?["error.message"]?.stringValue ?? ""
+        let labels = report["classifiers"]?.arrayValue?.compactMap(\.stringValue) ?? []
         return Entry(
-            uuid: uuid, type: type, summary: attributes["error.message"] ?? "", receivedAt: date, attachments: attachments,
-            attributes: attributes, labels: report["classifiers"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            description: String(description.utf8.prefix(descriptionKept)) ?? "")
+            uuid: uuid, type: type, summary: ReportContent.bounded(summary, limit: Kept.summary).text, receivedAt: date,
+            attachments: leading(attachments, bytes: Kept.names), attachmentCount: attachments.count, attributes: attributes,
+            labels: leading(labels, bytes: Kept.labels), description: ReportContent.bounded(description, limit: Kept.description).text)
+    }
+
+    /// The first of `items` whose bytes together stay within `bytes`.
+    static func leading(_ items: [String], bytes: Int) -> [String] {
+        var total = 0
+        return Array(items.prefix { item in
+            total += item.utf8.count
+            return total <= bytes
+        })
     }
 
     /// The reports stored in `folder` before this run: `<uuid>.json` files, oldest first.

@@ -97,9 +97,9 @@ extension LocalReceiver {
         guard Self.isUUID(path[1]), let entry = inbox.entry(path[1]) else { return notFound(&reader) }
         let uuid = entry.uuid
         if path.count == 4 {
-            guard path[2] == "attachments", Self.isPlainFileName(path[3]), entry.attachments.contains(path[3]) else {
-                return notFound(&reader)
-            }
+            // The entry lists the first names only; past them, any stored file but a partial one.
+            let listed = entry.attachments.contains(path[3]) || (entry.attachmentCount > entry.attachments.count && !path[3].hasPrefix("."))
+            guard path[2] == "attachments", Self.isPlainFileName(path[3]), listed else { return notFound(&reader) }
             guard case .success(let data) = readStored(folder.appendingPathComponent(uuid).appendingPathComponent(path[3])) else {
                 return notFound(&reader)
             }
@@ -128,12 +128,15 @@ extension LocalReceiver {
 
     /// Server-sent events: `report`, `request` and `cleared`, each with its JSON, until the
     /// client goes or the receiver stops; a comment every 15 s keeps proxies from closing it.
-    /// A stream counts as idle: at the connection limit it is the first closed for a new client
-    /// (a browser's EventSource reconnects), and a client that left is noticed within a second,
-    /// so reloading the page never fills the receiver with streams nobody reads.
+    /// Streams have a quota of their own (`limits.maxStreams`, below the connection limit): a
+    /// stream past it closes the oldest stream, so streams that reconnect at once can never hold
+    /// a submitter out. A stream also counts as idle: at the connection limit it is the first
+    /// closed for a new client (a browser's EventSource reconnects), and a client that left is
+    /// noticed within a second, so reloading the page never fills the receiver with streams
+    /// nobody reads.
     private func streamEvents(_ inbox: Inbox, reader: SocketReader) {
         let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n"
-        guard markIdle(reader.fd), reader.write(head + "retry: 1000\n\n") else { return }
+        guard admitStream(reader.fd), reader.write(head + "retry: 1000\n\n") else { return }
         var seen = inbox.lastEvent
         var lastWrite = SystemClock().now()
         while !Self.peerClosed(reader.fd) {

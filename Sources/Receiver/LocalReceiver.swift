@@ -48,6 +48,8 @@ package final class LocalReceiver: Sendable {
     let system: SystemCalls
     let listener: Int32
     let state: Locked<State>
+    /// One metric event written at a time (lines never interleave).
+    let metricEventsLock = Locked(())
 
     struct State {
         var script: [Response]
@@ -67,6 +69,8 @@ package final class LocalReceiver: Sendable {
         var waitingForHead: HostInstant?
         /// Closed to make room for a new client: no longer counted.
         var shed = false
+        /// Since when it is an event stream (nil: a request/answer connection).
+        var streamSince: HostInstant?
     }
     /// Limits that keep one client from stopping or exhausting the receiver.
     package let limits: Limits
@@ -82,6 +86,9 @@ package final class LocalReceiver: Sendable {
         /// or trickling its head) before a new client may take its place: a connection whose
         /// request is already on its way is never shed for a burst.
         package var shedIdleAfterMs = 1_000
+        /// Event streams served at once (a quota of their own, below `maxConnections`): past
+        /// it, the oldest stream is closed for the new one, so streams never hold a submitter out.
+        package var maxStreams = 8
         /// How long a refused (503) connection is read and discarded after its answer, so
         /// that closing it never resets the client before it read the answer.
         package var refusalDrainMs = 2_000

@@ -100,7 +100,22 @@ extension LocalReceiver {
         }
     }
 
-    /// Marks a connection that only waits (an event stream) as idle since now: at the limit,
-    /// it may be closed for a new client. False when it was shed already.
-    func markIdle(_ client: Int32) -> Bool { setWaitingForHead(client, true) }
+    /// Counts `client` as an event stream, idle since now (at the connection limit it may be
+    /// closed for a new client). At the stream quota, the oldest stream is closed for it. False
+    /// when it was shed already.
+    func admitStream(_ client: Int32) -> Bool {
+        let now = SystemClock().now()
+        return state.withLock { state in
+            guard let connection = state.connections[client], !connection.shed else { return false }
+            let streams = state.connections.compactMap { fd, stream in stream.shed ? nil : stream.streamSince.map { (fd: fd, since: $0) } }
+            if streams.count >= limits.maxStreams, let oldest = streams.min(by: { $0.since < $1.since }) {
+                state.connections[oldest.fd]?.shed = true
+                // Wakes its thread's poll, which ends the stream.
+                shutdown(oldest.fd, Int32(SHUT_RDWR))
+            }
+            state.connections[client]?.streamSince = now
+            state.connections[client]?.waitingForHead = now
+            return true
+        }
+    }
 }

@@ -91,6 +91,8 @@ extension LocalReceiver {
     }
 
     /// Keeps a metric event (crash-free metrics, SPEC B-2): 200 for a JSON object, 400 else.
+    /// Tests keep them in memory; the command line appends each to `metric-events.jsonl` in
+    /// its folder and keeps none, so a long run does not grow.
     func takeMetricEvent(_ kind: String, body: Data, request: HTTPRequest, reader: inout SocketReader) -> Bool {
         var log = Inbox.Request(at: system.now(), method: request.method, path: request.target, status: 400, chaos: false, report: nil)
         defer { inbox?.record(log) }
@@ -98,7 +100,14 @@ extension LocalReceiver {
             reader.answer(400, "not a JSON object")
             return true
         }
-        state.withLock { $0.metricEvents.append(MetricEvent(kind: kind, body: event)) }
+        if keepInMemory {
+            state.withLock { $0.metricEvents.append(MetricEvent(kind: kind, body: event)) }
+        } else if case .failure(let error) = appendMetricEvent(kind, event) {
+            // Never 200 for what was not kept: the client sends it again.
+            log.status = 500
+            reader.answer(500, "cannot store the event: \(error.message)")
+            return true
+        }
         log.status = 200
         reader.answer(200, "ok")
         return true

@@ -68,6 +68,28 @@ extension LocalReceiver {
     }
 }
 
+// Metric events, one JSON line each.
+extension LocalReceiver {
+    /// The file metric events are appended to, in the receiver's folder.
+    static let metricEventsFile = "metric-events.jsonl"
+
+    /// Appends `{"kind": …, "event": …}` as one line of `metric-events.jsonl` (0600, never
+    /// through a link planted under that name), whole or not at all as far as readers of
+    /// whole lines go: one `write` of the line under the lock.
+    func appendMetricEvent(_ kind: String, _ event: JSONValue) -> Result<Void, StorageError> {
+        let path = folder.appendingPathComponent(Self.metricEventsFile).path
+        let line = JSONValue.object([("kind", .string(kind)), ("event", event)]).serialized() + "\n"
+        return metricEventsLock.withLock { _ in
+            system.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                .mapError { StorageError(path: path, message: "cannot open (\($0))") }
+                .flatMap { fd in
+                    defer { close(fd) }
+                    return system.writeAll(fd, line).mapError { StorageError(path: path, message: "cannot write (\($0))") }
+                }
+        }
+    }
+}
+
 // Writing only inside the receiver's folder, whatever is planted in it.
 extension LocalReceiver {
     /// Not empty, not `.` or `..`, no `/`, `\` or NUL.

@@ -11,7 +11,9 @@ import MallocArena
 // second arena grows a page range at a time (an mprotect each: a tenth of `status --all`).
 // Not for `receive`, whose connections are served on threads at once (they would queue on
 // the one arena's lock). The embedding library leaves its host's malloc alone.
-if CommandLine.arguments.dropFirst().first != "receive" { _ = rh_use_one_malloc_arena() }
+// `receive` gives back what a large request took once it is answered: its memory stays flat
+// whatever size of posts arrives.
+if CommandLine.arguments.dropFirst().first != "receive" { _ = rh_use_one_malloc_arena() } else { _ = rh_return_large_blocks() }
 // What `run` may pass on to its program: recorded before anything opens a descriptor.
 InheritedDescriptors.record(system: Switches.system)
 // A failure sweep routes SQLite's calls before any database opens.

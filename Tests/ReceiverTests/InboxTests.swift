@@ -253,6 +253,53 @@ import Testing
         #expect(recv(streams[0], &chunk, chunk.count, 0) == 0)
     }
 
+    @Test("T-2: streams have a quota below the connection limit: 40 streams that reconnect at once never hold a submitter out")
+    func streamQuota() throws {
+        // Streams younger than `shedIdleAfterMs` could not be shed: 32 of them filled every slot.
+        let receiver = try makeReceiver()
+        defer { receiver.stop() }
+        #expect(receiver.limits.maxStreams < receiver.limits.maxConnections)
+        var streams: [Int32] = []
+        defer { streams.forEach { close($0) } }
+        for _ in 0..<40 {
+            let stream = try #require(connectToLoopback(port: receiver.port, timeoutMs: 10_000))
+            streams.append(stream)
+            let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(receiver.port)\r\n\r\n"
+            _ = send(stream, request, request.utf8.count, Int32(MSG_NOSIGNAL))
+            var chunk = [UInt8](repeating: 0, count: 512)
+            #expect(recv(stream, &chunk, chunk.count, 0) > 0, "each stream is answered")
+        }
+        let statuses = try (0..<20).map { index in try post(receiver, Self.submission(summary: "honest \(index)")).status }
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        // The 32 oldest streams were closed for newer ones: they read the end of the stream.
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        for (index, stream) in streams.prefix(32).enumerated() {
+            var count = 1
+            while count > 0 { count = recv(stream, &chunk, chunk.count, 0) }
+            #expect(count == 0, "stream \(index) was closed, not timed out")
+        }
+        #expect(receiver.openConnections <= receiver.limits.maxStreams, "only the newest streams are served")
+    }
+
+    @Test("T-2: an entry keeps each field cut to its bound (a character never split); the stored report stays whole")
+    func entriesBounded() throws {
+        let receiver = try makeReceiver()
+        defer { receiver.stop() }
+        let long = String(repeating: "é", count: 2_000)
+        let attributes = Dictionary(uniqueKeysWithValues: (0..<200).map { ("key\($0)", long) })
+        let submission = Self.submission(summary: "s" + long, attributes: attributes, labels: (0..<100).map { "label-\($0)-" + long })
+        #expect(try post(receiver, submission).status == 200)
+        let entry = try #require(try json(receiver, "/api/reports")["reports"]?.arrayValue?.first)
+        let summary = try #require(entry["summary"]?.stringValue)
+        #expect(summary.utf8.count <= 1_024 && summary.utf8.count > 1_000 && summary.hasPrefix("sé"))
+        #expect(entry["labels"]?.arrayValue?.count == 0, "a label longer than the labels' bound is not kept")
+        // Attribute values are cut, and only the first few kept: an attribute filter sees them.
+        #expect(try json(receiver, "/api/reports?attribute=key0")["total"]?.intValue == 1)
+        #expect(try json(receiver, "/api/reports?attribute=key199")["total"]?.intValue == 0)
+        let stored = try JSONValue.parse(try httpRequest(port: receiver.port, "/api/reports/\(submission.uuid)").body)
+        #expect(stored["attributes"]?["key199"]?.stringValue == long)
+    }
+
     @Test("T-2 chaos: answers drawn by seed (the same seed, the same answers), 429 and 503 with Retry-After, marked in the request list, nothing stored")
     func chaos() throws {
         func answers(seed: UInt64) throws -> (statuses: [Int], receiver: LocalReceiver) {

@@ -62,6 +62,55 @@ import Testing
         }
     }
 
+    @Test("T-2: the receiver's memory stops growing whatever it is sent: after a warm-up, 15 more 512 KB reports and metric events add under 8 MB; events go to metric-events.jsonl")
+    func memoryStopsGrowing() async throws {
+        try await offPool { [self] in
+            let (receiver, port) = try receive(["--inbox"])
+            defer {
+                kill(receiver.pid, SIGTERM)
+                receiver.wait()
+            }
+            // Every field the inbox lists, 512 KB long: before, each report stayed in memory whole.
+            let large = String(repeating: "x", count: 512 << 10)
+            func post(round: Int) throws {
+                for _ in 0..<5 {
+                    let report = JSONValue.object([
+                        ("uuid", .string(UUID().uuidString)), ("attributes", .object([("error.message", .string(large)), ("big", .string(large))])),
+                        ("annotations", .object([("Description", .string(large))])), ("classifiers", .array([.string(large)])),
+                    ])
+                    let stored = try httpRequest(
+                        port: port, "/post?format=json&token=t", method: "POST", headers: ["Content-Type": "application/json"],
+                        body: Data(report.serialized().utf8))
+                    let event = JSONValue.object([("unique_events", .array([.object([("attributes", .object([("a", .string(large))]))])]))])
+                    let taken = try httpRequest(
+                        port: port, "/api/unique-events/submit", method: "POST", headers: ["Content-Type": "application/json"],
+                        body: Data(event.serialized().utf8))
+                    #expect(stored.status == 200 && taken.status == 200, "round \(round): \(stored.status) \(taken.status)")
+                }
+            }
+            try post(round: 0)
+            let warm = try #require(residentMegabytes(receiver.pid))
+            for round in 1...3 { try post(round: round) }
+            let after = try #require(residentMegabytes(receiver.pid))
+            #expect(after - warm < 8, "resident \(warm) MB after 5 posts of each, \(after) MB after 15 more")
+            let events = try String(contentsOf: fixture.folder.appendingPathComponent("got/metric-events.jsonl"), encoding: .utf8)
+            #expect(events.split(separator: "\n").count == 20, "one line per event taken")
+            #expect(events.hasPrefix(#"{"kind":"unique-events","event":{"unique_events":"#))
+            // The list shows each report cut to its bounds; the report itself stays whole.
+            let listed = try #require(try JSONValue.parse(try httpRequest(port: port, "/api/reports?limit=1").body)["reports"]?.arrayValue?.first)
+            #expect(listed["summary"]?.stringValue?.utf8.count == 1_024)
+            let id = try #require(listed["id"]?.stringValue)
+            #expect(try httpRequest(port: port, "/api/reports/\(id)").body.count > 3 * (512 << 10))
+        }
+    }
+
+    /// `pid`'s resident set in megabytes, from `/proc/PID/status`.
+    func residentMegabytes(_ pid: pid_t) -> Int? {
+        guard case .success(let data) = BoundedFile.read("/proc/\(pid)/status", limit: 1 << 20, system: .live) else { return nil }
+        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+        return line.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 / 1_024 }
+    }
+
     @Test("T-2 chaos: a bad --chaos, a --chaos-seed that is not a number, or a seed without --chaos is a usage error naming it")
     func usageErrors() async throws {
         try await offPool { [self] in
