@@ -6,11 +6,18 @@ import HostSupport
 
 /// App hangs (SPEC B-4): threads the program asked to watch (`rh_embed_watch_thread`) and
 /// their heartbeats (`rh_embed_heartbeat`). A watchdog thread wakes when the earliest watched
-/// thread is due; one whose last heartbeat is older than its timeout is hung: its stack is
-/// taken from outside by `reporthost-stack` (ptrace: the thread keeps its system call and
-/// goes on, unaware), and one `app_hang` report is raised for the hang. When the heartbeat
-/// comes back, the hang's length is set on the report if it has not left the machine yet,
-/// and logged otherwise.
+/// thread is due; one whose last heartbeat is older than its timeout is hung. The stacks of
+/// the threads hung at one wake-up are taken together from outside by `reporthost-stack`
+/// (ptrace: each thread keeps its system call and goes on, unaware), within a deadline, and
+/// one `app_hang` report is raised for them, saying how many. A thread that did not stop in
+/// time (an uninterruptible wait) is reported without its stack, with the reason. When the
+/// heartbeat comes back, the hang's length is set on the report if it has not left the
+/// machine yet, and logged otherwise.
+///
+/// A watch ends with its thread: a watched thread found gone (or its id given to a later
+/// thread) when it is due is forgotten, never reported, and the helper itself checks each
+/// thread's start time before it interrupts it. `stop` waits for a report being raised at
+/// most `stopWaitMs`, killing the helper if it still runs.
 ///
 /// # Thread safety
 /// The watches are a `WaitableState`: heartbeats from any thread, the watchdog on its own.
@@ -18,6 +25,8 @@ final class AppHangs: Sendable {
     private struct Watch {
         var timeoutMs: Int
         var lastBeat: HostInstant
+        /// Tells this thread from a later one given the same id.
+        var startTime: Int64
         var hang: Hang?
     }
 
@@ -29,8 +38,20 @@ final class AppHangs: Sendable {
         var endedAt: HostInstant?
     }
 
-    /// `reporting`: the watchdog is raising a hang's report (a stop waits for it).
-    private let state = WaitableState((watches: [Int32: Watch](), stopped: false, started: false, reporting: false))
+    /// How long `stop` waits for a hang's report being raised.
+    static let stopWaitMs = 2_000
+
+    private struct State {
+        var watches: [Int32: Watch] = [:]
+        var stopped = false
+        var started = false
+        /// The watchdog is raising a hang's report (a stop waits for it).
+        var reporting = false
+        /// The stack helper running now (a stop kills it).
+        var helper: pid_t?
+    }
+
+    private let state = WaitableState(State())
     private let clock = SystemClock()
     private let runtime: Runtime
     /// `reporthost-stack`, beside the library.
@@ -45,9 +66,10 @@ final class AppHangs: Sendable {
     /// watchdog with the first watch; false when no thread can be started for it.
     func watchCallingThread(timeoutMs: Int) -> Bool {
         let thread = rh_embed_thread_id()
+        let startTime = HangStacks.startTime(of: thread) ?? 0
         let now = clock.now()
         let start = state.update { state -> Bool in
-            state.watches[thread] = timeoutMs == 0 ? nil : Watch(timeoutMs: timeoutMs, lastBeat: now, hang: nil)
+            state.watches[thread] = timeoutMs == 0 ? nil : Watch(timeoutMs: timeoutMs, lastBeat: now, startTime: startTime, hang: nil)
             guard timeoutMs > 0, !state.started else { return false }
             state.started = true
             return true
@@ -74,12 +96,18 @@ final class AppHangs: Sendable {
         }
     }
 
-    /// Stops the watchdog; a hang's report being raised is finished first (the host must not
-    /// stop under it), and a hang that ended just before the stop (a heartbeat, then at once
+    /// Stops the watchdog. A hang's report being raised is waited for, at most `stopWaitMs`
+    /// (the stack helper is killed at once: the report goes on without the stacks it had not
+    /// taken), and a hang that ended just before the stop (a heartbeat, then at once
     /// `rh_embed_stop`) gets its length here, as the watchdog would have given it.
     func stop() {
-        state.update { $0.stopped = true }
-        let ended = state.wait(until: nil, clock: clock, for: { !$0.reporting }) { state, _ -> [(String, Int)] in
+        let helper = state.update { state -> pid_t? in
+            state.stopped = true
+            return state.helper
+        }
+        if let helper { kill(helper, SIGKILL) }
+        let deadline = clock.now().advanced(byMilliseconds: Self.stopWaitMs)
+        let ended = state.wait(until: deadline, clock: clock, for: { !$0.reporting }) { state, _ -> [(String, Int)] in
             var ended: [(String, Int)] = []
             for (thread, watch) in state.watches {
                 guard let hang = watch.hang, let end = hang.endedAt, let id = hang.reportID else { continue }
@@ -97,39 +125,60 @@ final class AppHangs: Sendable {
                 state.watches.values.filter { $0.hang == nil }.map { $0.lastBeat.advanced(byMilliseconds: $0.timeoutMs) }.min()
             }, clock: clock, for: { state in
                 state.stopped || state.watches.values.contains { $0.hang?.endedAt != nil && $0.hang?.reportID != nil }
-            }) { state, _ -> (stop: Bool, hung: [(Int32, Int)], ended: [(String, Int)]) in
-                guard !state.stopped else { return (true, [], []) }
-                let now = clock.now()
-                var hung: [(Int32, Int)] = []
-                var ended: [(String, Int)] = []
-                for (thread, watch) in state.watches {
-                    if let hang = watch.hang, let end = hang.endedAt, let id = hang.reportID {
-                        ended.append((id, end.milliseconds(since: hang.since)))
-                        state.watches[thread]?.hang = nil
-                    } else if watch.hang == nil, now.milliseconds(since: watch.lastBeat) >= watch.timeoutMs {
-                        state.watches[thread]?.hang = Hang(since: watch.lastBeat, reportID: nil, endedAt: nil)
-                        hung.append((thread, watch.timeoutMs))
-                    }
-                }
-                state.reporting = !hung.isEmpty || !ended.isEmpty
-                return (false, hung, ended)
+            }) { state, _ in
+                state.stopped ? nil : pass(&state)
             }
-            if work.stop { return }
+            guard let work else { return }
             for (id, length) in work.ended { recordLength(length, of: id) }
-            for (thread, timeoutMs) in work.hung { report(thread: thread, timeoutMs: timeoutMs) }
+            if !work.hung.isEmpty { report(work.hung, timeoutMs: work.timeoutMs) }
             state.update { $0.reporting = false }
         }
     }
 
-    /// One report for the hang of `thread`, with its stack taken now.
-    private func report(thread: Int32, timeoutMs: Int) {
-        let lines = Self.stack(of: thread, helper: helper, log: runtime.logger)
-        let name = Self.threadName(thread)
+    /// One wake-up of the watchdog, under the lock: the hangs that ended (to record), the
+    /// threads hung now (to report together), watches of threads that ended (forgotten).
+    private func pass(_ state: inout State) -> (hung: [HangStacks.Thread], timeoutMs: Int, ended: [(String, Int)]) {
+        let now = clock.now()
+        var hung: [HangStacks.Thread] = []
+        var timeoutMs = 0
+        var ended: [(String, Int)] = []
+        for (thread, watch) in state.watches {
+            if let hang = watch.hang, let end = hang.endedAt, let id = hang.reportID {
+                ended.append((id, end.milliseconds(since: hang.since)))
+                state.watches[thread]?.hang = nil
+            } else if watch.hang == nil, now.milliseconds(since: watch.lastBeat) >= watch.timeoutMs {
+                guard HangStacks.startTime(of: thread) == watch.startTime else {
+                    state.watches[thread] = nil
+                    runtime.logger.info("app hang watch: thread \(thread) ended while watched; its watch ended with it")
+                    continue
+                }
+                state.watches[thread]?.hang = Hang(since: watch.lastBeat, reportID: nil, endedAt: nil)
+                hung.append(HangStacks.Thread(id: thread, startTime: watch.startTime))
+                timeoutMs = max(timeoutMs, watch.timeoutMs)
+            }
+        }
+        state.reporting = !hung.isEmpty || !ended.isEmpty
+        return (hung.sorted { $0.id < $1.id }, timeoutMs, ended)
+    }
+
+    /// One report for the threads hung at once, with the stacks taken now.
+    private func report(_ hung: [HangStacks.Thread], timeoutMs: Int) {
+        let stacks = HangStacks.capture(hung, helper: helper) { pid in
+            let stopped = state.update { state -> Bool in
+                state.helper = pid
+                return state.stopped
+            }
+            if stopped { kill(pid, SIGKILL) }
+        }
+        state.update { $0.helper = nil }
+        let threads = hung.map { (id: $0.id, name: Self.threadName($0.id)) }
         do {
-            let document = try runtime.raiseAppHang(thread: thread, name: name, timeoutMs: timeoutMs, stackLines: lines)
-            state.update(wakingIf: { _ in true }) { state in state.watches[thread]?.hang?.reportID = document?.id }
+            let document = try runtime.raiseAppHang(threads: threads, timeoutMs: timeoutMs, stacks: stacks.stacks, missing: stacks.missing)
+            state.update(wakingIf: { _ in true }) { state in
+                for thread in hung { state.watches[thread.id]?.hang?.reportID = document?.id }
+            }
         } catch {
-            runtime.logger.error("app hang of thread \(thread): the report could not be stored: \(error)")
+            runtime.logger.error("app hang of \(hung.count) thread(s): the report could not be stored: \(error)")
         }
     }
 
@@ -137,27 +186,6 @@ final class AppHangs: Sendable {
         let recorded = (try? runtime.setAttribute("reporthost.hang_ms", String(milliseconds), onWaitingReport: reportID)) ?? false
         runtime.logger.info(
             "app hang ended after \(milliseconds) ms" + (recorded ? "; recorded on report \(reportID)" : "; report \(reportID) was already sent"))
-    }
-
-    /// What `reporthost-stack` prints for `thread` of this process; nil when it cannot run.
-    static func stack(of thread: Int32, helper: String, log: HostLogger) -> String? {
-        switch Subprocess.spawn([helper, String(getpid()), String(thread)], captureOutput: true, captureErrors: true) {
-        case .failure(let error):
-            log.warn("app hang: \(helper) could not be started (\(error)): the report has no stack")
-            return nil
-        case .success(let helperProcess):
-            // Yama (where it is on) lets only an allowed process trace this one.
-            _ = rh_embed_allow_tracer(helperProcess.pid)
-            let output = helperProcess.output.map { String(decoding: embedSystem.drain($0, keep: .first(1 << 20)), as: UTF8.self) } ?? ""
-            let errors = helperProcess.errors.map { String(decoding: embedSystem.drain($0, keep: .first(4096)), as: UTF8.self) } ?? ""
-            for fd in [helperProcess.output, helperProcess.errors].compactMap({ $0 }) { close(fd) }
-            let ending = helperProcess.wait()
-            guard ending == .exited(0) else {
-                log.warn("app hang: \(helper) could not read the stack (\(ending)): \(errors.trimmed.prefix(300))")
-                return nil
-            }
-            return output
-        }
     }
 
     /// The thread's name (`/proc/self/task/<tid>/comm`), or its id.

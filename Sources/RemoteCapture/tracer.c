@@ -149,7 +149,7 @@ static void build_id_of(const char *path, char *out, size_t cap) {
 
 /* `module <start> <end> <path>` and `build_id` lines for each file mapped in `pid`: its
    lowest and highest addresses (what the in-process writer's map says of a module). */
-static void write_modules(FILE *out, pid_t pid) {
+void rh_trace_write_modules(FILE *out, pid_t pid) {
     char maps[64];
     snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
     FILE *in = fopen(maps, "re");
@@ -187,7 +187,7 @@ static void write_modules(FILE *out, pid_t pid) {
     fclose(in);
 }
 
-void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid) {
+void rh_trace_write_stack(FILE *out, pid_t pid, pid_t tid) {
 #if defined(__x86_64__)
     struct user_regs_struct regs;
     bool have_registers = ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0;
@@ -209,7 +209,11 @@ void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid) {
     }
 #endif
     for (int i = 0; i < count; i++) fprintf(out, "frame 0x%lx\n", frames[i]);
-    write_modules(out, pid);
+}
+
+void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid) {
+    rh_trace_write_stack(out, pid, tid);
+    rh_trace_write_modules(out, pid);
 }
 
 /* Writes the crash file of thread `tid` (of `pid`), stopped at the delivery of `info`. The
@@ -297,33 +301,4 @@ int rh_trace_program(pid_t pid, const char *crash_dir, const char *session, char
         /* The signal goes on as it came: the program's handler, or its default action. */
         ptrace(PTRACE_CONT, tid, NULL, (void *)(long)signal);
     }
-}
-
-int rh_stack_main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: reporthost-stack PID TID\n");
-        return 2;
-    }
-    pid_t pid = (pid_t)atoi(argv[1]), tid = (pid_t)atoi(argv[2]);
-    /* Under Yama the parent allows this process to trace it (PR_SET_PTRACER) just after it
-       started it: a refusal before that is retried for at most half a second. */
-    long seized;
-    for (int tries = 0; (seized = ptrace(PTRACE_SEIZE, tid, NULL, NULL)) != 0 && errno == EPERM && tries < 50; tries++) {
-        struct timespec wait = {0, 10 * 1000 * 1000};
-        nanosleep(&wait, NULL);
-    }
-    if (seized != 0) {
-        fprintf(stderr, "reporthost-stack: cannot trace thread %d of %d (%s)\n", (int)tid, (int)pid, strerror(errno));
-        return 1;
-    }
-    int status = 0;
-    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0 || waitpid(tid, &status, __WALL) != tid) {
-        fprintf(stderr, "reporthost-stack: cannot stop thread %d (%s)\n", (int)tid, strerror(errno));
-        ptrace(PTRACE_DETACH, tid, NULL, NULL);
-        return 1;
-    }
-    rh_trace_write_thread(stdout, pid, tid);
-    fflush(stdout);
-    ptrace(PTRACE_DETACH, tid, NULL, NULL);
-    return 0;
 }

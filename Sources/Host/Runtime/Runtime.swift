@@ -85,19 +85,33 @@ public final class Runtime: Sendable {
     public var repositoryFolder: URL { session.repository.folder }
     /// Documents of the reports `recover` ran through the chain, oldest first.
     public var recovered: [ReportDocument] { session.recovered }
-    /// SPEC B-4: one `app_hang` report for thread `thread` (`name`), which missed its
-    /// heartbeat for `timeoutMs`, with its stack (`reporthost-stack`'s lines) when it was read.
-    package func raiseAppHang(thread: Int32, name: String, timeoutMs: Int, stackLines: String?) throws(HostError) -> ReportDocument? {
+    /// Raises the `app_hang` report for `threads`, hung at once (SPEC B-4): the first is the
+    /// faulting thread; `reporthost.hang_threads` says how many; `crash.threads` holds each
+    /// stack taken (symbolicated), and `reporthost.hang_stack_missing` says why any is
+    /// missing.
+    package func raiseAppHang(
+        threads: [(id: Int32, name: String)], timeoutMs: Int, stacks: [Int32: String], missing: [Int32: String]
+    ) throws(HostError) -> ReportDocument? {
+        guard let first = threads.first else { return nil }
         var request = ReportRequest(trigger: .appHang)
-        request.summary = "thread \(name) (\(thread)) stopped answering: no heartbeat for \(timeoutMs) ms"
+        let named = threads.prefix(5).map { "\($0.name) (\($0.id))" }.joined(separator: ", ") + (threads.count > 5 ? ", …" : "")
+        request.summary = threads.count == 1
+            ? "thread \(named) stopped answering: no heartbeat for \(timeoutMs) ms"
+            : "\(threads.count) threads stopped answering at once: \(named); no heartbeat for \(timeoutMs) ms"
         // Backtrace's name for the thread a report is about.
-        request.attributes["_mod_faulting_tid"] = String(thread)
+        request.attributes["_mod_faulting_tid"] = String(first.id)
         request.attributes["reporthost.hang_timeout_ms"] = String(timeoutMs)
-        request.crash = stackLines.flatMap { lines in
-            CapturedStack.payload(lines: lines, session: sessionID, pid: getpid(), thread: thread, at: session.repository.system.now())
+        request.attributes["reporthost.hang_threads"] = String(threads.count)
+        let reasons = threads.compactMap { thread in missing[thread.id].map { "\(thread.name) (\(thread.id)): \($0)" } }
+        if !reasons.isEmpty {
+            request.attributes["reporthost.hang_stack_missing"] = reasons.prefix(5).joined(separator: "; ") + (reasons.count > 5 ? "; …" : "")
         }
+        let now = session.repository.system.now()
+        request.crash = CapturedStack.payload(
+            stacks: threads.compactMap { thread in stacks[thread.id].map { (thread.id, thread.name, $0) } }, session: sessionID, pid: getpid(), at: now)
         let document = try raise(request)
-        if let document { logger.warn("app hang: thread \(name) (\(thread)) missed its heartbeat for \(timeoutMs) ms: report \(document.id)") }
+        if let document { logger.warn("app hang: \(named) missed its heartbeat for \(timeoutMs) ms: report \(document.id)") }
+        for reason in reasons { logger.warn("app hang: no stack for \(reason)") }
         return document
     }
 

@@ -36,11 +36,28 @@ int rh_trace_unwind(pid_t tid, unsigned long *frames, int max);
  * ptrace by this thread. */
 void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid);
 
-/* `reporthost-stack PID TID`: the stack of a running thread of another process (an app hang,
- * SPEC B-4) in those lines on stdout. Its parent allows it to trace with prctl(PR_SET_PTRACER)
- * once it is started (a refusal before that is retried briefly); it interrupts the thread with
- * PTRACE_INTERRUPT (the thread's system call resumes as if nothing happened), and detaches. */
+/* The two halves of it: the registers and frames of `tid`, and the modules of `pid`. */
+void rh_trace_write_stack(FILE *out, pid_t pid, pid_t tid);
+void rh_trace_write_modules(FILE *out, pid_t pid);
+
+/* `reporthost-stack PID TID:START...`: the stacks of running threads of another process (an
+ * app hang, SPEC B-4), all within one deadline (`RH_STACK_DEADLINE_MS`). START is the
+ * thread's start time (field 22 of /proc/PID/task/TID/stat): a thread whose start time
+ * differs is no longer the one watched (it ended, its id was reused) and is never touched. It
+ * interrupts the threads with PTRACE_INTERRUPT (their system calls resume as if nothing
+ * happened), and writes for each, on stdout, one of:
+ *   `thread_stack TID` then its `register` and `frame` lines;
+ *   `thread_gone TID` (it ended, or its id is another thread's now);
+ *   `thread_unstopped TID REASON` (no stop within the deadline: an uninterruptible wait; or
+ *   it could not be traced);
+ *   `thread_skipped TID` (past the first `RH_STACK_THREADS_MAX`);
+ * then the modules once. Its parent allows it to trace with prctl(PR_SET_PTRACER) once it is
+ * started (a refusal before that is retried until the deadline). Exits 0 when it wrote the
+ * lines, 2 on bad arguments. */
 int rh_stack_main(int argc, char **argv);
+
+#define RH_STACK_DEADLINE_MS 1000
+#define RH_STACK_THREADS_MAX 16
 
 #ifdef __cplusplus
 }

@@ -237,6 +237,15 @@ int rh_embed_consecutive_crashes(rh_embed *h);
  * next comes only after a heartbeat. When the heartbeat returns, the hang's length is set on
  * the report (`reporthost.hang_ms`) if it has not been sent yet, else logged.
  *
+ * Threads found hung at the same moment share one report: `reporthost.hang_threads` says how
+ * many, and `crash.threads` holds the stacks of the first 16. The helper has 1 s: a thread
+ * that does not stop in that time (an uninterruptible wait: the parent of a vfork, a disk or
+ * network file system) is reported without its stack, and `reporthost.hang_stack_missing`
+ * says why. A watch ends with its thread: a watched thread that exits is never reported.
+ * rh_embed_stop waits for a hang's report at most 2 s (the helper is killed at once). Where
+ * Yama restricts ptrace, the process allows the helper to trace it while it runs
+ * (prctl PR_SET_PTRACER), then allows no tracer again.
+ *
  * timeout_ms: > 0; 0 stops watching the calling thread. Returns RH_EMBED_OK;
  * RH_EMBED_ERR_INVALID for a negative timeout; RH_EMBED_ERR_STORAGE when the watchdog thread
  * cannot be started; RH_EMBED_ERR_STOPPED for a handle that is not the live one. [any-thread] */
