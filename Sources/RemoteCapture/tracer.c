@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +18,6 @@
 #include <unistd.h>
 
 #define FRAMES_MAX 256
-
-/* The crash files this trace wrote (each file's name counts them). */
-static int written;
-
-static void fail(char *error, size_t cap, const char *format, ...) {
-    if (!error || cap == 0) return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(error, cap, format, args);
-    va_end(args);
-}
 
 int rh_trace_unwind(pid_t tid, unsigned long *frames, int max) {
     unw_addr_space_t space = unw_create_addr_space(&_UPT_accessors, 0);
@@ -214,91 +202,4 @@ void rh_trace_write_stack(FILE *out, pid_t pid, pid_t tid) {
 void rh_trace_write_thread(FILE *out, pid_t pid, pid_t tid) {
     rh_trace_write_stack(out, pid, tid);
     rh_trace_write_modules(out, pid);
-}
-
-/* Writes the crash file of thread `tid` (of `pid`), stopped at the delivery of `info`. The
-   file is made `.partial`, flushed, then renamed: recovery never reads half of it. */
-static void write_crash(const char *dir, const char *session, pid_t pid, pid_t tid, const siginfo_t *info) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    char path[4096], partial[4200];
-    snprintf(path, sizeof path, "%s/%s-%lld-%d-%d-%d.crash", dir, session, (long long)now.tv_sec, (int)pid, (int)tid, written + 1);
-    snprintf(partial, sizeof partial, "%s.partial", path);
-    int fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return;
-    FILE *out = fdopen(fd, "w");
-    if (!out) {
-        close(fd);
-        unlink(partial);
-        return;
-    }
-    fprintf(out, "reporthost-crash 1\nsession %s\nsignal %d\ncode %d\n", session, info->si_signo, info->si_code);
-    bool fault = info->si_signo == SIGSEGV || info->si_signo == SIGBUS || info->si_signo == SIGILL || info->si_signo == SIGFPE;
-    if (fault && info->si_code > 0) fprintf(out, "address 0x%lx\n", (unsigned long)(uintptr_t)info->si_addr);
-    if (info->si_code <= 0) fprintf(out, "sender_pid %d\nsender_uid %u\n", (int)info->si_pid, (unsigned)info->si_uid);
-    fprintf(out, "thread %d\npid %d\ntime %lld\ncapture ptrace\n", (int)tid, (int)pid, (long long)now.tv_sec);
-    rh_trace_write_thread(out, pid, tid);
-    fprintf(out, "end\n");
-    bool ok = fflush(out) == 0 && fsync(fd) == 0;
-    fclose(out);
-    if (ok && rename(partial, path) == 0) {
-        written++;
-    } else {
-        unlink(partial);
-    }
-}
-
-static bool is_fatal(int signal) {
-    return signal == SIGSEGV || signal == SIGBUS || signal == SIGILL || signal == SIGFPE || signal == SIGABRT || signal == SIGTRAP ||
-           signal == SIGSYS;
-}
-
-int rh_trace_program(pid_t pid, const char *crash_dir, const char *session, char *error, size_t error_cap) {
-    written = 0;
-    int status = 0;
-    /* The trampoline stops itself before its exec: seized while stopped, nothing of the
-       program has run yet. */
-    while (waitpid(pid, &status, WUNTRACED) < 0) {
-        if (errno != EINTR) {
-            fail(error, error_cap, "cannot wait for the program (%s)", strerror(errno));
-            return -1;
-        }
-    }
-    if (!WIFSTOPPED(status)) return status;
-    long options = PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL;
-    if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)options) != 0) {
-        fail(error, error_cap, "cannot trace the program (PTRACE_SEIZE: %s)", strerror(errno));
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-        return -1;
-    }
-    kill(pid, SIGCONT);
-    for (;;) {
-        pid_t tid = waitpid(-1, &status, __WALL);
-        if (tid < 0) {
-            if (errno == EINTR) continue;
-            fail(error, error_cap, "lost the traced program (%s)", strerror(errno));
-            return -1;
-        }
-        if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            if (tid == pid) return status;
-            continue;  /* one of its threads ended */
-        }
-        if (!WIFSTOPPED(status)) continue;
-        int signal = WSTOPSIG(status), event = status >> 16;
-        if (event == PTRACE_EVENT_STOP) {
-            /* A group stop (SIGSTOP, SIGTSTP…) stays one; any other event stop goes on. */
-            bool group = signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU;
-            ptrace(group ? PTRACE_LISTEN : PTRACE_CONT, tid, NULL, NULL);
-            continue;
-        }
-        if (event != 0) {  /* PTRACE_EVENT_CLONE: the new thread is traced too */
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
-            continue;
-        }
-        siginfo_t info;
-        if (is_fatal(signal) && ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0) write_crash(crash_dir, session, pid, tid, &info);
-        /* The signal goes on as it came: the program's handler, or its default action. */
-        ptrace(PTRACE_CONT, tid, NULL, (void *)(long)signal);
-    }
 }

@@ -24,6 +24,8 @@ import Testing
         #include <unistd.h>
 
         __attribute__((noinline)) void write_through(int *p) { *(volatile int *)p = 42; }
+        __attribute__((noinline)) void after_exec(int *p) { *(volatile int *)p = 43; }
+        __attribute__((noinline)) void after_vfork(int *p) { *(volatile int *)p = 44; }
         __attribute__((noinline)) void parse_config(const char *s) { if (strlen(s) > 2) write_through(0); }
         __attribute__((noinline)) int descend(int depth) {
             volatile char pad[512];
@@ -56,8 +58,50 @@ import Testing
         }.mapError { $0 as? Fixtures.CompileError ?? Fixtures.CompileError(description: "\($0)") }
     }
 
+    /// `family`: a child that faults after `fork`, one after `fork`+`exec` (`family exec`), one
+    /// after `vfork`+`exec` (`family vfork`), each waited for and each in a function of its
+    /// own (identical crashes would be one record), then 16 threads that fault at once.
+    static let familySource = #"""
+        #include <pthread.h>
+        #include <string.h>
+        #include <sys/wait.h>
+        #include <unistd.h>
+
+        static pthread_barrier_t together;
+        __attribute__((noinline)) void write_through(int *p) { *(volatile int *)p = 42; }
+        __attribute__((noinline)) void after_exec(int *p) { *(volatile int *)p = 43; }
+        __attribute__((noinline)) void after_vfork(int *p) { *(volatile int *)p = 44; }
+        static void *fault_together(void *arg) { (void)arg; pthread_barrier_wait(&together); write_through(0); return NULL; }
+        static void wait_for(pid_t child) { int status; waitpid(child, &status, 0); }
+
+        int main(int argc, char **argv) {
+            if (argc > 1 && strcmp(argv[1], "exec") == 0) after_exec(0);
+            if (argc > 1 && strcmp(argv[1], "vfork") == 0) after_vfork(0);
+            char *exec[] = {argv[0], "exec", NULL}, *vforked[] = {argv[0], "vfork", NULL};
+            pid_t child = fork();
+            if (child == 0) write_through(0);
+            wait_for(child);
+            child = fork();
+            if (child == 0) { execv("/proc/self/exe", exec); _exit(127); }
+            wait_for(child);
+            child = vfork();
+            if (child == 0) { execv("/proc/self/exe", vforked); _exit(127); }
+            wait_for(child);
+            pthread_barrier_init(&together, NULL, 16);
+            pthread_t threads[16];
+            for (int i = 0; i < 16; i++) pthread_create(&threads[i], NULL, fault_together, NULL);
+            for (int i = 0; i < 16; i++) pthread_join(threads[i], NULL);
+            return 0;
+        }
+        """#
+
     static let staticCrasher = build("static-crasher", flags: ["-static"])
     static let dynamicCrasher = build("dynamic-crasher", flags: [])
+    static let family: Result<URL, Fixtures.CompileError> = Result {
+        let output = makeTemporaryDirectory("family").appendingPathComponent("family")
+        try Fixtures.compile(["-g", "-O1", "-pthread", try Fixtures.file("family.c", familySource).path, "-o", output.path])
+        return output
+    }.mapError { $0 as? Fixtures.CompileError ?? Fixtures.CompileError(description: "\($0)") }
 
     func run(_ options: [String], _ program: [String]) throws -> ChildProcess.Result {
         try ChildProcess.run(Products.reporthost.path, ["run", "--repository", repository] + options + ["--"] + program, directory: folder)
@@ -105,6 +149,16 @@ import Testing
         #expect(ran.status == 139, "\(ran.stderr)")
         let document = try #require(try latestCrash())
         #expect(functions(document).first == "descend", "\(functions(document).prefix(5))")
+    }
+
+    @Test("B-6: the tracer follows the whole family: a child crashing after fork, fork+exec or vfork+exec is a record each; 16 threads crashing at once are one")
+    func wholeFamily() throws {
+        let ran = try run(["--capture=ptrace"], [try Self.family.get().path])
+        #expect(ran.status == 139, "\(ran.stderr)")
+        let status = try ChildProcess.reporthost(["status", "--json", "--repository", repository], directory: folder)
+        let records = try JSONValue.parse(status.stdout)["records"]?.arrayValue ?? []
+        let crashes = records.filter { $0["trigger"] == .string("crash") }
+        #expect(crashes.count == 4, "3 children and the program: \(crashes.map { $0["summary"]?.stringValue ?? "" })")
     }
 
     @Test("B-6: a traced program that does not crash runs as it would: its output, its status, no report; a bad --capture is a usage error")
