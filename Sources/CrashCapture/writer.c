@@ -101,7 +101,9 @@ void cc_write_crash_file(int signal_number, siginfo_t *info, void *context) {
     struct line l = {.length = 0};
     uint32_t mark = name_crash_file(&l, &now);
 
-    int fd = open(crash_temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A fresh file, whatever was left under its name: never written through a link. */
+    unlink(crash_temporary);
+    int fd = open(crash_temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     crash_fd = fd;
     add(&l, "reporthost-crash 1"); emit(fd, &l);

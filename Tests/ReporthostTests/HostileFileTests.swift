@@ -155,6 +155,33 @@ extension HostileInputTests {
         }
     }
 
+    @Test("I-7: files the host writes are never written through a link planted in the repository: the request body, the database, the lock")
+    func neverThroughALink() async throws {
+        try await offPool { [self] in
+            let victim = folder.appendingPathComponent("victim.txt")
+            try Data("must stay".utf8).write(to: victim)
+            let attached = folder.appendingPathComponent("a.log")
+            try Data("attached".utf8).write(to: attached)
+            #expect(try run(["report", "error", "--attach", attached.path]).status == 0)
+            // The request body's name is predictable: a link there truncated the file it named.
+            let body = URL(fileURLWithPath: repository).appendingPathComponent("outgoing-1.multipart")
+            try FileManager.default.createSymbolicLink(at: body, withDestinationURL: victim)
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got"))
+            defer { receiver.stop() }
+            #expect(try run(["launch", "--config", try config(receiver.url)]).status == 0)
+            #expect(receiver.received.first?.attachments["a.log"] == Data("attached".utf8))
+            #expect(try Data(contentsOf: victim) == Data("must stay".utf8))
+            // A database or lock file that is a link is an error naming it; nothing outside changes.
+            for name in [Repository.databaseName, Repository.lockName] {
+                let other = makeTemporaryDirectory("linked-repository")
+                try FileManager.default.createSymbolicLink(at: other.appendingPathComponent(name), withDestinationURL: victim)
+                let ran = try ChildProcess.reporthost(["report", "error", "--repository", other.path], directory: folder)
+                #expect(ran.status == 1 && ran.stderr.contains(name), "\(name): \(ran.status) \(ran.stderr)")
+                #expect(try Data(contentsOf: victim) == Data("must stay".utf8), "\(name)")
+            }
+        }
+    }
+
     @Test("D-14: a log file that is a FIFO is refused at start with a clear error, never waited on")
     func logFileIsAFifo() async throws {
         // Off the cooperative pool: child processes and long loops must not starve the

@@ -38,7 +38,9 @@ package struct MultipartBody: Sendable {
         system: SystemCalls
     ) throws(StorageError) {
         let fd: Int32
-        switch system.open(url.path, O_WRONLY | O_CREAT | O_TRUNC) {
+        // A fresh file, whatever was left under its name: never written through a link.
+        system.unlink(url.path)
+        switch system.open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC) {
         case .success(let opened): fd = opened
         case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
         }

@@ -78,7 +78,7 @@ extension Repository {
                     }
                     file = folder.appendingPathComponent(randomUUID(), isDirectory: false)
                     do throws(StorageError) {
-                        try DurableFile.write(attachment.data, to: file, system: system)
+                        try DurableFile.createNew(attachment.data, at: file, system: system)
                     } catch where omittingWhatDoesNotFit && error.outOfSpace {
                         copies.omitted.append(attachment)
                         continue

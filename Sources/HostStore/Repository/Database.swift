@@ -67,12 +67,13 @@ final class Database: @unchecked Sendable {
         case committed
     }
 
-    /// Opens (creating if `create`) the database at `path`.
+    /// Opens (creating if `create`) the database at `path`; for writing, never through a
+    /// symbolic link planted under its name (SQLite's `SQLITE_OPEN_NOFOLLOW`).
     init(path: String, create: Bool, readOnly: Bool = false, faults: Faults = Faults()) throws(StorageError) {
         self.path = path
         self.faults = faults
         var handle: OpaquePointer?
-        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
+        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0))
         let status = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_FULLMUTEX, nil)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"

@@ -6,21 +6,12 @@ import HostSupport
 /// Writes that survive a power cut: data and then the folder entry fsync'd, through the
 /// system-call seam (a full disk is an error, never a trap).
 package enum DurableFile {
-    /// Creates (or truncates) `url` with `data`. A write or sync that fails removes the file:
-    /// a full disk keeps no partial copy.
-    package static func write(_ data: Data, to url: URL, system: SystemCalls) throws(StorageError) {
-        try write(data, to: url, flags: O_TRUNC, system: system)
-    }
-
     /// Creates `url` with `data`, failing if anything (a file, a symbolic link) is there
-    /// already: nothing planted under that name is written through. Fails as `write` does.
+    /// already: nothing planted under that name is written through. A write or sync that
+    /// fails removes the file: a full disk keeps no partial copy.
     package static func createNew(_ data: Data, at url: URL, system: SystemCalls) throws(StorageError) {
-        try write(data, to: url, flags: O_EXCL | O_NOFOLLOW, system: system)
-    }
-
-    private static func write(_ data: Data, to url: URL, flags: Int32, system: SystemCalls) throws(StorageError) {
         let fd: Int32
-        switch system.open(url.path, O_WRONLY | O_CREAT | flags) {
+        switch system.open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC) {
         case .success(let opened): fd = opened
         case .failure(let error): throw StorageError(path: url.path, message: "cannot create (\(error))", error)
         }

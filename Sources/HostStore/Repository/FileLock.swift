@@ -24,7 +24,7 @@ package final class FileLock: Sendable {
     package static func take(
         _ path: String, waitMilliseconds: Int, system: SystemCalls, giveUp: () -> Bool = { false }
     ) throws(StorageError) -> FileLock? {
-        let fd = system.openRaw(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = system.openRaw(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StorageError(path: path, message: "cannot open the lock file (\(String(cString: strerror(errno))))")
         }
