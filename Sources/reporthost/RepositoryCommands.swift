@@ -100,7 +100,8 @@ enum StatusCommand {
         let records: [Repository.Summary]
         do {
             repository = try Repository.openForReading(existingFolder: folder, system: Switches.system)
-            records = try repository?.summaries() ?? []
+            // Stored order: the last listed is what `show latest` shows.
+            records = try repository?.summaries(storedOrder: true) ?? []
         } catch {
             throw HostError.io(path: error.path, reason: error.message)
         }
@@ -167,6 +168,8 @@ struct StatusReport {
     var byState: [(String, Int)] { counts(RecordState.allCases.map(\.rawValue)) { $0.state.rawValue } }
     var byType: [(String, Int)] { counts(["crash", "error", "bug"]) { $0.trigger.type.name } }
     var nextAttempt: Date? { records.filter { $0.state == .retry }.compactMap(\.nextAttemptAt).min() }
+    /// The waiting record created first (records are listed in stored order).
+    var oldestWaiting: Repository.Summary? { waiting.min { ($0.createdAt, $0.rowID) < ($1.createdAt, $1.rowID) } }
     /// Held records by reason.
     var heldReasons: [(String, Int)] {
         let reasons = records.filter { $0.state == .held }.map { $0.held ?? "unknown" }
@@ -177,7 +180,7 @@ struct StatusReport {
     func listed(_ limit: Int?) -> [Repository.Summary] { limit.map { Array(records.suffix($0)) } ?? records }
 
     func json(limit: Int? = nil) -> JSONValue {
-        let oldest = waiting.first
+        let oldest = oldestWaiting
         return .object([
             ("records", .array(listed(limit).map { record in
                 .object([
@@ -248,7 +251,7 @@ struct StatusReport {
             lines.append("  by state: \(joined(byState))")
             lines.append("  by type: \(joined(byType))")
         }
-        if let oldest = waiting.first {
+        if let oldest = oldestWaiting {
             lines.append("  oldest waiting: \(oldest.reportID) (\(oldest.state.rawValue)) since \(ReportDocument.timestamp(oldest.createdAt))")
         }
         if let next = nextAttempt { lines.append("  next attempt: \(ReportDocument.timestamp(next))") }

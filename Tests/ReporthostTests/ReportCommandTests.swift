@@ -53,6 +53,17 @@ import Testing
         }
     }
 
+    @Test("I-7: ids shown are ids stored: after a killed chain and its recovery, `show latest` is the record `status --limit 1` lists")
+    func latestIsListed() throws {
+        let fixture = CommandFixture("latest-listed")
+        #expect(try fixture.run(["report", "error", "--summary", "killed"], crashAt: .afterJournal).signal == SIGKILL)
+        // The abnormal exit is stored after the journaled report, and dated before it.
+        #expect(try fixture.run(["launch"]).status == 0)
+        let shown = try JSONValue.parse(try fixture.run(["show", "latest", "--json"]).stdout)["report_id"]?.stringValue
+        let listed = try JSONValue.parse(try fixture.run(["status", "--json", "--limit", "1"]).stdout)["records"]?.arrayValue
+        #expect(shown != nil && listed?.count == 1 && listed?.first?["report_id"]?.stringValue == shown, "\(shown ?? "") \(listed ?? [])")
+    }
+
     @Test("R-2: bug, error and exception map to their trigger and type; absent strings are null")
     func kinds() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.

@@ -203,9 +203,12 @@ package final class Repository: Sendable {
     /// Summaries of the records in `states` (all when empty), oldest first, through the index
     /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out: the
     /// index holds none, so no document is read here.
-    package func summaries(in states: [RecordState] = [], limit: Int? = nil) throws(StorageError) -> [Summary] {
+    /// - Parameter storedOrder: in the order they were stored (what `show latest` calls the
+    ///   newest), not by creation time (a crash's report is dated at the crash, maybe earlier).
+    package func summaries(in states: [RecordState] = [], limit: Int? = nil, storedOrder: Bool = false) throws(StorageError) -> [Summary] {
         let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND "
-        return try summaries(where: filter + Self.readable, states.map { .text($0.rawValue) }, order: "created_at, rowid", limit: limit)
+        let order = storedOrder ? "rowid" : "created_at, rowid"
+        return try summaries(where: filter + Self.readable, states.map { .text($0.rawValue) }, order: order, limit: limit)
     }
 
     private func summaries(where condition: String, _ values: [SQLValue], order: String, limit: Int?) throws(StorageError) -> [Summary] {
