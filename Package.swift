@@ -110,7 +110,8 @@ let package = Package(
             // Optimized in every build, as a plugin ships: it scans every byte of every text
             // (the tests' debug build would otherwise measure -O0 C).
             cSettings: [.unsafeFlags(["-O2"])],
-            linkerSettings: exportsOnlyEntry("scrub-pii")),
+            // Hyperscan (Debian's libhyperscan-dev): the linear-time engine its rules compile into.
+            linkerSettings: exportsOnlyEntry("scrub-pii") + [.linkedLibrary("hs")]),
         .target(
             name: "WrapperSim", dependencies: ["PluginAPI"], path: "Plugins/wrapper-sim",
             exclude: ["exports.map", "README.md"], publicHeadersPath: "public",

@@ -1,6 +1,6 @@
-/* scrub-pii's options (SPEC T-4), read from the host's `options_json` (ABI 1.1):
+/* scrub-pii's options (SPEC T-4, T-5), read from the host's `options_json` (ABI 1.1):
  *   {"safeAttributes": ["build"], "disable": ["phone"], "extraPatterns": {"ticket": "TCK-[0-9]+"},
- *    "method": "mask" | "remove" | "hash"}
+ *    "sensitiveKeys": ["password", "api key"], "method": "mask" | "remove" | "hash"}
  * and the pseudonym key of `hash`: 32 random bytes made once in the plugin's data folder
  * (`hmac.key`, 0600), never sent and never logged. */
 #include "options.h"
@@ -100,13 +100,10 @@ static bool read_string_list(struct reader *r, char ***items, size_t *count) {
     return expect(r, ']') || fail(r, "expected ',' or ']' in a list");
 }
 
-static int kind_named(const char *name) {
-    for (int k = 0; k < RH_SCRUB_KINDS; k++) if (strcmp(rh_scrub_kind_name((enum rh_scrub_kind)k), name) == 0) return k;
-    return -1;
-}
-
+/* `"name": "pattern"` pairs: each a pattern the engine takes (checked alone, so a refusal names
+   it), and a name that can be a mask (no `[`, `]` or `:`). */
 static bool read_patterns(struct reader *r, struct scrub_options *options) {
-    if (!expect(r, '{')) return fail(r, "\"extraPatterns\": expected an object of name -> POSIX extended regex");
+    if (!expect(r, '{')) return fail(r, "\"extraPatterns\": expected an object of name -> pattern");
     if (expect(r, '}')) return true;
     do {
         char *name = read_string(r);
@@ -114,31 +111,28 @@ static bool read_patterns(struct reader *r, struct scrub_options *options) {
         if (!expect(r, ':')) { free(name); return fail(r, "expected ':' after a pattern's name"); }
         char *pattern = read_string(r);
         if (!pattern) { free(name); return false; }
-        struct extra_pattern *grown = realloc(options->patterns, (options->pattern_count + 1) * sizeof *grown);
+        struct rh_scrub_extra *grown = realloc(options->extras, (options->extra_count + 1) * sizeof *grown);
         if (!grown) { free(name); free(pattern); return fail(r, "out of memory"); }
-        options->patterns = grown;
-        struct extra_pattern *p = &options->patterns[options->pattern_count];
-        int status = regcomp(&p->compiled, pattern, REG_EXTENDED);
-        if (status != 0) {
-            char why[128];
-            regerror(status, &p->compiled, why, sizeof why);
-            snprintf(r->error, r->error_size, "extraPatterns \"%s\": \"%s\" is not a POSIX extended regex (%s)", name, pattern, why);
-            free(name);
-            free(pattern);
+        options->extras = grown;
+        options->extras[options->extra_count++] = (struct rh_scrub_extra){name, pattern};
+        if (name[0] == '\0' || strpbrk(name, "[]:")) {
+            snprintf(r->error, r->error_size, "extraPatterns \"%s\": a name is a word without [, ] or :", name);
             return false;
         }
-        if (regexec(&p->compiled, "", 0, NULL, 0) == 0) {
-            snprintf(r->error, r->error_size, "extraPatterns \"%s\": \"%s\" matches empty text", name, pattern);
-            regfree(&p->compiled);
-            free(name);
-            free(pattern);
-            return false;
-        }
-        free(pattern);
-        p->name = name;
-        options->pattern_count++;
+        if (!rh_scrub_extras_valid(&options->extras[options->extra_count - 1], 1, r->error, r->error_size)) return false;
     } while (expect(r, ','));
     return expect(r, '}') || fail(r, "expected ',' or '}' in extraPatterns");
+}
+
+/* `disable`: each a kind of the built-in rules. */
+static bool read_disabled(struct reader *r, struct scrub_options *options) {
+    if (!read_string_list(r, &options->disabled, &options->disabled_count)) return false;
+    for (size_t k = 0; k < options->disabled_count; k++) {
+        if (rh_scrub_kind_known(options->disabled[k])) continue;
+        snprintf(r->error, r->error_size, "\"disable\": \"%s\" is not a kind (the README's list of kinds names them all)", options->disabled[k]);
+        return false;
+    }
+    return true;
 }
 
 bool scrub_options_parse(const char *json, struct scrub_options *options, char *error, size_t error_size) {
@@ -154,20 +148,10 @@ bool scrub_options_parse(const char *json, struct scrub_options *options, char *
         if (ok && strcmp(key, "safeAttributes") == 0) {
             ok = read_string_list(&r, &options->safe_attributes, &options->safe_count);
         } else if (ok && strcmp(key, "disable") == 0) {
-            char **kinds = NULL;
-            size_t count = 0;
-            ok = read_string_list(&r, &kinds, &count);
-            for (size_t k = 0; ok && k < count; k++) {
-                int kind = kind_named(kinds[k]);
-                if (kind < 0) {
-                    snprintf(error, error_size, "\"disable\": \"%s\" is not a kind (email, card, ipv4, ipv6, phone, jwt, aws_key, bearer, secret)", kinds[k]);
-                    ok = false;
-                } else {
-                    options->style.disabled |= 1u << kind;
-                }
-            }
-            for (size_t k = 0; k < count; k++) free(kinds[k]);
-            free(kinds);
+            ok = read_disabled(&r, options);
+        } else if (ok && strcmp(key, "sensitiveKeys") == 0) {
+            options->has_sensitive_keys = true;
+            ok = read_string_list(&r, &options->sensitive_keys, &options->sensitive_key_count);
         } else if (ok && strcmp(key, "extraPatterns") == 0) {
             ok = read_patterns(&r, options);
         } else if (ok && strcmp(key, "method") == 0) {
@@ -182,7 +166,7 @@ bool scrub_options_parse(const char *json, struct scrub_options *options, char *
             }
             free(method);
         } else if (ok) {
-            snprintf(error, error_size, "unknown option \"%s\" (allowed: safeAttributes, disable, extraPatterns, method)", key);
+            snprintf(error, error_size, "unknown option \"%s\" (allowed: safeAttributes, disable, extraPatterns, sensitiveKeys, method)", key);
             ok = false;
         }
         free(key);

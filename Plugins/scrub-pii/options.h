@@ -1,24 +1,23 @@
 /* scrub-pii's options (SPEC T-4) and the pseudonym key of its `hash` method. */
 #pragma once
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "scrub.h"
 
-struct extra_pattern {
-    char *name;
-    regex_t compiled;
-};
-
 struct scrub_options {
-    struct rh_scrub_style style;   /* disabled kinds, method; pseudonym set once a key is loaded */
+    struct rh_scrub_style style;   /* method; pseudonym set once a key is loaded */
     char **safe_attributes;        /* attribute keys never touched */
     size_t safe_count;
-    struct extra_pattern *patterns;
-    size_t pattern_count;
+    char **disabled;               /* kinds left alone */
+    size_t disabled_count;
+    struct rh_scrub_extra *extras; /* extraPatterns (names and patterns owned) */
+    size_t extra_count;
+    char **sensitive_keys;         /* sensitiveKeys: the words that name a secret */
+    size_t sensitive_key_count;
+    bool has_sensitive_keys;       /* else the built-in list */
     uint8_t key[32];
     bool has_key;
 };

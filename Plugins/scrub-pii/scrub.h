@@ -1,42 +1,59 @@
-/* The scrubber behind scrub-pii, separate from the plugin glue so it reads (and extends)
- * on its own. */
+/* The scrubber behind scrub-pii, separate from the plugin glue so it reads (and extends) on
+ * its own: engine.c (one compiled rule set, scanned once per text), rules.c (the rules as
+ * data), checks.c (what a rule's check and group words mean), keys.c (secret-named keys). */
 #pragma once
 
-#include <regex.h>
+#include <stdbool.h>
 #include <stddef.h>
 
-/* The kinds the scrubber finds, as SPEC T-4 names them; a bit each in `disabled`. */
-enum rh_scrub_kind {
-    RH_SCRUB_EMAIL, RH_SCRUB_CARD, RH_SCRUB_IPV4, RH_SCRUB_IPV6, RH_SCRUB_PHONE,
-    RH_SCRUB_JWT, RH_SCRUB_AWS_KEY, RH_SCRUB_BEARER, RH_SCRUB_SECRET, RH_SCRUB_KINDS
-};
-
-/* The kind's name (`email`, `aws_key`, …). */
-const char *rh_scrub_kind_name(enum rh_scrub_kind kind);
-
-/* What replaces a value found: its mask, nothing, or a pseudonym `[kind:<12 hex>]` that
-   `pseudonym` writes (the same value, the same pseudonym). */
+/* What replaces a value found: its mask `[kind]`, nothing, or a pseudonym `[kind:<12 hex>]`
+   that `pseudonym` writes (the same value, the same pseudonym). */
 enum rh_scrub_method { RH_SCRUB_MASK, RH_SCRUB_REMOVE, RH_SCRUB_HASH };
 
 struct rh_scrub_style {
-    unsigned disabled;               /* 1u << kind: kinds left alone */
     enum rh_scrub_method method;
     /* RH_SCRUB_HASH: writes 12 lowercase hex digits and a NUL of a keyed digest of
-       value[0..length) into out. */
+       value[0..length) into out. Without it, values are masked. */
     void (*pseudonym)(void *context, const char *value, size_t length, char out[13]);
     void *context;
 };
 
-/* A newly allocated copy of `text` with e-mail addresses, card numbers, IPv4 and IPv6
- * addresses, phone numbers, JWTs, AWS key ids, bearer tokens and key=/token=/secret=/password=
- * values replaced as `style` says (NULL: masked, every kind). Idempotent. The caller frees the
- * result; NULL when out of memory. */
-char *rh_scrub_styled(const char *text, const struct rh_scrub_style *style);
+/* An `extraPatterns` entry: replaced as `[name]`. */
+struct rh_scrub_extra {
+    const char *name;
+    const char *pattern; /* Hyperscan syntax (PCRE without back-references or lookaround) */
+};
 
-/* rh_scrub_styled with every kind masked: [email], [card], [ip], [phone], [secret]. */
+/* A compiled rule set; shared by every thread that scrubs (each has its own scratch; a rule's
+   own database is made under a lock on first use). */
+struct rh_scrubber;
+
+/* Every built-in rule but those of the kinds in `disable`, and `extras`, compiled into one
+   database (loaded from, or saved to, `cache_folder` when not NULL). NULL with a message in
+   `error`: an extra pattern the engine refuses (naming it), or no memory. `extras`' patterns
+   are used, not copied: they must live as long as the scrubber. */
+struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_count, const struct rh_scrub_extra *extras, size_t extra_count,
+                                    const char *cache_folder, char *error, size_t error_size);
+
+/* Whether each of `extras` is a pattern the engine takes; false with a message naming the
+   first that is not. Cheap: what a plugin checks at load, before it compiles everything. */
+bool rh_scrub_extras_valid(const struct rh_scrub_extra *extras, size_t extra_count, char *error, size_t error_size);
+
+void rh_scrubber_free(struct rh_scrubber *scrubber);
+
+/* A newly allocated copy of `text` with every value the rules find replaced as `style` says
+   (NULL: masked). Idempotent. NULL when out of memory. */
+char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style);
+
+/* Whether a built-in rule has this kind; the distinct kinds, in table order (at most
+   `capacity`; returns how many there are). */
+bool rh_scrub_kind_known(const char *kind);
+size_t rh_scrub_kinds(const char **kinds, size_t capacity);
+
+/* Whether an attribute key names a secret (SPEC T-5): one of `words` (NULL: the built-in
+   list) is a word of the key, in snake, kebab, dotted or camel case; a two-word entry
+   (`api key`) matches two adjacent words. A word inside another word (`author`) is not one. */
+bool rh_scrub_key_is_secret(const char *key, const char *const *words, size_t word_count);
+
+/* rh_scrubber_apply with every built-in rule, masked (compiled once per process). */
 char *rh_scrub(const char *text);
-
-/* A newly allocated copy of `text` with each match of `pattern` (an `extraPatterns` entry)
-   replaced by `[name]`, nothing, or `[name:<12 hex>]`, as `style` says; what an earlier
-   replacement wrote is never matched. NULL when out of memory. */
-char *rh_scrub_pattern(const char *text, const char *name, const regex_t *pattern, const struct rh_scrub_style *style);

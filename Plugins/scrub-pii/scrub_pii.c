@@ -1,29 +1,76 @@
 /* scrub-pii: removes personal data and secrets from a report before it leaves the machine:
  * summary, description, every attribute value (but those of `safeAttributes`), every label,
- * every breadcrumb's message (ABI 1.1) and every text attachment go through rh_scrub_styled
- * (scrub.c), then the `extraPatterns`. It runs
- * in both callbacks, so it also sees what other handlers added before it. Idempotent. Its
- * options (options.c) come from the host's options_json (ABI 1.1); a 1.0 host gives none. */
+ * every breadcrumb's message (ABI 1.1) and every text attachment go through one scan of the
+ * compiled rules and `extraPatterns` (engine.c); an attribute whose key names a secret loses
+ * its whole value (keys.c). It runs in both callbacks, so it also sees what other handlers
+ * added before it. Idempotent. Its options (options.c) come from the host's options_json
+ * (ABI 1.1); a 1.0 host gives none. */
 #include <reporthost/plugin.h>
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "options.h"
 #include "scrub.h"
 
 static const rh_host_api *host;
 static struct scrub_options options;
-/* The `hash` key is read on first use: the data folder is not known while the entry runs. */
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static struct rh_scrubber *scrubber;
+/* The rules are compiled on a thread the entry starts (about half a second), or loaded in a
+   millisecond from where they were saved: the user's cache folder
+   (`$XDG_CACHE_HOME/reporthost-scrub-pii`, else `~/.cache/…`), or the plugin's data folder
+   when there is none. The `hash` key is read on first use: the data folder is not known while
+   the entry runs. The first callback waits for both. */
+static pthread_t preparing;
+static bool is_preparing;
+static pthread_once_t ready_once = PTHREAD_ONCE_INIT;
 
-static void load_key(void) {
-    char folder[4096], error[512];
+/* The plugin's data folder, once the host knows it (after the entry returns); false when it
+   has none. */
+static bool data_folder(char *folder, size_t size, int tries) {
+    if (host->struct_size < offsetof(rh_host_api, data_folder) + sizeof host->data_folder) return false;
     size_t length = 0;
-    bool has_folder = host->struct_size >= offsetof(rh_host_api, data_folder) + sizeof host->data_folder &&
-                      host->data_folder(folder, sizeof folder, &length) == RH_OK;
+    for (int k = 0; k < tries; k++) {
+        if (host->data_folder(folder, size, &length) == RH_OK) return true;
+        struct timespec wait = {0, 2 * 1000 * 1000};
+        nanosleep(&wait, NULL);
+    }
+    return false;
+}
+
+/* `$XDG_CACHE_HOME/reporthost-scrub-pii` (or `$HOME/.cache/…`), made 0700; false when neither
+   variable names a folder or it cannot be made. */
+static bool user_cache(char *folder, size_t size) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char parent[4096];
+    if (xdg && xdg[0] == '/') snprintf(parent, sizeof parent, "%s", xdg);
+    else if (home && home[0] == '/') snprintf(parent, sizeof parent, "%s/.cache", home);
+    else return false;
+    mkdir(parent, 0700);
+    if (snprintf(folder, size, "%s/reporthost-scrub-pii", parent) >= (int)size) return false;
+    struct stat status;
+    return (mkdir(folder, 0700) == 0 || errno == EEXIST) && lstat(folder, &status) == 0 && S_ISDIR(status.st_mode) &&
+           status.st_uid == geteuid();
+}
+
+static void *prepare(void *unused) {
+    (void)unused;
+    char folder[4096], error[512];
+    bool has_folder = user_cache(folder, sizeof folder) || data_folder(folder, sizeof folder, 100);
+    scrubber = rh_scrubber_new((const char *const *)options.disabled, options.disabled_count, options.extras, options.extra_count,
+                               has_folder ? folder : NULL, error, sizeof error);
+    if (!scrubber) host->log(NULL, RH_LOG_ERROR, error);
+    return NULL;
+}
+
+static void load_key(const char *folder, bool has_folder) {
+    char error[512];
     if (has_folder && scrub_options_load_key(&options, folder, error, sizeof error)) {
         options.style.pseudonym = scrub_options_pseudonym;
         options.style.context = &options;
@@ -33,16 +80,33 @@ static void load_key(void) {
     }
 }
 
-/* rh_scrub_styled, then each extra pattern's matches replaced as the method says. */
+static void get_ready(void) {
+    char folder[4096];
+    if (options.style.method == RH_SCRUB_HASH) load_key(folder, data_folder(folder, sizeof folder, 1));
+    if (is_preparing) pthread_join(preparing, NULL);
+    else prepare(NULL);
+}
+
+/* A scrubbed copy of `text` (NULL when out of memory: the caller leaves the field as it is). */
 static char *clean(const char *text) {
-    if (options.style.method == RH_SCRUB_HASH) pthread_once(&key_once, load_key);
-    char *result = rh_scrub_styled(text, &options.style);
-    for (size_t k = 0; result && k < options.pattern_count; k++) {
-        char *next = rh_scrub_pattern(result, options.patterns[k].name, &options.patterns[k].compiled, &options.style);
-        free(result);
-        result = next;
+    pthread_once(&ready_once, get_ready);
+    return scrubber ? rh_scrubber_apply(scrubber, text, &options.style) : NULL;
+}
+
+/* What replaces the value of an attribute whose key names a secret, as `method` says; NULL
+   when the value already is that (scrubbing twice changes nothing). */
+static char *secret_value(const char *value) {
+    pthread_once(&ready_once, get_ready);
+    char replaced[32] = "";
+    if (options.style.method == RH_SCRUB_HASH && options.style.pseudonym) {
+        char hex[13];
+        options.style.pseudonym(options.style.context, value, strlen(value), hex);
+        snprintf(replaced, sizeof replaced, "[secret:%s]", hex);
+    } else if (options.style.method != RH_SCRUB_REMOVE) {
+        snprintf(replaced, sizeof replaced, "[secret]");
     }
-    return result;
+    bool done = strcmp(value, replaced) == 0 || (strncmp(value, "[secret:", 8) == 0 && strlen(value) == 21 && value[20] == ']');
+    return done ? NULL : strdup(replaced);
 }
 
 typedef rh_status (*getter)(rh_report *, char *, size_t, size_t *);
@@ -70,7 +134,9 @@ static void scrub_field(rh_report *r, getter get, setter set) {
 static bool scrub_attribute(void *context, const char *key, const char *value) {
     rh_report *r = context;
     if (scrub_options_is_safe_attribute(&options, key)) return true;
-    char *cleaned = clean(value);
+    const char *const *words = options.has_sensitive_keys ? (const char *const *)options.sensitive_keys : NULL;
+    bool secret = rh_scrub_key_is_secret(key, words, options.sensitive_key_count);
+    char *cleaned = secret ? secret_value(value) : clean(value);
     /* The visitor sees a snapshot and the host holds no lock: setting here is allowed. */
     if (cleaned && strcmp(cleaned, value) != 0) host->set_attribute(r, key, cleaned);
     free(cleaned);
@@ -194,7 +260,7 @@ static void scrub(void *context, rh_report *r, bool is_terminating, rh_completio
 
 static rh_handler handler = {
     RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler),
-    "scrub-pii", "1.0.0", NULL, scrub, scrub, NULL, NULL,
+    "scrub-pii", "2.0.0", NULL, scrub, scrub, NULL, NULL,
 };
 
 /* Reads the options; options it cannot use (an unknown key, a bad pattern) refuse the load,
@@ -214,5 +280,6 @@ const rh_handler *rh_plugin_entry(const rh_host_api *h) {
         h->log(NULL, RH_LOG_ERROR, message);
         return NULL;
     }
+    is_preparing = pthread_create(&preparing, NULL, prepare, NULL) == 0;
     return &handler;
 }

@@ -36,9 +36,10 @@ package struct HTTPExchangeFailed: Error, CustomStringConvertible {
 }
 
 package func httpRequest(
-    port: UInt16, _ target: String, method: String = "GET", host: String? = nil, headers: [String: String] = [:], body: Data = Data()
+    port: UInt16, _ target: String, method: String = "GET", host: String? = nil, headers: [String: String] = [:], body: Data = Data(),
+    timeoutMs: Int = 5_000
 ) throws -> HTTPAnswer {
-    guard let fd = connectToLoopback(port: port) else { throw HTTPExchangeFailed(description: "cannot connect to port \(port)") }
+    guard let fd = connectToLoopback(port: port, timeoutMs: timeoutMs) else { throw HTTPExchangeFailed(description: "cannot connect to port \(port)") }
     defer { close(fd) }
     var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host ?? "127.0.0.1:\(port)")\r\nConnection: close\r\nContent-Length: \(body.count)\r\n"
     for (name, value) in headers { head += "\(name): \(value)\r\n" }

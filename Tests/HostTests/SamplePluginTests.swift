@@ -101,11 +101,11 @@ import Testing
     func scrubFuzz() throws {
         let folder = Products.packageRoot.appendingPathComponent("Plugins/scrub-pii")
         let binary = makeTemporaryDirectory("scrub-fuzz").appendingPathComponent("scrub_fuzz")
-        try Fixtures.compile([
-            "-std=c11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-            folder.appendingPathComponent("fuzz/scrub_fuzz.c").path, folder.appendingPathComponent("scrub.c").path,
-            "-o", binary.path,
-        ])
+        let sources = ["fuzz/scrub_fuzz.c", "engine.c", "scan.c", "rules.c", "checks.c", "keys.c", "cache.c"].map { folder.appendingPathComponent($0).path }
+        let digest = Products.packageRoot.appendingPathComponent("Sources/Digest")
+        try Fixtures.compile(
+            ["-std=gnu11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-I", digest.appendingPathComponent("include").path]
+                + sources + [digest.appendingPathComponent("sha256.c").path, "-lhs", "-o", binary.path])
         let run = try ChildProcess.run(binary.path, ["50000", "20261129"])
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         #expect(run.stdout.contains("50000 inputs: no memory errors, idempotent"))

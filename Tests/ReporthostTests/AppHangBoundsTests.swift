@@ -164,7 +164,8 @@ import Testing
 
     @Test("B-4: 12 threads hung at once are captured together: few reports, each saying how many threads, with every thread's stack")
     func manyAtOnce() throws {
-        _ = try run(["many", "300", "12", "2500"])
+        // Each stays hung long enough for the watchdog to see it, even on a loaded machine.
+        _ = try run(["many", "300", "12", "6000"])
         let hangs = try hangs()
         let counts = hangs.map { Int($0["attributes"]?["reporthost.hang_threads"]?.stringValue ?? "") ?? 0 }
         #expect(counts.reduce(0, +) == 12, "\(counts)")

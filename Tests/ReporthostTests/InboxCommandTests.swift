@@ -80,11 +80,11 @@ import Testing
                     ])
                     let stored = try httpRequest(
                         port: port, "/post?format=json&token=t", method: "POST", headers: ["Content-Type": "application/json"],
-                        body: Data(report.serialized().utf8))
+                        body: Data(report.serialized().utf8), timeoutMs: 60_000)
                     let event = JSONValue.object([("unique_events", .array([.object([("attributes", .object([("a", .string(large))]))])]))])
                     let taken = try httpRequest(
                         port: port, "/api/unique-events/submit", method: "POST", headers: ["Content-Type": "application/json"],
-                        body: Data(event.serialized().utf8))
+                        body: Data(event.serialized().utf8), timeoutMs: 60_000)
                     #expect(stored.status == 200 && taken.status == 200, "round \(round): \(stored.status) \(taken.status)")
                 }
             }

@@ -38,15 +38,16 @@ import Testing
         }
     }
 
-    @Test("T-4 scrub-pii: extraPatterns are POSIX extended regexes replaced by [name]; a bad one refuses the load, naming it")
+    @Test("T-4, T-5 scrub-pii: extraPatterns are compiled by the rules' engine and replaced by [name]; a pattern it cannot take refuses the load, naming it")
     func extraPatterns() async throws {
         try await offPool { [self] in
             let done = try document(report(#"{"extraPatterns": {"ticket": "TCK-[0-9]{4,}", "employee": "E[0-9]{6}"}}"#,
                 summary: "TCK-12345 by E123456 (mail bo@example.org); TCK-1 stays"))
             #expect(done["summary"]?.stringValue == "[ticket] by [employee] (mail [email]); TCK-1 stays")
             for (options, says) in [
-                (#"{"extraPatterns": {"broken": "([a-z"}}"#, #"extraPatterns "broken": "([a-z" is not a POSIX extended regex"#),
-                (#"{"extraPatterns": {"empty": "x*"}}"#, #"extraPatterns "empty": "x*" matches empty text"#),
+                (#"{"extraPatterns": {"broken": "([a-z"}}"#, #"extraPatterns "broken": "([a-z" is not a pattern the engine (Hyperscan) takes"#),
+                (#"{"extraPatterns": {"empty": "x*"}}"#, #"extraPatterns "empty": "x*" is not a pattern the engine (Hyperscan) takes: Pattern matches empty buffer"#),
+                (#"{"extraPatterns": {"back": "(a)\\1"}}"#, #"extraPatterns "back": "(a)\1" is not a pattern the engine (Hyperscan) takes: Back-references"#),
                 (#"{"method": "shred"}"#, #""method": "shred" is not mask, remove or hash"#),
                 (#"{"disable": ["names"]}"#, #""disable": "names" is not a kind"#),
                 (#"{"safeAtributes": []}"#, #"unknown option "safeAtributes""#),

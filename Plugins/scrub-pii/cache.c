@@ -1,0 +1,91 @@
+/* The compiled rule set, kept in the plugin's data folder: compiling takes about a second,
+ * loading the saved database about a millisecond. The file is named by a digest of what was
+ * compiled (every pattern and its flags, and the Hyperscan version), so a changed rule, option
+ * or library never loads a stale database. It ends with the SHA-256 of its bytes: a torn or
+ * altered file is recompiled, never loaded. Written to a fresh temporary file (O_EXCL,
+ * O_NOFOLLOW) and renamed, so two hosts starting at once both end with a whole file. */
+#define _GNU_SOURCE
+#include "cache.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rh_sha256.h>
+
+#define CACHE_MAX_BYTES (64 << 20)
+
+void scrub_cache_digest(const char *const *patterns, const unsigned *flags, size_t count, uint8_t digest[32]) {
+    rh_sha256 context;
+    rh_sha256_init(&context);
+    const char *version = hs_version();
+    rh_sha256_update(&context, version, strlen(version) + 1);
+    for (size_t k = 0; k < count; k++) {
+        rh_sha256_update(&context, patterns[k], strlen(patterns[k]) + 1);
+        rh_sha256_update(&context, &flags[k], sizeof flags[k]);
+    }
+    rh_sha256_final(&context, digest);
+}
+
+static void cache_path(char *path, size_t size, const char *folder, const uint8_t digest[32]) {
+    char hex[17];
+    for (int k = 0; k < 8; k++) snprintf(hex + 2 * k, 3, "%02x", digest[k]);
+    snprintf(path, size, "%s/rules-%s.hsdb", folder, hex);
+}
+
+static bool read_all(int fd, char *buffer, size_t size) {
+    for (size_t done = 0; done < size;) {
+        ssize_t got = read(fd, buffer + done, size - done);
+        if (got <= 0) return false;
+        done += (size_t)got;
+    }
+    return true;
+}
+
+hs_database_t *scrub_cache_load(const char *folder, const uint8_t digest[32]) {
+    char path[4200];
+    cache_path(path, sizeof path, folder, digest);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return NULL;
+    struct stat status;
+    char *bytes = NULL;
+    hs_database_t *database = NULL;
+    if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size > 32 && status.st_size < CACHE_MAX_BYTES &&
+        (bytes = malloc((size_t)status.st_size)) && read_all(fd, bytes, (size_t)status.st_size)) {
+        size_t length = (size_t)status.st_size - 32;
+        uint8_t sum[32];
+        rh_sha256 context;
+        rh_sha256_init(&context);
+        rh_sha256_update(&context, bytes, length);
+        rh_sha256_final(&context, sum);
+        if (memcmp(sum, bytes + length, 32) != 0 || hs_deserialize_database(bytes, length, &database) != HS_SUCCESS) database = NULL;
+    }
+    free(bytes);
+    close(fd);
+    return database;
+}
+
+void scrub_cache_store(const char *folder, const uint8_t digest[32], const hs_database_t *database) {
+    char *bytes = NULL;
+    size_t length = 0;
+    if (hs_serialize_database(database, &bytes, &length) != HS_SUCCESS) return;
+    uint8_t sum[32];
+    rh_sha256 context;
+    rh_sha256_init(&context);
+    rh_sha256_update(&context, bytes, length);
+    rh_sha256_final(&context, sum);
+    char path[4200], temporary[4300];
+    cache_path(path, sizeof path, folder, digest);
+    snprintf(temporary, sizeof temporary, "%s.%d.partial", path, (int)getpid());
+    unlink(temporary);
+    int fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        bool ok = write(fd, bytes, length) == (ssize_t)length && write(fd, sum, 32) == 32 && fsync(fd) == 0;
+        close(fd);
+        if (!ok || rename(temporary, path) != 0) unlink(temporary);
+    }
+    free(bytes);
+}

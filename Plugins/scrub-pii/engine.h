@@ -1,0 +1,45 @@
+/* The scrubber's parts shared by engine.c (compiling, selecting, writing) and scan.c
+ * (scanning). Not part of scrub.h: the plugin sees only the scrubber. */
+#pragma once
+
+#include <hs/hs.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "scrub.h"
+
+struct compiled {
+    const char *kind;
+    const char *pattern;
+    const char *group;
+    const char *check;
+    hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
+};
+
+struct rh_scrubber {
+    hs_database_t *database; /* every rule, without the starts: which rules match */
+    struct compiled *rules;  /* by pattern id */
+    size_t count;
+    char **owned;            /* extra patterns' names */
+    size_t owned_count;
+    pthread_mutex_t lock;    /* over each rule's `alone` */
+    unsigned generation;     /* tells scrubbers apart for each thread's scratch */
+};
+
+struct match {
+    unsigned id;
+    size_t from, to;
+};
+
+struct matches {
+    struct match *items;
+    size_t count, capacity;
+    bool failed;
+    unsigned id;   /* the rule scanned alone */
+    bool *matched; /* the first scan: which rules matched */
+};
+
+/* Every match of every rule in text[0..size), with its start, appended to `found`; false when
+   the engine or memory fails. */
+bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, struct matches *found);
