@@ -13,6 +13,8 @@ package struct PersonalData: Sendable {
         package var name: String
         package var text: String
         package var secret: String
+        /// Where `secret` starts in `text`, in bytes; nil: it ends the text.
+        package var secretStart: Int? = nil
     }
 
     /// Every kind the checks plant, one value each.
@@ -33,7 +35,7 @@ package struct PersonalData: Sendable {
             random.bearerToken(),
             Item(kind: "aws_key", name: "AWS access key", text: "AKIA" + random.characters(16, from: PersonalData.upperAlphanumeric)),
             Item(kind: "jwt", name: "JWT", text: random.jwt()),
-        ]
+        ] + OutsideKind.kinds.map { kind in OutsideKind.item(kind, random: &random) }
         // What scrubbers are known to take for personal data (Sentry's tracker: an order id
         // taken for a card, "auth" in prose and in host names, `True`/`False`, `cc` in
         // `Accept`), and the ids, digests and versions every report is full of.
@@ -55,6 +57,8 @@ package struct PersonalData: Sendable {
             Item(decoy: "phone-looking duration", "took \(random.int(201..<990)) \(random.int(200..<990)) \(random.digits(4)) " + random.pick(["ns", "µs", "bytes"])),
             Item(decoy: "base64 image name", random.characters(22, from: PersonalData.base64URL.filter { $0 != "-" && $0 != "_" }) + random.pick([".png", ".jpg", ".webp"])),
             Item(decoy: "Accept header", "Accept: " + random.pick(["text/html,application/json", "application/vnd.api+json", "image/avif,image/webp"])),
+            Item(decoy: "word with a token's prefix", random.pick(["ghp_config_path", "xoxb-setup.md", "sk_live_mode", "glpat-docs.html", "npm_package_version", "AIza.js"])),
+            Item(decoy: "placeholder", random.pick(["<YOUR_GITHUB_TOKEN>", "${SLACK_BOT_TOKEN}", "sk_test_...", "ghp_XXXX", "REPLACE_ME", "$NPM_TOKEN"])),
         ]
     }
 

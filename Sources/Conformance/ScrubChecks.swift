@@ -41,7 +41,10 @@ extension Catalogue {
             var figures = ScrubFigures(source: corpus.source, documents: corpus.documents.count)
             let (host, _, _) = try context.host()
             defer { host.stop() }
-            for document in corpus.documents {
+            // Attribute keys are judged on documents of their own, from the seed.
+            let documents = field == .attributeKeys
+                ? (0..<min(corpus.documents.count, 20)).map { SecretKeys.document(seed: context.seed &+ UInt64($0)) } : corpus.documents
+            for document in documents {
                 guard let report = try host.raise(field.request(placing: document, at: context.system.now())) else { return (.failed, "no document", nil) }
                 figures.score(document, field: field.rawValue, after: field.text(of: report))
             }
@@ -88,6 +91,8 @@ extension Catalogue {
 /// A field the scrubbing checks plant personal data in.
 package enum ScrubField: String, CaseIterable, Sendable {
     case summary, description, attributes, labels, breadcrumbs, attachments
+    /// Attributes whose keys name a secret (SPEC T-5): `key: value` lines, one attribute each.
+    case attributeKeys = "attribute-keys"
 
     var summary: String {
         switch self {
@@ -97,6 +102,7 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .labels: "personal data in a label is removed, and text that is not personal data stays"
         case .breadcrumbs: "personal data in a breadcrumb's message is removed, and text that is not personal data stays (ABI 1.1)"
         case .attachments: "personal data in a text attachment is removed, and text that is not personal data stays"
+        case .attributeKeys: "an attribute whose key names a secret (password, apiKey, set-cookie) loses its value; author, tokenizer keep theirs (T-5)"
         }
     }
 
@@ -118,6 +124,11 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .attachments:
             request.attachments = [ReportRequest.ExtendedAttachment(
                 name: "session.log", filename: "session.log", data: Data(document.text.utf8))]
+        case .attributeKeys:
+            for line in document.text.split(separator: "\n") {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                if parts.count == 2 { request.attributes[String(parts[0])] = String(parts[1].dropFirst()) }
+            }
         }
         return request
     }
@@ -132,6 +143,7 @@ package enum ScrubField: String, CaseIterable, Sendable {
         case .labels: return content.labels.joined(separator: "\n")
         case .breadcrumbs: return content.breadcrumbs.last?.message ?? ""
         case .attachments: return content.attachments.map { String(decoding: $0.data, as: UTF8.self) }.joined(separator: "\n")
+        case .attributeKeys: return content.attributes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n")
         }
     }
 

@@ -26,7 +26,11 @@ package struct ScrubCorpus: Sendable {
     }
 
     /// The kinds `check` judges (`--min-recall`); a corpus's other kinds are reported only.
-    package static let judgedKinds = ["email", "card", "ipv4", "ipv6", "phone", "jwt", "aws_key", "bearer", "secret"]
+    /// SPEC T-4's nine, the kinds of the outside detectors (T-5), and values of secret-named
+    /// attribute keys.
+    package static let judgedKinds = ["email", "card", "ipv4", "ipv6", "phone", "jwt", "aws_key", "bearer", "secret"] + OutsideKind.kinds + [secretKeyKind]
+    /// The kind of a value whose attribute key names a secret (`scrub-attribute-keys`).
+    package static let secretKeyKind = "secret_key"
     package static let decoyKind = "none"
 
     package var documents: [Document]
@@ -114,10 +118,10 @@ extension PersonalData {
             let start = text.utf8.count
             text += item.text
             // The secret of a `key=value` or `Bearer` item is its value: the key may stay.
-            let secretStart = start + (item.text.utf8.count - item.secret.utf8.count)
+            let secretStart = start + (item.secretStart ?? (item.text.utf8.count - item.secret.utf8.count))
             spans.append(ScrubCorpus.Span(
-                start: isDecoy ? start : secretStart, end: text.utf8.count, kind: isDecoy ? ScrubCorpus.decoyKind : item.kind,
-                label: isDecoy ? item.name : nil))
+                start: isDecoy ? start : secretStart, end: isDecoy ? text.utf8.count : secretStart + item.secret.utf8.count,
+                kind: isDecoy ? ScrubCorpus.decoyKind : item.kind, label: isDecoy ? item.name : nil))
         }
         return ScrubCorpus.Document(text: text, spans: spans)
     }
