@@ -70,6 +70,7 @@ void rh_scrubber_free(struct rh_scrubber *scrubber) {
     hs_free_database(scrubber->database);
     for (size_t k = 0; k < scrubber->count; k++) hs_free_database(scrubber->rules[k].alone);
     for (size_t k = 0; k < scrubber->owned_count; k++) free(scrubber->owned[k]);
+    free(scrubber->cache_folder);
     free(scrubber->owned);
     free(scrubber->rules);
     free(scrubber);
@@ -137,6 +138,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     if (ok) pthread_mutex_init(&scrubber->lock, NULL);
     static atomic_uint generations;
     if (ok) scrubber->generation = atomic_fetch_add(&generations, 1) + 1;
+    if (ok && cache_folder) ok = (scrubber->cache_folder = strdup(cache_folder)) != NULL;
     if (!ok) snprintf(error, error_size, "out of memory compiling the rules");
     if (ok && scrubber->count > 0) ok = compile(patterns, flags, ids, scrubber->count, cache_folder, &scrubber->database, error, error_size);
     free(patterns);
@@ -369,4 +371,8 @@ static void compile_every_rule(void) {
 char *rh_scrub(const char *text) {
     pthread_once(&every_rule_once, compile_every_rule);
     return every_rule ? rh_scrubber_apply(every_rule, text, NULL) : NULL;
+}
+
+void rh_scrubber_prepare_every_rule(struct rh_scrubber *scrubber) {
+    for (unsigned id = 0; id < scrubber->count; id++) scrub_alone(scrubber, id);
 }

@@ -25,6 +25,7 @@ struct rh_scrubber {
     size_t owned_count;
     pthread_mutex_t lock;    /* over each rule's `alone` */
     unsigned generation;     /* tells scrubbers apart for each thread's scratch */
+    char *cache_folder;      /* where compiled databases are kept; NULL: none */
 };
 
 struct match {
@@ -39,6 +40,10 @@ struct matches {
     unsigned id;   /* the rule scanned alone */
     bool *matched; /* the first scan: which rules matched */
 };
+
+/* The rule `id` alone, with the start of each match (scan.c): made once, from the cache folder
+   or compiled; NULL without memory. */
+hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id);
 
 /* Every match of every rule in text[0..size), with its start, appended to `found`; false when
    the engine or memory fails. */

@@ -2,8 +2,11 @@
  * which rules match, then each rule that matched alone, for the start of each of its matches. */
 #include "engine.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cache.h"
 
 /* The first scan: notes the rule. */
 static int on_rule(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
@@ -32,14 +35,20 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     return 0;
 }
 
-/* The rule alone, with the start of each match (compiled on first use; NULL without memory). */
-static hs_database_t *alone(struct rh_scrubber *scrubber, unsigned id) {
+/* The rule alone, with the start of each match: loaded from the cache folder, or compiled (and
+   saved there) on first use; NULL without memory. */
+hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id) {
     pthread_mutex_lock(&scrubber->lock);
     struct compiled *rule = &scrubber->rules[id];
-    hs_compile_error_t *why = NULL;
-    if (!rule->alone && hs_compile(rule->pattern, HS_FLAG_SOM_LEFTMOST, HS_MODE_BLOCK, NULL, &rule->alone, &why) != HS_SUCCESS) {
+    if (!rule->alone) {
+        unsigned flags = HS_FLAG_SOM_LEFTMOST;
+        uint8_t digest[32];
+        scrub_cache_digest(&rule->pattern, &flags, 1, digest);
+        if (scrubber->cache_folder) rule->alone = scrub_cache_load(scrubber->cache_folder, digest);
+        hs_compile_error_t *why = NULL;
+        if (!rule->alone && hs_compile(rule->pattern, flags, HS_MODE_BLOCK, NULL, &rule->alone, &why) == HS_SUCCESS && scrubber->cache_folder)
+            scrub_cache_store(scrubber->cache_folder, digest, rule->alone);
         hs_free_compile_error(why);
-        rule->alone = NULL;
     }
     hs_database_t *database = rule->alone;
     pthread_mutex_unlock(&scrubber->lock);
@@ -75,7 +84,7 @@ bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, str
         return false;
     for (unsigned id = 0; id < scrubber->count; id++) {
         if (!matched[id]) continue;
-        hs_database_t *database = alone(scrubber, id);
+        hs_database_t *database = scrub_alone(scrubber, id);
         found->id = id;
         if (!database || !ready_for(scrubber, database, (int)id) ||
             hs_scan(database, text, (unsigned)size, 0, scratch, on_match, found) != HS_SUCCESS || found->failed)

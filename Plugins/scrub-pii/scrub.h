@@ -41,6 +41,10 @@ bool rh_scrub_extras_valid(const struct rh_scrub_extra *extras, size_t extra_cou
 
 void rh_scrubber_free(struct rh_scrubber *scrubber);
 
+/* Makes every rule's own database now (about 0.4 s compiled, milliseconds from the cache),
+   rather than on the first text it matches. */
+void rh_scrubber_prepare_every_rule(struct rh_scrubber *scrubber);
+
 /* A newly allocated copy of `text` with every value the rules find replaced as `style` says
    (NULL: masked). Idempotent. NULL when out of memory. */
 char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style);

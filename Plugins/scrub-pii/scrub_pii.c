@@ -65,7 +65,8 @@ static void *prepare(void *unused) {
     bool has_folder = user_cache(folder, sizeof folder) || data_folder(folder, sizeof folder, 100);
     scrubber = rh_scrubber_new((const char *const *)options.disabled, options.disabled_count, options.extras, options.extra_count,
                                has_folder ? folder : NULL, error, sizeof error);
-    if (!scrubber) host->log(NULL, RH_LOG_ERROR, error);
+    if (scrubber) rh_scrubber_prepare_every_rule(scrubber);
+    else host->log(NULL, RH_LOG_ERROR, error);
     return NULL;
 }
 

@@ -38,6 +38,27 @@ import Testing
         }
     }
 
+    @Test("T-5 scrub-pii: a key that names a secret as a word (snake, kebab, camel) loses its whole value, the trail says so; a word inside another word does not; safeAttributes wins; sensitiveKeys replaces the list")
+    func secretNamedKeys() async throws {
+        try await offPool { [self] in
+            let secret = ["password", "db_password", "x-api-key", "apiKey", "set-cookie", "Authorization", "sessionToken", "client_secret",
+                          "access_token", "private_key", "credentials"]
+            let innocent = ["author", "secretary", "tokenizer", "passage", "keyboard", "monkey"]
+            let scrubbed = try document(report("{}", summary: "keys", attributes: (secret + innocent).map { "\($0)=hunter2" }))
+            let attributes = try #require(scrubbed["attributes"])
+            for key in secret { #expect(attributes[key]?.stringValue == "[secret]", "\(key): \(attributes[key] ?? .null)") }
+            for key in innocent { #expect(attributes[key]?.stringValue == "hunter2", "\(key)") }
+            let changed = (scrubbed["changes"]?.arrayValue ?? []).compactMap { $0["field"]?.stringValue }
+            #expect(secret.allSatisfy { changed.contains("attribute:\($0)") }, "the trail names each: \(changed)")
+            // safeAttributes wins; sensitiveKeys replaces the list (its words only).
+            let options = #"{"safeAttributes": ["password"], "sensitiveKeys": ["passage", "api key"]}"#
+            let chosen = try document(report(options, summary: "keys", attributes: ["password=hunter2", "passage=a", "apiKey=b", "token=c"]))["attributes"]
+            #expect(chosen?["password"]?.stringValue == "hunter2")
+            #expect(chosen?["passage"]?.stringValue == "[secret]" && chosen?["apiKey"]?.stringValue == "[secret]")
+            #expect(chosen?["token"]?.stringValue == "c", "token is not in the list given")
+        }
+    }
+
     @Test("T-4, T-5 scrub-pii: extraPatterns are compiled by the rules' engine and replaced by [name]; a pattern it cannot take refuses the load, naming it")
     func extraPatterns() async throws {
         try await offPool { [self] in
