@@ -115,8 +115,11 @@ static bool check_one(const char *word, size_t length, const char *text, size_t 
     if (IS("luhn15")) return luhn(s, n, 15);
     if (IS("iban_mod97")) return iban(s, n);
     if (IS("card_issuer")) return card_issuer(s, n);
-    /* Glued to an identifier by `-` or `_` (`ord-5922646438`): part of the id. */
-    if (IS("not_in_identifier")) return !(from >= 2 && strchr("-_", text[from - 1]) && isalnum((unsigned char)text[from - 2]));
+    /* Glued to an identifier by `-` or `_` on either side (`ord-5922646438`, the first groups
+       of a UUID `66028032-9823-4eba-…`): part of the id. */
+    if (IS("not_in_identifier"))
+        return !(from >= 2 && strchr("-_", text[from - 1]) && isalnum((unsigned char)text[from - 2])) &&
+               !(to + 1 < size && strchr("-_", text[to]) && isalnum((unsigned char)text[to + 1]));
     if (HAS_PREFIX("not_prefix:")) return !starts_with_any(s, n, word + 11, length - 11);
     if (HAS_PREFIX("not_after:")) return !word_before_in(text, from, word + 10, length - 10);
     if (IS("no_alnum_before")) return from == 0 || !isalnum((unsigned char)text[from - 1]);

@@ -166,7 +166,7 @@ const struct scrub_rule scrub_rules[] = {
     /* imei: Relay:@imei */
     {"imei", "\\b[0-9]{2}-?[0-9]{6}-?[0-9]{6}-?[0-9]\\b", "whole(longest)", "luhn15; not_prefix:34,37; not_in_identifier"},
     /* credit_card: Relay:@creditcard; scrub-pii card */
-    {"card", "\\b(?:4[0-9]|5[0-9]|2[2-7]|3[0457-9]|6[0-9])[0-9]{2}(?:[ -]?[0-9]){8,15}\\b", "whole(longest)", "luhn; card_issuer; not_in_identifier"},
+    {"card", "\\b(?:4[0-9]|5[0-9]|2[2-7]|3[0-9]|6[0-9])[0-9]{2}(?:[ -]?[0-9]){8,15}\\b", "whole(longest)", "luhn; card_issuer; not_in_identifier"},
     /* iban: Relay:@iban (its country list moved to the check: 4x faster) */
     {"iban", "\\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}\\b", "whole(longest)", "iban_mod97"},
     /* us_ssn: Relay:@usssn (area/group/serial ranges added) */
