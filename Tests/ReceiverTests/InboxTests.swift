@@ -230,16 +230,10 @@ import Testing
         #expect(seen.contains("event: report\ndata: {\"id\":\"\(submission.uuid)\""), "\(seen)")
     }
 
-    @Test("T-2: event streams never lock the inbox out: past the connection limit the oldest stream is closed for a new client")
-    func streamsGiveWay() throws {
-        var limits = LocalReceiver.Limits()
-        limits.maxConnections = 4
-        limits.shedIdleAfterMs = 0
-        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("streams"), limits: limits, inbox: true)
-        defer { receiver.stop() }
+    /// `count` event streams on `receiver`, each answered; the caller closes them.
+    func openStreams(_ receiver: LocalReceiver, count: Int) throws -> [Int32] {
         var streams: [Int32] = []
-        defer { streams.forEach { close($0) } }
-        for _ in 0..<6 {
+        for _ in 0..<count {
             let stream = try #require(connectToLoopback(port: receiver.port, timeoutMs: 10_000))
             streams.append(stream)
             let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(receiver.port)\r\n\r\n"
@@ -247,6 +241,18 @@ import Testing
             var chunk = [UInt8](repeating: 0, count: 512)
             #expect(recv(stream, &chunk, chunk.count, 0) > 0, "each stream is answered")
         }
+        return streams
+    }
+
+    @Test("T-2: event streams never lock the inbox out: past the connection limit the oldest stream is closed for a new client")
+    func streamsGiveWay() throws {
+        var limits = LocalReceiver.Limits()
+        limits.maxConnections = 4
+        limits.shedIdleAfterMs = 0
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("streams"), limits: limits, inbox: true)
+        defer { receiver.stop() }
+        let streams = try openStreams(receiver, count: 6)
+        defer { streams.forEach { close($0) } }
         #expect(try httpRequest(port: receiver.port, "/api/reports").status == 200)
         // The first stream was closed to make room: it reads the end of the stream.
         var chunk = [UInt8](repeating: 0, count: 512)
@@ -259,16 +265,8 @@ import Testing
         let receiver = try makeReceiver()
         defer { receiver.stop() }
         #expect(receiver.limits.maxStreams < receiver.limits.maxConnections)
-        var streams: [Int32] = []
+        let streams = try openStreams(receiver, count: 40)
         defer { streams.forEach { close($0) } }
-        for _ in 0..<40 {
-            let stream = try #require(connectToLoopback(port: receiver.port, timeoutMs: 10_000))
-            streams.append(stream)
-            let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(receiver.port)\r\n\r\n"
-            _ = send(stream, request, request.utf8.count, Int32(MSG_NOSIGNAL))
-            var chunk = [UInt8](repeating: 0, count: 512)
-            #expect(recv(stream, &chunk, chunk.count, 0) > 0, "each stream is answered")
-        }
         let statuses = try (0..<20).map { index in try post(receiver, Self.submission(summary: "honest \(index)")).status }
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
         // The 32 oldest streams were closed for newer ones: they read the end of the stream.

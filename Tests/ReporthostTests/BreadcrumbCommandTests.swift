@@ -328,10 +328,11 @@ import Testing
     @Test("B-1: `run` turns the watched program's last standard-error lines into breadcrumbs")
     func runStandardError() throws {
         let script = fixture.folder.appendingPathComponent("noisy.sh")
-        try "#!/bin/sh\nfor i in 1 2 3 4 5; do echo \"line $i\" >&2; done\nkill -KILL $$\n".write(to: script, atomically: true, encoding: .utf8)
-        chmod(script.path, 0o755)
+        try "for i in 1 2 3 4 5; do echo \"line $i\" >&2; done\nkill -KILL $$\n".write(to: script, atomically: true, encoding: .utf8)
+        // Run by /bin/sh, never executed itself: a child another test spawns while the script is
+        // written inherits its descriptor until its own exec, and exec would fail with ETXTBSY.
         func run(_ words: [String]) throws -> ChildProcess.Result {
-            try ChildProcess.reporthost(["run", "--repository", fixture.repository] + words + ["--", script.path], directory: fixture.folder)
+            try ChildProcess.reporthost(["run", "--repository", fixture.repository] + words + ["--", "/bin/sh", script.path], directory: fixture.folder)
         }
         let ran = try run(["--stderr-breadcrumbs", "3"])
         #expect(ran.status == 128 + SIGKILL)

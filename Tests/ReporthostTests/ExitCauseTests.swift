@@ -76,9 +76,9 @@ import Testing
             let (root, counters) = try fakeCgroup(kills: 0)
             let script = fixture.folder.appendingPathComponent("oom.sh")
             let bumps = counters.map { "sed -i 's/oom_kill 0/oom_kill 1/' '\($0.path)'" }.joined(separator: "; ")
-            try "#!/bin/sh\n\(bumps)\nkill -KILL $$\n".write(to: script, atomically: true, encoding: .utf8)
-            chmod(script.path, 0o755)
-            let ran = try run([script.path], environment: ["REPORTHOST_CGROUP_ROOT": root.path])
+            // Run by /bin/sh, never executed itself (ETXTBSY while another test spawns a child).
+            try "\(bumps)\nkill -KILL $$\n".write(to: script, atomically: true, encoding: .utf8)
+            let ran = try run(["/bin/sh", script.path], environment: ["REPORTHOST_CGROUP_ROOT": root.path])
             #expect(ran.status == 137)
             #expect(try latest()["attributes"]?["reporthost.exit_cause"]?.stringValue == "oom_kill")
             return
@@ -105,14 +105,14 @@ import Testing
     func killedAndUnknown() throws {
         let (root, _) = try fakeCgroup(kills: 4)
         let script = fixture.folder.appendingPathComponent("killed.sh")
-        try "#!/bin/sh\nkill -KILL $$\n".write(to: script, atomically: true, encoding: .utf8)
-        chmod(script.path, 0o755)
-        #expect(try run([script.path], environment: ["REPORTHOST_CGROUP_ROOT": root.path]).status == 137)
+        // Run by /bin/sh, never executed itself (ETXTBSY while another test spawns a child).
+        try "kill -KILL $$\n".write(to: script, atomically: true, encoding: .utf8)
+        #expect(try run(["/bin/sh", script.path], environment: ["REPORTHOST_CGROUP_ROOT": root.path]).status == 137)
         let killed = try latest()
         #expect(killed["attributes"]?["reporthost.exit_cause"]?.stringValue == "killed")
         #expect(killed["attributes"]?["reporthost.memory_limit_bytes"]?.stringValue == "67108864" || !FileManager.default.fileExists(atPath: root.appendingPathComponent("memory").path))
         let nowhere = fixture.folder.appendingPathComponent("no-cgroups").path
-        #expect(try run([script.path], environment: ["REPORTHOST_CGROUP_ROOT": nowhere]).status == 137)
+        #expect(try run(["/bin/sh", script.path], environment: ["REPORTHOST_CGROUP_ROOT": nowhere]).status == 137)
         #expect(try latest()["attributes"]?["reporthost.exit_cause"]?.stringValue == "unknown")
     }
 
