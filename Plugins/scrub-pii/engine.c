@@ -19,6 +19,7 @@
 #include "scrub.h"
 
 #include <hs/hs.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -134,7 +135,15 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL};
         patterns[scrubber->count++] = extras[k].pattern;
     }
-    for (size_t k = 0; ok && k < scrubber->count; k++) ids[k] = (unsigned)k;
+    for (size_t k = 0; ok && k < scrubber->count; k++) {
+        ids[k] = (unsigned)k;
+        hs_expr_info_t *info = NULL;
+        hs_compile_error_t *why = NULL;
+        bool known = hs_expression_info(patterns[k], HS_FLAG_SOM_LEFTMOST, &info, &why) == HS_SUCCESS && info;
+        scrubber->rules[k].width = known && info->max_width != UINT_MAX ? info->max_width : SIZE_MAX;
+        free(info);
+        hs_free_compile_error(why);
+    }
     if (ok) pthread_mutex_init(&scrubber->lock, NULL);
     static atomic_uint generations;
     if (ok) scrubber->generation = atomic_fetch_add(&generations, 1) + 1;
@@ -276,7 +285,7 @@ static void mark(struct marks *marks, size_t at) {
    `marks`); *again when step 4 is needed. */
 static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, const struct rh_scrub_style *style, bool *again,
                   struct marks *marks) {
-    struct matches found = {NULL, 0, 0, false, 0, NULL};
+    struct matches found = {NULL, 0, 0, false, 0, 0};
     if (scrubber->database && size > 0) {
         if (!scrub_scan(scrubber, text, size, &found)) {
             free(found.items);

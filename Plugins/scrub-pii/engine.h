@@ -15,6 +15,7 @@ struct compiled {
     const char *group;
     const char *check;
     hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
+    size_t width;         /* the longest match it can make, in bytes; SIZE_MAX: no bound */
 };
 
 struct rh_scrubber {
@@ -38,7 +39,7 @@ struct matches {
     size_t count, capacity;
     bool failed;
     unsigned id;   /* the rule scanned alone */
-    bool *matched; /* the first scan: which rules matched */
+    size_t offset; /* where the stretch it scans starts in the text */
 };
 
 /* The rule `id` alone, with the start of each match (scan.c): made once, from the cache folder
