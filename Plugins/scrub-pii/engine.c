@@ -124,7 +124,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     bool ok = scrubber && patterns && flags && ids && scrubber->rules && scrubber->owned;
     for (size_t k = 0; ok && k < scrub_rule_count; k++) {
         if (disabled(scrub_rules[k].kind, disable, disable_count)) continue;
-        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL};
+        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, SIZE_MAX};
         patterns[scrubber->count++] = scrub_rules[k].pattern;
     }
     for (size_t k = 0; ok && k < extra_count; k++) {
@@ -132,7 +132,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         ok = name != NULL;
         if (!ok) break;
         scrubber->owned[scrubber->owned_count++] = name;
-        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL};
+        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, SIZE_MAX};
         patterns[scrubber->count++] = extras[k].pattern;
     }
     for (size_t k = 0; ok && k < scrubber->count; k++) {

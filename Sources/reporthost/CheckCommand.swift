@@ -17,6 +17,7 @@ enum CheckCommand {
         "slot": true, "json": false, "include": true, "exclude": true, "seed": true, "in-process": false, "list": false,
         "options": true, "corpus": true, "min-recall": true, "max-false-positive-rate": true,
         "timeout-ms": true, "log-level": true, "scrub": false, "junit": true, "fuzz": true, "reproduce": true,
+        "write-corpus": true, "documents": true,
     ]
 
     /// The most generated reports one `--fuzz` run takes.
@@ -28,6 +29,7 @@ enum CheckCommand {
             output.write(all.map { "\($0.name)  \($0.summary)" }.joined(separator: "\n") + "\n")
             return 0
         }
+        if let path = arguments.value("write-corpus") { return try writeCorpus(to: path, arguments, output: output) }
         guard arguments.positionals.count == 1, let path = arguments.positionals.first else {
             throw UsageError("'check' needs one plugin path (or --list)")
         }
@@ -132,6 +134,30 @@ enum CheckCommand {
         let result = check.run(context)
         CheckContext.removeCopies()
         return result
+    }
+
+    /// `--write-corpus FILE [--seed N] [--documents N]`: the corpus `--scrub` generates from the
+    /// seed (20 documents unless told), as JSON lines in `--corpus`'s format, so other tools can
+    /// be scored on the same text (`scripts/scrub-peers`). No plugin is loaded.
+    static func writeCorpus(to path: String, _ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
+        let file = try RequestedFile(path, standardOutput: output, option: "--write-corpus")
+        let seedText = arguments.value("seed") ?? "1"
+        guard let seed = UInt64(seedText) else { throw UsageError("--seed '\(seedText)' is not a non-negative integer") }
+        let countText = arguments.value("documents") ?? "20"
+        guard let count = Int(countText), (1...ScrubCorpus.maxDocuments).contains(count) else {
+            throw UsageError("--documents '\(countText)' is not a count from 1 to \(ScrubCorpus.maxDocuments)")
+        }
+        let lines = ScrubCorpus.generated(seed: seed, documents: count).documents.map { document in
+            JSONValue.object([
+                ("text", .string(document.text)),
+                ("spans", .array(document.spans.map { span in
+                    .object([("start", .int(span.start)), ("end", .int(span.end)), ("kind", .string(span.kind))]
+                        + (span.label.map { [("label", JSONValue.string($0))] } ?? []))
+                })),
+            ]).serialized()
+        }
+        try file.write(lines.joined(separator: "\n") + "\n")
+        return 0
     }
 
     /// `--corpus FILE`, `--min-recall R`, `--max-false-positive-rate F` (SPEC T-4): only with

@@ -87,6 +87,8 @@ let commandList: [Command] = [
                   [--fuzz N] [--reproduce SEED] [--include RE] [--exclude RE] [--seed N]
                   [--timeout-ms MS] [--in-process]
             check --list               the conformance checks, one per line
+            check --write-corpus FILE [--seed N] [--documents N]
+                                       the corpus --scrub generates, as JSON lines (--corpus's format)
                                        prove a plugin keeps the ABI contract (and, with --scrub, that it
                                        scrubs), each check in a child process
             """, options: CheckCommand.options, positionals: 0...1, run: CheckCommand.run),
