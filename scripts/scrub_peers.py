@@ -38,14 +38,24 @@ def corpus(seed, documents, folder):
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def scrub_pii(texts, folder):
+def build_driver(folder):
+    """scripts/scrub_peers_driver.c with scrub-pii's engine, -O2, in `folder`."""
     driver = os.path.join(folder, "scrub-pii-driver")
     sources = [os.path.join(ROOT, "scripts", "scrub_peers_driver.c")] + [
         os.path.join(PLUGIN, name) for name in ("engine.c", "scan.c", "rules.c", "checks.c", "keys.c", "cache.c")]
     subprocess.run(["cc", "-std=gnu11", "-O2", "-pthread", "-I", PLUGIN, "-I", os.path.join(ROOT, "Sources", "Digest", "include")]
                    + sources + [os.path.join(ROOT, "Sources", "Digest", "sha256.c"), "-lhs", "-o", driver], check=True)
-    run = subprocess.run([driver], input=b"\0".join(t.encode() for t in texts) + b"\0", capture_output=True, check=True)
+    return driver
+
+
+def drive(driver, texts, *arguments):
+    """The driver over `texts`: their scrubbed copies, and the seconds one pass took."""
+    run = subprocess.run([driver, *arguments], input=b"\0".join(t.encode() for t in texts) + b"\0", capture_output=True, check=True)
     return [o.decode() for o in run.stdout.split(b"\0")[:-1]], int(run.stderr.decode().strip()) / 1e9
+
+
+def scrub_pii(texts, folder):
+    return drive(build_driver(folder), texts)
 
 
 def relay(texts):
