@@ -285,7 +285,7 @@ static void mark(struct marks *marks, size_t at) {
    `marks`); *again when step 4 is needed. */
 static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, const struct rh_scrub_style *style, bool *again,
                   struct marks *marks) {
-    struct matches found = {NULL, 0, 0, false, 0, 0};
+    struct matches found = {0};
     if (scrubber->database && size > 0) {
         if (!scrub_scan(scrubber, text, size, &found)) {
             free(found.items);

@@ -40,6 +40,8 @@ struct matches {
     bool failed;
     unsigned id;   /* the rule scanned alone */
     size_t offset; /* where the stretch it scans starts in the text */
+    size_t first;  /* the first item of this stretch's scan */
+    bool collapse; /* keep one item per start: its longest end */
 };
 
 /* The rule `id` alone, with the start of each match (scan.c): made once, from the cache folder

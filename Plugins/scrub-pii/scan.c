@@ -17,29 +17,58 @@
 /* How far back a stretch reaches for a rule without a bound. */
 #define UNBOUNDED_REACH (16 * 1024)
 
-static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
-    (void)flags;
-    struct matches *found = context;
+static size_t reach_of(const struct compiled *rule) { return rule->width > UNBOUNDED_REACH ? UNBOUNDED_REACH : rule->width; }
+
+static bool append(struct matches *found, struct match match) {
     if (found->count == found->capacity) {
         size_t capacity = found->capacity ? found->capacity * 2 : 64;
         struct match *grown = realloc(found->items, capacity * sizeof *grown);
         if (!grown) {
             found->failed = true;
-            return 1; /* stops the scan: the text is not returned half scrubbed */
+            return false;
         }
         found->items = grown;
         found->capacity = capacity;
     }
-    /* The first scan (no rule chosen) keeps each rule's ends; a rule's own, its matches. */
-    unsigned rule = found->id == UINT_MAX ? id : found->id;
-    found->items[found->count++] = (struct match){rule, found->offset + (size_t)from, found->offset + (size_t)to};
-    return 0;
+    found->items[found->count++] = match;
+    return true;
 }
 
-static int by_rule_then_end(const void *a, const void *b) {
-    const struct match *x = a, *y = b;
-    if (x->id != y->id) return x->id < y->id ? -1 : 1;
-    return x->to < y->to ? -1 : x->to > y->to;
+/* The first scan: each rule's ends, as runs `[first end, last end]` in which no two ends are
+   further apart than the rule's reach (one stretch each). Ends come in order. */
+struct runs {
+    struct matches *found;
+    const struct compiled *rules;
+    size_t *last; /* by rule: the index of its open run, or SIZE_MAX */
+};
+
+static int on_end(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
+    (void)from;
+    (void)flags;
+    struct runs *runs = context;
+    struct match *open = runs->last[id] == SIZE_MAX ? NULL : &runs->found->items[runs->last[id]];
+    if (open && (size_t)to <= open->to + reach_of(&runs->rules[id])) {
+        open->to = (size_t)to;
+        return 0;
+    }
+    runs->last[id] = runs->found->count;
+    return append(runs->found, (struct match){id, (size_t)to, (size_t)to}) ? 0 : 1;
+}
+
+/* A rule's own scan: its matches, each start's ends as one (the longest) when the rule has no
+   check that could refuse the longer one. A failure stops the scan: the text is not returned
+   half scrubbed. */
+static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
+    (void)id;
+    (void)flags;
+    struct matches *found = context;
+    struct match match = {found->id, found->offset + (size_t)from, found->offset + (size_t)to};
+    struct match *last = found->count > found->first ? &found->items[found->count - 1] : NULL;
+    if (found->collapse && last && last->from == match.from) {
+        last->to = match.to;
+        return 0;
+    }
+    return append(found, match) ? 0 : 1;
 }
 
 /* Where the stretch for a match ending at `end` starts: after the last newline at or before
@@ -95,32 +124,26 @@ static bool ready_for(const struct rh_scrubber *scrubber, hs_database_t *databas
 /* Scans text[from..to) for rule `id` alone; false when the engine or memory fails. */
 static bool scan_stretch(struct rh_scrubber *scrubber, unsigned id, const char *text, size_t from, size_t to, struct matches *found) {
     hs_database_t *database = scrub_alone(scrubber, id);
+    const struct compiled *rule = &scrubber->rules[id];
     found->id = id;
     found->offset = from;
+    found->first = found->count;
+    found->collapse = strcmp(rule->check, "none") == 0 && strstr(rule->group, "first_end") == NULL;
     return database && ready_for(scrubber, database, (int)id) &&
            hs_scan(database, text + from, (unsigned)(to - from), 0, scratch, on_match, found) == HS_SUCCESS && !found->failed;
 }
 
 bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, struct matches *found) {
-    struct matches ends = {NULL, 0, 0, false, UINT_MAX, 0};
+    struct matches ends = {0};
+    size_t last[scrubber->count];
+    for (size_t k = 0; k < scrubber->count; k++) last[k] = SIZE_MAX;
+    struct runs runs = {&ends, scrubber->rules, last};
     bool ok = ready_for(scrubber, scrubber->database, -1) &&
-              hs_scan(scrubber->database, text, (unsigned)size, 0, scratch, on_match, &ends) == HS_SUCCESS && !ends.failed;
-    if (ok && ends.count > 0) qsort(ends.items, ends.count, sizeof *ends.items, by_rule_then_end);
-    for (size_t i = 0; ok && i < ends.count;) {
-        unsigned id = ends.items[i].id;
-        size_t width = scrubber->rules[id].width, reach = width == SIZE_MAX || width > UNBOUNDED_REACH ? UNBOUNDED_REACH : width;
-        size_t from = stretch_start(text, ends.items[i].to, reach), to = ends.items[i].to;
-        for (i++; ok && i < ends.count && ends.items[i].id == id; i++) {
-            size_t next = stretch_start(text, ends.items[i].to, reach);
-            if (next > to) {
-                ok = scan_stretch(scrubber, id, text, from, to, found);
-                from = next;
-            }
-            to = ends.items[i].to;
-        }
-        if (ok) ok = scan_stretch(scrubber, id, text, from, to, found);
+              hs_scan(scrubber->database, text, (unsigned)size, 0, scratch, on_end, &runs) == HS_SUCCESS && !ends.failed;
+    for (size_t i = 0; ok && i < ends.count; i++) {
+        const struct match *run = &ends.items[i];
+        ok = scan_stretch(scrubber, run->id, text, stretch_start(text, run->from, reach_of(&scrubber->rules[run->id])), run->to, found);
     }
     free(ends.items);
     return ok;
 }
-
