@@ -260,7 +260,9 @@ static void replace(struct out *o, const char *kind, const char *value, size_t l
     puts_(o, "]");
 }
 
-/* Where a pass wrote its replacements, in its output. */
+static bool space_byte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Where a pass wrote replacements whose edges changed, in its output. */
 struct marks {
     size_t *at;
     size_t count, capacity;
@@ -302,7 +304,11 @@ static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, c
         scrub_group(rule->group, text, found.items[k].from, found.items[k].to, &from, &to);
         if (from == to) continue;
         put(&o, text + at, from - at);
-        if (marks) mark(marks, o.length);
+        /* Its line is scrubbed again only when something is glued to the replacement: what the
+           rules and checks read beside it then changes (`co4111` becomes `]4111`, a boundary;
+           `4111.255.255.255.255` is no longer a dotted run). */
+        bool glued = (from > 0 && !space_byte(text[from - 1])) || (to < size && !space_byte(text[to]));
+        if (marks && glued) mark(marks, o.length);
         replace(&o, rule->kind, text + from, to - from, style);
         at = to;
     }
