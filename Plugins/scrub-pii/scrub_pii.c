@@ -281,6 +281,7 @@ const rh_handler *rh_plugin_entry(const rh_host_api *h) {
         h->log(NULL, RH_LOG_ERROR, message);
         return NULL;
     }
-    is_preparing = pthread_create(&preparing, NULL, prepare, NULL) == 0;
+    /* Once per process: entered again (after destroy), the rules being compiled are the same. */
+    if (!is_preparing) is_preparing = pthread_create(&preparing, NULL, prepare, NULL) == 0;
     return &handler;
 }
