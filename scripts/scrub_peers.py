@@ -127,12 +127,11 @@ def main():
     for kind in kinds:
         cells = [f"{c[1][0][kind][0] / c[1][0][kind][1]:.2f}" for c in columns]
         print(f"| `{kind}` | " + " | ".join(cells) + " |")
-    for name, label in (("recall, every kind", 0),):
-        cells = []
-        for _, (k, _), _ in columns:
-            removed, planted = sum(v[0] for v in k.values()), sum(v[1] for v in k.values())
-            cells.append(f"{removed / planted:.3f} ({removed}/{planted})")
-        print(f"| **{name}** | " + " | ".join(cells) + " |")
+    cells = []
+    for _, (k, _), _ in columns:
+        removed, planted = sum(v[0] for v in k.values()), sum(v[1] for v in k.values())
+        cells.append(f"{removed / planted:.3f} ({removed}/{planted})")
+    print("| **recall, every kind** | " + " | ".join(cells) + " |")
     cells = [f"{d[0]}/{d[1]}" if d[1] else "n/a" for _, (_, d), _ in columns]
     print("| decoys changed | " + " | ".join(cells) + " |")
     print("| MB/s | " + " | ".join(f"{megabytes / spent:.1f}" for _, _, spent in columns) + " |")

@@ -50,16 +50,6 @@ bool rh_scrub_kind_known(const char *kind) {
     return false;
 }
 
-size_t rh_scrub_kinds(const char **kinds, size_t capacity) {
-    size_t count = 0;
-    for (size_t k = 0; k < scrub_rule_count; k++) {
-        bool seen = false;
-        for (size_t j = 0; j < count && !seen; j++) seen = strcmp(kinds[j], scrub_rules[k].kind) == 0;
-        if (!seen && count < capacity) kinds[count++] = scrub_rules[k].kind;
-    }
-    return count;
-}
-
 static bool disabled(const char *kind, const char *const *disable, size_t disable_count) {
     for (size_t k = 0; k < disable_count; k++)
         if (strcmp(disable[k], kind) == 0) return true;

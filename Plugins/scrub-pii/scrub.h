@@ -49,10 +49,8 @@ void rh_scrubber_prepare_every_rule(struct rh_scrubber *scrubber);
    (NULL: masked). Idempotent. NULL when out of memory. */
 char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style);
 
-/* Whether a built-in rule has this kind; the distinct kinds, in table order (at most
-   `capacity`; returns how many there are). */
+/* Whether a built-in rule has this kind. */
 bool rh_scrub_kind_known(const char *kind);
-size_t rh_scrub_kinds(const char **kinds, size_t capacity);
 
 /* Whether an attribute key names a secret (SPEC T-5): one of `words` (NULL: the built-in
    list) is a word of the key, in snake, kebab, dotted or camel case; a two-word entry
