@@ -9,7 +9,9 @@ from its wheel, which scripts/venv downloads without its dependencies), and a pa
 Faker prose carrying what neither makes (IPv6 addresses, more cards, and the secrets a report
 carries: a bearer token, a `key=value` secret, an AWS key id, a JWT) with decoys Faker makes
 that are not personal data (kind `none`, with a label): UUIDs, digests, file names,
-timestamps, host names, barcodes, booleans, versions, order numbers.
+timestamps, host names, barcodes, booleans, versions, order numbers. Then a paragraph with the
+kinds the leak detectors know (SPEC T-5), each made by gitleaks', detect-secrets' or Faker's own
+pattern, in the lines programs print (scripts/scrub_corpus_tokens.py).
 Deterministic from --seed. Kinds check does not judge (name, address, …) keep scrubadub's names.
 
     scripts/scrub-corpus [--seed N] [--documents N] [--out FILE]
@@ -27,6 +29,8 @@ import zipfile
 
 import faker
 import scrubadub.comparison
+
+from scrub_corpus_tokens import Tokens
 
 SCRUBADUB_KINDS = {"email": "email", "phone": "phone", "credit_card": "card"}
 # Dates from a fixed span, never "now": the same seed writes the same file on any day.
@@ -152,6 +156,7 @@ def main():
     out = open(options.out, "w", encoding="utf-8") if options.out else sys.stdout
     fake = faker.Faker("en_US")
     templates = [t for t in presidio_templates() if "{{" in t]
+    tokens = Tokens()
     for index in range(options.documents):
         seed = options.seed * 1_000_003 + index
         fake.seed_instance(seed)
@@ -161,7 +166,7 @@ def main():
             paragraphs=2, seed=seed, faker=fake, filth_types=["email", "phone", "name", "address"])
         text, spans = document, spans_for(document, found)
         filled = [piece for piece in (fill(rng.choice(templates), fake, rng) for _ in range(3)) if piece][:2]
-        for piece, piece_spans in filled + [extra_paragraph(fake, rng)]:
+        for piece, piece_spans in filled + [extra_paragraph(fake, rng), tokens.paragraph(fake, rng)]:
             offset = len((text + "\n").encode())
             text += "\n" + piece
             spans += [dict(span, start=span["start"] + offset, end=span["end"] + offset) for span in piece_spans]

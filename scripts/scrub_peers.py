@@ -70,6 +70,13 @@ def relay(texts):
     return out, spent
 
 
+def relay_seconds(path):
+    """Seconds Relay's 11 rules take over the file's text as one string value."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    return relay([text])[1]
+
+
 def detect_secrets(texts):
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
@@ -110,7 +117,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--documents", type=int, default=100)
+    parser.add_argument("--relay-file", help="only time Relay over this file's text: prints `relay_seconds S`")
     options = parser.parse_args()
+    if options.relay_file:
+        print(f"relay_seconds {relay_seconds(options.relay_file)}")
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         documents = corpus(options.seed, options.documents, folder)
         texts = [d["text"] for d in documents]

@@ -9,15 +9,19 @@
  * replaced:
  *   1. per (rule, start), the longest end whose check passes (the shortest for a group
  *      `whole(first_end)`: two PEM keys in one text stay two matches);
- *   2. left to right, the earliest start wins; at the same start the earlier row, then the
- *      longer match; a match overlapping one already taken is dropped;
- *   3. a match inside what a replacement wrote (`[email]`, `[github_token:0a1b…]`) is dropped;
- *   4. a match dropped in step 2 that ran past the one kept may hide another that starts after
- *      it (only the leftmost start of each end is reported): then the result is scrubbed again
- *      (rarely: two values that touch), so scrubbing twice changes nothing. */
+ *   2. each match becomes the part its group replaces (a keyword and its `=` are only
+ *      context: `cl_pwd = value` replaces `value`, so a rule may match inside another's
+ *      context: `SECRET=cl_pwd := value` replaces both `cl_pwd` and `value`);
+ *   3. left to right, the earliest replaced part wins; at the same start the earlier row, then
+ *      the longer part; a part overlapping one already taken is dropped;
+ *   4. a part inside what a replacement wrote (`[email]`, `[github_token:0a1b…]`) is dropped;
+ *   5. a part dropped in step 3 that ran past the one kept may hide another that starts after
+ *      it (only the leftmost start of each end is reported): then its line is scrubbed again
+ *      (the whole text, when the rule can span lines), so scrubbing twice changes nothing. */
 #define _GNU_SOURCE
 #include "scrub.h"
 
+#include <ctype.h>
 #include <hs/hs.h>
 #include <limits.h>
 #include <pthread.h>
@@ -114,7 +118,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     bool ok = scrubber && patterns && flags && ids && scrubber->rules && scrubber->owned;
     for (size_t k = 0; ok && k < scrub_rule_count; k++) {
         if (disabled(scrub_rules[k].kind, disable, disable_count)) continue;
-        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, SIZE_MAX};
+        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, SIZE_MAX, false, false};
         patterns[scrubber->count++] = scrub_rules[k].pattern;
     }
     for (size_t k = 0; ok && k < extra_count; k++) {
@@ -122,7 +126,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         ok = name != NULL;
         if (!ok) break;
         scrubber->owned[scrubber->owned_count++] = name;
-        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, SIZE_MAX};
+        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, SIZE_MAX, false, false};
         patterns[scrubber->count++] = extras[k].pattern;
     }
     for (size_t k = 0; ok && k < scrubber->count; k++) {
@@ -131,6 +135,8 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         hs_compile_error_t *why = NULL;
         bool known = hs_expression_info(patterns[k], HS_FLAG_SOM_LEFTMOST, &info, &why) == HS_SUCCESS && info;
         scrubber->rules[k].width = known && info->max_width != UINT_MAX ? info->max_width : SIZE_MAX;
+        scrubber->rules[k].one_line = scrub_one_line(patterns[k]);
+        scrubber->rules[k].fixed = known && info->max_width != UINT_MAX && info->min_width == info->max_width;
         free(info);
         hs_free_compile_error(why);
     }
@@ -172,11 +178,13 @@ static bool inside_replacement(const struct rh_scrubber *scrubber, const char *t
     return false;
 }
 
-/* Steps 1 to 3 above, in place; true when step 4 is needed. */
+/* Steps 1 to 4 above, in place; true when step 5 needs the whole text scrubbed again (the
+   parts kept over a one-line part that ran past them are marked `hides`). */
 static bool select_matches(const struct rh_scrubber *scrubber, struct matches *found, const char *text, size_t size) {
     if (found->count == 0) return false;
     qsort(found->items, found->count, sizeof *found->items, by_start);
     size_t kept = 0;
+    bool hidden = false;
     for (size_t i = 0; i < found->count;) {
         const struct compiled *rule = &scrubber->rules[found->items[i].id];
         bool first_end = strstr(rule->group, "first_end") != NULL, passed = false;
@@ -189,15 +197,19 @@ static bool select_matches(const struct rh_scrubber *scrubber, struct matches *f
                 passed = true;
             }
         }
-        if (passed) found->items[kept++] = best;
+        if (passed) {
+            scrub_group(rule->group, text, best.from, best.to, &best.from, &best.to);
+            if (best.from < best.to) found->items[kept++] = best;
+        }
         i = j;
     }
+    qsort(found->items, kept, sizeof *found->items, by_start);
     size_t out = 0, end = 0;
-    bool hidden = false;
     for (size_t i = 0; i < kept; i++) {
         if (inside_replacement(scrubber, text, found->items[i].from)) continue;
         if (out > 0 && found->items[i].from < end) {
-            hidden |= found->items[i].to > end;
+            if (found->items[i].to > end && scrubber->rules[found->items[i].id].one_line) found->items[out - 1].hides = true;
+            else hidden |= found->items[i].to > end;
             continue;
         }
         found->items[out++] = found->items[i];
@@ -250,7 +262,10 @@ static void replace(struct out *o, const char *kind, const char *value, size_t l
     puts_(o, "]");
 }
 
-static bool space_byte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+/* Whether a byte beside a replacement can be read with it by a rule: a letter, a digit, or
+   what tokens, addresses and numbers are made of. A space, a quote, `=`, a comma or a bracket
+   ends a value for every rule, and `[` `]` around a replacement read the same to them. */
+static bool joins_values(char c) { return isalnum((unsigned char)c) || (c != '\0' && strchr("_-.+/@%~:", c)); }
 
 /* Where a pass wrote replacements whose edges changed, in its output. */
 struct marks {
@@ -289,17 +304,14 @@ static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, c
     put(&o, "", 0);
     size_t at = 0;
     for (size_t k = 0; k < found.count; k++) {
-        size_t from, to;
-        const struct compiled *rule = &scrubber->rules[found.items[k].id];
-        scrub_group(rule->group, text, found.items[k].from, found.items[k].to, &from, &to);
-        if (from == to) continue;
+        size_t from = found.items[k].from, to = found.items[k].to;
         put(&o, text + at, from - at);
         /* Its line is scrubbed again only when something is glued to the replacement: what the
            rules and checks read beside it then changes (`co4111` becomes `]4111`, a boundary;
            `4111.255.255.255.255` is no longer a dotted run). */
-        bool glued = (from > 0 && !space_byte(text[from - 1])) || (to < size && !space_byte(text[to]));
-        if (marks && glued) mark(marks, o.length);
-        replace(&o, rule->kind, text + from, to - from, style);
+        bool glued = (from > 0 && joins_values(text[from - 1])) || (to < size && joins_values(text[to]));
+        if (marks && (glued || found.items[k].hides)) mark(marks, o.length);
+        replace(&o, scrubber->rules[found.items[k].id].kind, text + from, to - from, style);
         at = to;
     }
     put(&o, text + at, size - at);
@@ -309,7 +321,7 @@ static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, c
     return NULL;
 }
 
-/* `text` scrubbed until a pass changes nothing more (step 4, and a line a replacement changed
+/* `text` scrubbed until a pass changes nothing more (step 5, and a line a replacement changed
    the context of: `co4111` became `[email]4111`, where a card now starts at a boundary). */
 static char *settle(struct rh_scrubber *scrubber, const char *text, size_t size, const struct rh_scrub_style *style) {
     char *result = NULL;

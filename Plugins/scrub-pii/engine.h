@@ -16,6 +16,8 @@ struct compiled {
     const char *check;
     hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
     size_t width;         /* the longest match it can make, in bytes; SIZE_MAX: no bound */
+    bool one_line;        /* no match holds a '\n' (scrub_one_line) */
+    bool fixed;           /* every match is `width` bytes long: its end gives its start */
 };
 
 struct rh_scrubber {
@@ -29,9 +31,15 @@ struct rh_scrubber {
     char *cache_folder;      /* where compiled databases are kept; NULL: none */
 };
 
+/* Whether no match of `pattern` can hold a line break, read from its text, conservatively:
+   false when it names \s, \S, \W, \D, \n, \v, a byte by number, a negated class that does
+   not exclude \s or \n, or a flag group (`(?s)` lets `.` take one). */
+bool scrub_one_line(const char *pattern);
+
 struct match {
     unsigned id;
     size_t from, to;
+    bool hides; /* kept over a one-line part that ran past it (engine.c's step 5) */
 };
 
 struct matches {

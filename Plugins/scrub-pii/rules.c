@@ -19,22 +19,24 @@ const struct scrub_rule scrub_rules[] = {
     {"private_key", "PuTTY-User-Key-File-[23]:[^\\r\\n]*(?:\\r?\\n[^\\r\\n]*){1,12}?\\r?\\nPrivate-Lines: *[0-9]+(?:\\r?\\n[A-Za-z0-9+/=]+)+", "whole(longest)", "none"},
     /* private_key: gitleaks:private-key; detect-secrets:PrivateKeyDetector; Relay:@pemkey */
     {"private_key", "-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----(?:[^\\x00-]|-[^\\x00-])+-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----", "whole(first_end)", "none"},
+    /* private_key (loose): gitleaks:private-key */
+    {"private_key", "(?i)-----BEGIN[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----[^\\x00]+KEY(?: BLOCK)?-----", "whole(first_end)", "none"},
     /* age_secret_key: gitleaks:age-secret-key */
     {"age_secret_key", "AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "whole", "none"},
     /* github_classic_pat: gitleaks:github-pat; detect-secrets:GitHubTokenDetector */
-    {"github_token", "ghp_[A-Za-z0-9]{36}", "whole", "none"},
+    {"github_token", "ghp_[A-Za-z0-9_]{36}", "whole", "none"},
     /* github_fine_grained_pat: gitleaks:github-fine-grained-pat */
     {"github_token", "github_pat_[A-Za-z0-9_]{82}", "whole", "none"},
     /* github_oauth_token: gitleaks:github-oauth; detect-secrets:GitHubTokenDetector */
-    {"github_token", "gho_[A-Za-z0-9]{36}", "whole", "none"},
+    {"github_token", "gho_[A-Za-z0-9_]{36}", "whole", "none"},
     /* github_app_token: gitleaks:github-app-token; detect-secrets:GitHubTokenDetector */
-    {"github_token", "gh[us]_[A-Za-z0-9]{36}", "whole", "none"},
+    {"github_token", "gh[us]_[A-Za-z0-9_]{36}", "whole", "none"},
     /* github_refresh_token: gitleaks:github-refresh-token; detect-secrets:GitHubTokenDetector */
-    {"github_token", "ghr_[A-Za-z0-9]{36}", "whole", "none"},
+    {"github_token", "ghr_[A-Za-z0-9_]{36}", "whole", "none"},
     /* gitlab_pat: gitleaks:gitlab-pat, gitlab-pat-routable; detect-secrets:GitLabTokenDetector */
     {"gitlab_token", "glpat-[A-Za-z0-9_-]{20,}(?:\\.[0-9a-z]{9})?", "whole(longest)", "none"},
     /* gitlab_pipeline_trigger_token: gitleaks:gitlab-ptt; detect-secrets:GitLabTokenDetector */
-    {"gitlab_token", "glptt-[0-9a-f]{40}", "whole", "none"},
+    {"gitlab_token", "glptt-[A-Za-z0-9_-]{40}", "whole", "none"},
     /* gitlab_runner_token: gitleaks:gitlab-runner-authentication-token(-routable), gitlab-rrt; detect-secrets:GitLabTokenDetector */
     {"gitlab_token", "glrt-(?:t[0-9]_)?[A-Za-z0-9_-]{20,}(?:\\.[0-9a-z]{9})?|GR1348941[A-Za-z0-9_-]{20,}", "whole(longest)", "none"},
     /* gitlab_other_token: gitleaks:gitlab-deploy-token, -feed-, -scim-, -feature-flag-client-, -incoming-mail-, -kubernetes-agent-, -oauth-app-secret, -cicd-job-token */
@@ -47,14 +49,16 @@ const struct scrub_rule scrub_rules[] = {
     {"slack_token", "(?i)xapp-[0-9]-[A-Z0-9]+-[0-9]+-[A-Z0-9]+", "whole(longest)", "none"},
     /* slack_other_token: gitleaks:slack-legacy-token, slack-legacy-workspace-token, slack-config-access-token, slack-config-refresh-token; detect-secrets:SlackDetector */
     {"slack_token", "xox(?:[aors]|e(?:\\.xox[bp])?)-[A-Za-z0-9-]{8,}", "whole(longest)", "none"},
+    /* slack_token (any groups of digits): detect-secrets:SlackDetector */
+    {"slack_token", "xox[abposr]-(?:[0-9]+-)+[A-Za-z0-9]+", "whole(longest)", "none"},
     /* slack_webhook_url: gitleaks:slack-webhook-url; detect-secrets:SlackDetector */
     {"slack_webhook", "hooks\\.slack\\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_]{20,}", "whole(longest)", "none"},
     /* discord_bot_token: detect-secrets:DiscordBotTokenDetector */
     {"discord_token", "\\b[MNO][A-Za-z0-9_-]{23,25}\\.[A-Za-z0-9_-]{6}\\.[A-Za-z0-9_-]{27,38}", "whole(longest)", "none"},
     /* discord_webhook_url: Nosey Parker:Discord Webhook (format) */
     {"discord_webhook", "discord(?:app)?\\.com/api/webhooks/[0-9]{17,20}/[A-Za-z0-9_-]{60,68}", "whole(longest)", "none"},
-    /* telegram_bot_token: detect-secrets:TelegramBotTokenDetector; gitleaks:telegram-bot-api-token (without the telegr keyword) */
-    {"telegram_bot_token", "\\b[0-9]{8,10}:AA[A-Za-z0-9_-]{33}", "whole", "none"},
+    /* telegram_bot_token: detect-secrets:TelegramBotTokenDetector (8-10 digits); gitleaks:telegram-bot-api-token (5-16 digits, without the telegr keyword) */
+    {"telegram_bot_token", "\\b[0-9]{5,16}:[A-Za-z0-9_-]{35}", "whole", "none"},
     /* stripe_secret_key: gitleaks:stripe-access-token; detect-secrets:StripeDetector */
     {"stripe_key", "\\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}", "whole(longest)", "none"},
     /* stripe_webhook_secret: issuer format (Stripe webhook signing secret whsec_) */
@@ -62,11 +66,13 @@ const struct scrub_rule scrub_rules[] = {
     /* square_access_token: gitleaks:square-access-token */
     {"square_token", "\\b(?:EAAA|sq0atp-)[A-Za-z0-9_-]{22,60}", "whole(longest)", "none"},
     /* square_oauth_secret: detect-secrets:SquareOAuthDetector */
-    {"square_token", "sq0csp-[A-Za-z0-9_-]{43}", "whole", "none"},
+    {"square_token", "sq0csp-[A-Za-z0-9\\\\_-]{43}", "whole", "none"},
     /* aws_access_key_id: gitleaks:aws-access-token; detect-secrets:AWSKeyDetector */
     {"aws_key", "\\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\\b", "whole", "none"},
     /* aws_secret_access_key: detect-secrets:AWSKeyDetector (aws.{0,20}?key.{0,20}?'[0-9a-zA-Z/+]{40}') */
-    {"aws_secret_key", "(?i)aws[_.-]?(?:secret[_.-]?(?:access[_.-]?)?key|secret|session[_.-]?token|key|pwd|pw|password|pass|token)['\"]?[ \\t]*(?:=|:|:=|=>)[ \\t]*['\"]?[A-Za-z0-9/+]{40}", "last:40", "none"},
+    {"aws_secret_key", "(?i)aws[_.-]?(?:secret[_.-]?(?:access[_.-]?)?key|secret|session[_.-]?token|key|pwd|pw|password|pass|token)['\"]?\\]?(?:[ \\t]*(?:=|:|:=|=>|::)[ \\t]*|[ \\t]+)['\"]?[A-Za-z0-9/+]{40}", "last:40", "none"},
+    /* aws_secret_access_key (quoted): detect-secrets:AWSKeyDetector */
+    {"aws_secret_key", "(?i)aws.{0,20}(?:key|pwd|pw|password|pass|token).{0,20}['\"][A-Za-z0-9/+]{40}", "last:40", "none"},
     /* azure_storage_account_key: detect-secrets:AzureStorageKeyDetector */
     {"azure_storage_key", "AccountKey=[A-Za-z0-9+/=]{88}", "first:11", "none"},
     /* azure_ad_client_secret: gitleaks:azure-ad-client-secret */
@@ -81,22 +87,28 @@ const struct scrub_rule scrub_rules[] = {
     {"google_oauth", "\\bya29\\.[A-Za-z0-9_-]{20,}", "whole(longest)", "none"},
     /* gcp_service_account_key_id: Nosey Parker:Google Cloud service account credentials (key id; its private_key is caught by private_key) */
     {"gcp_service_account", "\\\"private_key_id\\\"[ \\t]*:[ \\t]*\\\"[a-f0-9]{40}", "last:40", "none"},
-    /* ibm_cloud_iam_key: detect-secrets:IbmCloudIamDetector (prefix made mandatory) */
-    {"ibm_cloud_key", "(?i)(?:ibm|iam|cloud)[_-]?(?:cloud)?[_-]?(?:iam)?[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|token)['\"]?[ \\t]*(?:=|:|:=|=>)[ \\t]*['\"]?[A-Za-z0-9_-]{44}", "last:44", "none"},
+    /* ibm_cloud_iam_key: detect-secrets:IbmCloudIamDetector */
+    {"ibm_cloud_key", "(?i)(?:ibm|iam|cloud)?[_-]?(?:cloud)?[_-]?(?:iam)?[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|token)['\"]?\\]?(?:[ \\t]*(?:=|:|:=|=>|::)[ \\t]*|[ \\t]+)['\"]?[A-Za-z0-9_-]{44}", "last:44", "none"},
     /* ibm_cos_hmac_secret: detect-secrets:IbmCosHmacDetector */
-    {"ibm_cloud_key", "(?i)(?:ibm)?[_-]?cos[_-]?(?:hmac)?[_-]?secret[_-]?(?:access)?[_-]?key['\"]?[ \\t]*(?:=|:|:=|=>)[ \\t]*['\"]?[a-f0-9]{48}", "last:48", "none"},
+    {"ibm_cloud_key", "(?i)(?:ibm)?[_-]?cos[_-]?(?:hmac)?[_-]?secret[_-]?(?:access)?[_-]?key['\"]?\\]?(?:[ \\t]*(?:=|:|:=|=>|::)[ \\t]*|[ \\t]+)['\"]?[a-f0-9]{48}", "last:48", "none"},
     /* softlayer_api_key: detect-secrets:SoftlayerDetector */
-    {"softlayer_api_key", "(?i)(?:(?:softlayer|sl)[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|token)['\"]?[ \\t]*(?:=|:|:=|=>)[ \\t]*['\"]?|api\\.softlayer\\.com/soap/v3(?:\\.1)?/)[a-z0-9]{64}", "last:64", "none"},
+    {"softlayer_api_key", "(?i)(?:(?:softlayer|sl)[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|token)['\"]?\\]?(?:[ \\t]*(?:=|:|:=|=>|::)[ \\t]*|[ \\t]+)['\"]?|api\\.softlayer\\.com/soap/v3(?:\\.1)?/)[a-z0-9]{64}", "last:64", "none"},
     /* cloudant_credentials: detect-secrets:CloudantDetector */
     {"cloudant_credentials", "(?i)https?://[A-Za-z0-9_-]+:(?:[0-9a-f]{64}|[a-z]{24})@[A-Za-z0-9_-]+\\.cloudant\\.com", "url_password", "none"},
+    /* cloudant_credentials (keyword): detect-secrets:CloudantDetector */
+    {"cloudant_credentials", "(?i)(?:cloudant|clou|cl)[_-]?(?:api)?(?:key|pwd|pw|password|pass|token)['\"]?\\]?(?:[ \\t]*(?:=|:|:=|=>|::)[ \\t]*|[ \\t]+)['\"]?[0-9a-f]{64}", "last:64", "none"},
+    {"cloudant_credentials", "(?i)(?:cloudant|clou|cl)[_-]?(?:api)?(?:key|pwd|pw|password|pass|token)['\"]?\\]?(?:[ \\t]*(?:=|:|:=|=>|::)[ \\t]*|[ \\t]+)['\"]?[a-z]{24}", "last:24", "none"},
     /* digitalocean_token: gitleaks:digitalocean-pat, -access-token, -refresh-token */
     {"digitalocean_token", "do[opr]_v1_[a-f0-9]{64}", "whole", "none"},
     /* heroku_api_key: gitleaks:heroku-api-key-v2, heroku-api-key */
-    {"heroku_api_key", "HRKU-AA[A-Za-z0-9_-]{58}|(?i:heroku)[A-Za-z0-9_.-]{0,20}['\"]?[ \\t]*(?:=|:|:=|=>)[ \\t]*['\"]?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "value", "none"},
+    {"heroku_api_key", "\\bHRKU-AA[A-Za-z0-9_-]{58}", "whole", "none"},
+    {"heroku_api_key", "(?i)heroku[ \\t\\w.-]{0,20}[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[`'\"\\s=]{0,5}[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "last:36", "none"},
     /* databricks_token: gitleaks:databricks-api-token */
     {"databricks_token", "\\bdapi[a-f0-9]{32}(?:-[0-9])?", "whole(longest)", "none"},
-    /* vault_token: gitleaks:vault-service-token, vault-batch-token (hvs./hvb. only) */
+    /* vault_token: gitleaks:vault-service-token, vault-batch-token */
     {"vault_token", "\\bhv[sb]\\.[A-Za-z0-9_-]{90,}", "whole(longest)", "none"},
+    /* vault_legacy_token: gitleaks:vault-service-token (s. and 24) */
+    {"vault_token", "\\bs\\.[A-Za-z0-9]{24}\\b", "whole", "none"},
     /* doppler_token: gitleaks:doppler-api-token (all dp.* prefixes) */
     {"doppler_token", "dp\\.(?:pt|st|sa|ct|scim|audit)\\.[A-Za-z0-9_.-]{40,}", "whole(longest)", "none"},
     /* terraform_cloud_token: gitleaks:hashicorp-tf-api-token */
@@ -104,7 +116,7 @@ const struct scrub_rule scrub_rules[] = {
     /* grafana_token: gitleaks:grafana-service-account-token, grafana-cloud-api-token, grafana-api-key */
     {"grafana_token", "\\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|\\bglc_[A-Za-z0-9+/]{32,}={0,2}|\\beyJrIjoi[A-Za-z0-9]{70,}={0,2}", "whole(longest)", "none"},
     /* new_relic_key: gitleaks:new-relic-user-api-key, -insert-key, -browser-api-token (without the keyword) */
-    {"new_relic_key", "NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9-]{32}|NRJS-[a-f0-9]{19}", "whole", "none"},
+    {"new_relic_key", "NRAK-[A-Za-z0-9]{27}|NRII-[A-Za-z0-9-]{32}|NRJS-[a-f0-9]{19}", "whole", "none"},
     /* sentry_auth_token: gitleaks:sentry-user-token, sentry-org-token */
     {"sentry_auth_token", "\\bsntryu_[a-f0-9]{64}|\\bsntrys_eyJ[A-Za-z0-9+/=]{40,}_[A-Za-z0-9+/]{43}", "whole(longest)", "none"},
     /* sentry_dsn: issuer format (Sentry DSN; key part) */
@@ -123,8 +135,10 @@ const struct scrub_rule scrub_rules[] = {
     {"artifactory_token", "\\bAKCp[A-Za-z0-9]{69}|\\bcmVmd[A-Za-z0-9]{59}", "whole", "none"},
     /* postman_api_key: gitleaks:postman-api-token */
     {"postman_api_key", "PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}", "whole", "none"},
-    /* atlassian_api_token: gitleaks:atlassian-api-token (ATATT3 form) */
+    /* atlassian_api_token: gitleaks:atlassian-api-token (ATATT3) */
     {"atlassian_api_token", "ATATT3[A-Za-z0-9_=-]{186}", "whole", "none"},
+    /* atlassian_api_token (keyword): gitleaks:atlassian-api-token */
+    {"atlassian_api_token", "(?i)(?:atlassian|confluence|jira)[ \\t\\w.-]{0,20}[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[`'\"\\s=]{0,5}[a-z0-9]{24}", "last:24", "none"},
     /* linear_api_key: gitleaks:linear-api-key */
     {"linear_api_key", "lin_api_[A-Za-z0-9]{40}", "whole", "none"},
     /* notion_token: gitleaks:notion-api-token */
@@ -134,15 +148,15 @@ const struct scrub_rule scrub_rules[] = {
     /* shopify_token: gitleaks:shopify-access-token, -custom-access-token, -private-app-access-token, -shared-secret */
     {"shopify_token", "shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "whole", "none"},
     /* sendgrid_api_key: gitleaks:sendgrid-api-token; detect-secrets:SendGridDetector */
-    {"sendgrid_api_key", "SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43}", "whole", "none"},
+    {"sendgrid_api_key", "SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43}|SG\\.[A-Za-z0-9=_.-]{66}", "whole(longest)", "none"},
     /* brevo_api_key: gitleaks:sendinblue-api-token */
     {"brevo_api_key", "\\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", "whole", "none"},
     /* mailchimp_api_key: detect-secrets:MailchimpDetector; gitleaks:mailchimp-api-key (without the keyword) */
-    {"mailchimp_api_key", "\\b[0-9a-f]{32}-us[0-9]{1,2}\\b", "whole", "none"},
+    {"mailchimp_api_key", "\\b[0-9A-Za-z]{32}-us[0-9]{1,2}\\b", "whole", "none"},
     /* twilio_api_key: gitleaks:twilio-api-key; detect-secrets:TwilioKeyDetector */
-    {"twilio_key", "\\bSK[0-9a-fA-F]{32}\\b", "whole", "none"},
+    {"twilio_key", "\\bSK(?:[0-9a-fA-F]{32}|[0-9a-z]{32})\\b", "whole", "none"},
     /* twilio_account_sid: detect-secrets:TwilioKeyDetector */
-    {"twilio_key", "\\bAC[0-9a-f]{32}\\b", "whole", "none"},
+    {"twilio_key", "\\bAC[0-9a-z]{32}\\b", "whole", "none"},
     /* anthropic_api_key: gitleaks:anthropic-api-key, anthropic-admin-api-key */
     {"anthropic_api_key", "sk-ant-(?:api|admin|oat|sid)[0-9]{2}-[A-Za-z0-9_-]{80,}", "whole(longest)", "none"},
     /* openai_api_key: gitleaks:openai-api-key; detect-secrets:OpenAIDetector */
@@ -166,7 +180,7 @@ const struct scrub_rule scrub_rules[] = {
     /* imei: Relay:@imei */
     {"imei", "\\b[0-9]{2}-?[0-9]{6}-?[0-9]{6}-?[0-9]\\b", "whole(longest)", "luhn15; not_prefix:34,37; not_in_identifier"},
     /* credit_card: Relay:@creditcard; scrub-pii card */
-    {"card", "\\b(?:4[0-9]|5[0-9]|2[2-7]|3[0-9]|6[0-9])[0-9]{2}(?:[ -]?[0-9]){8,15}\\b", "whole(longest)", "luhn; card_issuer; not_in_identifier"},
+    {"card", "\\b(?:4[0-9]|5[0-9]|2[2-7]|3[0-9]|6[0-9]|06)[0-9]{2}(?:[ -]?[0-9]){8,15}\\b", "whole(longest)", "luhn; card_issuer; not_in_identifier"},
     /* iban: Relay:@iban (its country list moved to the check: 4x faster) */
     {"iban", "\\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}\\b", "whole(longest)", "iban_mod97"},
     /* us_ssn: Relay:@usssn (area/group/serial ranges added) */

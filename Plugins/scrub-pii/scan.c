@@ -1,10 +1,13 @@
 /* Scanning a text (engine.c's steps before the selection): the whole rule set once, to learn
- * where each rule's matches end, then each rule that matched alone, for the start of each of
- * its matches, over the stretches that can hold them: from the start of the line `width`
- * bytes (16 KB for a rule without a bound) before each end, to that end. Stretches that touch
- * are scanned as one, so no byte is scanned twice for a rule, and a text that holds few
- * matches is scanned about once. A stretch starts after a newline where it can, so `^`, `\b`
- * and "not after a letter" read at its start as they read in the whole text. */
+ * where each rule's matches end (a rule whose matches all have one length is done then: each
+ * end gives its start), then each other rule that matched alone, for the start of each of its
+ * matches, over the stretches that can hold them: up to `width` bytes (16 KB for a rule
+ * without a bound) before each end, to that end; for a rule whose matches stay in one line,
+ * from the start of that line at most. Stretches that touch are scanned as one, so no byte is
+ * scanned twice for a rule, and a text that holds few matches is scanned about once. A
+ * stretch starts after a newline where it can, so `^`, `\b` and "not after a letter" read at
+ * its start as they read in the whole text. */
+#define _GNU_SOURCE
 #include "engine.h"
 
 #include <limits.h>
@@ -40,19 +43,25 @@ struct runs {
     struct matches *found;
     const struct compiled *rules;
     size_t *last; /* by rule: the index of its open run, or SIZE_MAX */
+    const char *text;
+    struct matches *matches; /* a fixed-width rule's matches, known from their ends */
 };
 
 static int on_end(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
     (void)from;
     (void)flags;
     struct runs *runs = context;
+    const struct compiled *rule = &runs->rules[id];
+    if (rule->fixed) return append(runs->matches, (struct match){id, (size_t)to - rule->width, (size_t)to, false}) ? 0 : 1;
     struct match *open = runs->last[id] == SIZE_MAX ? NULL : &runs->found->items[runs->last[id]];
-    if (open && (size_t)to <= open->to + reach_of(&runs->rules[id])) {
+    /* A one-line rule's run stays in a line: its next line starts a stretch of its own. */
+    bool same_line = open && (!rule->one_line || !memchr(runs->text + open->to, '\n', (size_t)to - open->to));
+    if (open && same_line && (size_t)to <= open->to + reach_of(rule)) {
         open->to = (size_t)to;
         return 0;
     }
     runs->last[id] = runs->found->count;
-    return append(runs->found, (struct match){id, (size_t)to, (size_t)to}) ? 0 : 1;
+    return append(runs->found, (struct match){id, (size_t)to, (size_t)to, false}) ? 0 : 1;
 }
 
 /* A rule's own scan: its matches, each start's ends as one (the longest) when the rule has no
@@ -62,7 +71,7 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     (void)id;
     (void)flags;
     struct matches *found = context;
-    struct match match = {found->id, found->offset + (size_t)from, found->offset + (size_t)to};
+    struct match match = {found->id, found->offset + (size_t)from, found->offset + (size_t)to, false};
     struct match *last = found->count > found->first ? &found->items[found->count - 1] : NULL;
     if (found->collapse && last && last->from == match.from) {
         last->to = match.to;
@@ -71,10 +80,15 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     return append(found, match) ? 0 : 1;
 }
 
-/* Where the stretch for a match ending at `end` starts: after the last newline at or before
-   `end - reach`, when one is within another `reach` bytes; else there. */
-static size_t stretch_start(const char *text, size_t end, size_t reach) {
+/* Where the stretch for a match ending at `end` starts: for a one-line rule, after the last
+   newline before `end` within `reach`; else after the last newline at or before `end - reach`,
+   when one is within another `reach` bytes; else there. */
+static size_t stretch_start(const char *text, size_t end, size_t reach, bool one_line) {
     size_t start = end > reach ? end - reach : 0;
+    if (one_line) {
+        const char *newline = memrchr(text + start, '\n', end - start);
+        return newline ? (size_t)(newline - text) + 1 : start;
+    }
     size_t limit = start > reach ? start - reach : 0;
     for (size_t at = start; at > limit; at--)
         if (text[at - 1] == '\n') return at;
@@ -133,16 +147,67 @@ static bool scan_stretch(struct rh_scrubber *scrubber, unsigned id, const char *
            hs_scan(database, text + from, (unsigned)(to - from), 0, scratch, on_match, found) == HS_SUCCESS && !found->failed;
 }
 
+bool scrub_one_line(const char *pattern) {
+    /* A leading boundary `(?:^|[^A-Za-z0-9])` may take the newline before a line: a stretch
+       that starts after it reads `^` there instead, the same match. */
+    const char *c = pattern + (strncmp(pattern, "(?i)", 4) == 0 ? 4 : 0);
+    if (strncmp(c, "(?:^|[^", 7) == 0) {
+        const char *close = strchr(c + 7, ']');
+        if (close && close[1] == ')') c = close + 2;
+    }
+    for (; *c; c++) {
+        if (c[0] == '(' && c[1] == '?') {
+            size_t flags = strspn(c + 2, "imsx-");
+            if (memchr(c + 2, 's', flags)) return false;
+        }
+        if (c[0] == '[' && c[1] == '^') {
+            const char *end = c + 2 + (c[2] == ']'); /* a `]` first is a member */
+            while (*end && *end != ']') end += end[0] == '\\' && end[1] ? 2 : 1;
+            bool excluded = false;
+            for (const char *m = c + 2; m + 1 < end; m++) excluded |= m[0] == '\\' && (m[1] == 's' || m[1] == 'n');
+            if (!excluded) return false;
+            c = *end ? end : end - 1;
+            continue;
+        }
+        if (c[0] == '\\') {
+            if (!c[1] || strchr("sSWDnvxR0123456789", c[1])) return false;
+            c++;
+        }
+    }
+    return true;
+}
+
+/* A `first_end` rule (a PEM block) reports each end with its leftmost start only, so the end
+   of a later block comes with the first block's start. From the first end of the matches
+   found since `first`, the rule scans again to their last end, for the next block's start. */
+static bool later_blocks(struct rh_scrubber *scrubber, unsigned id, const char *text, struct matches *found, size_t first) {
+    while (found->count > first) {
+        size_t shortest = SIZE_MAX, longest = 0;
+        for (size_t k = first; k < found->count; k++) {
+            if (found->items[k].to < shortest) shortest = found->items[k].to;
+            if (found->items[k].to > longest) longest = found->items[k].to;
+        }
+        if (longest <= shortest) return true;
+        first = found->count;
+        if (!scan_stretch(scrubber, id, text, shortest, longest, found)) return false;
+    }
+    return true;
+}
+
 bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, struct matches *found) {
     struct matches ends = {0};
     size_t last[scrubber->count];
     for (size_t k = 0; k < scrubber->count; k++) last[k] = SIZE_MAX;
-    struct runs runs = {&ends, scrubber->rules, last};
+    struct runs runs = {&ends, scrubber->rules, last, text, found};
     bool ok = ready_for(scrubber, scrubber->database, -1) &&
-              hs_scan(scrubber->database, text, (unsigned)size, 0, scratch, on_end, &runs) == HS_SUCCESS && !ends.failed;
+              hs_scan(scrubber->database, text, (unsigned)size, 0, scratch, on_end, &runs) == HS_SUCCESS && !ends.failed &&
+              !found->failed;
     for (size_t i = 0; ok && i < ends.count; i++) {
         const struct match *run = &ends.items[i];
-        ok = scan_stretch(scrubber, run->id, text, stretch_start(text, run->from, reach_of(&scrubber->rules[run->id])), run->to, found);
+        const struct compiled *rule = &scrubber->rules[run->id];
+        size_t first = found->count;
+        ok = scan_stretch(scrubber, run->id, text, stretch_start(text, run->from, reach_of(rule), rule->one_line), run->to, found);
+        if (ok && strstr(rule->group, "first_end")) ok = later_blocks(scrubber, run->id, text, found, first);
     }
     free(ends.items);
     return ok;

@@ -59,6 +59,16 @@ import Testing
         }
     }
 
+    @Test("T-5 scrub-pii: only what a rule's group names is replaced, so a rule matches inside another's key: both values go")
+    func ruleInsideAnotherKey() async throws {
+        try await offPool { [self] in
+            // `secret` replaces `cl_pwd` (the value of SECRET=); Cloudant's keyword rule, whose
+            // match starts inside it, still replaces its own value.
+            let scrubbed = try document(report("{}", summary: "export SECRET=cl_pwd := abcdefghijklmnopqrstuvwx"))
+            #expect(scrubbed["summary"]?.stringValue == "export SECRET=[secret] := [cloudant_credentials]")
+        }
+    }
+
     @Test("T-4, T-5 scrub-pii: extraPatterns are compiled by the rules' engine and replaced by [name]; a pattern it cannot take refuses the load, naming it")
     func extraPatterns() async throws {
         try await offPool { [self] in
