@@ -58,6 +58,9 @@ let package = Package(
         // errors could end the host when a server misbehaves. Loaded with dlopen at the first
         // delivery, not linked (its 32 libraries cost every start).
         .target(name: "HTTPPost"),
+        // Sentry SDKs' compressed bodies for the receiver: zlib and Brotli's decoder (Debian's
+        // zlib1g-dev and libbrotli-dev).
+        .target(name: "Decompress", linkerSettings: [.linkedLibrary("z"), .linkedLibrary("brotlidec")]),
         // SQLite's own system calls through the host's seam, for failure sweeps.
         .target(name: "SQLiteCalls", dependencies: ["CSQLite"]),
         // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
@@ -84,7 +87,7 @@ let package = Package(
             name: "Embed", dependencies: ["Host", "EmbedCalls", "Breadcrumbs", "HostSupport", "HostPlugins"],
             // Never unloaded: its crash handler and Swift code must outlive any dlclose.
             linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
-        .target(name: "Receiver", dependencies: ["Host", "HostSupport", "HostStore", "HostDelivery"]),
+        .target(name: "Receiver", dependencies: ["Host", "HostSupport", "HostStore", "HostDelivery", "Decompress"]),
         // Capture from outside (SPEC B-6): ptrace and libunwind-ptrace (libunwind-dev).
         .target(
             name: "RemoteCapture",

@@ -26,6 +26,7 @@ typedef struct {
     size_t body;      /* body bytes read */
     struct timespec completed_at;
     char retry_after[65];
+    char rate_limits[256];
 } head_state;
 
 /* One request of a batch: its handle, body, headers and what came back. */
@@ -125,15 +126,17 @@ static long long parse_length(const char *value, size_t length) {
     return digits == 0 ? -1 : number;
 }
 
-static void keep_retry_after(head_state *head, const char *value, size_t length) {
+/* A header's value, trimmed, into `kept` (`capacity` bytes with its NUL); an over-long one is
+   unreadable: kept empty. */
+static void keep_value(char *kept, size_t capacity, const char *value, size_t length) {
     while (length > 0 && (*value == ' ' || *value == '\t')) {
         value++;
         length--;
     }
     while (length > 0 && isspace((unsigned char)value[length - 1])) length--;
-    if (length >= sizeof head->retry_after) length = 0; /* over-long: unreadable, ignored */
-    memcpy(head->retry_after, value, length);
-    head->retry_after[length] = 0;
+    if (length >= capacity) length = 0;
+    memcpy(kept, value, length);
+    kept[length] = 0;
 }
 
 /* Called once per complete header line (libcurl bounds a line at 100 KB). Returning a count
@@ -147,6 +150,7 @@ static size_t on_header(char *line, size_t size, size_t count, void *context) {
         head->in_head = 1;
         head->status = length >= 5 && strncmp(line, "HTTP/", 5) == 0 ? parse_status(line, length) : 0;
         head->retry_after[0] = 0;
+        head->rate_limits[0] = 0;
         head->length = -1;
     } else if (length <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         head->in_head = 0;
@@ -156,7 +160,9 @@ static size_t on_header(char *line, size_t size, size_t count, void *context) {
             return head->status != 0 && head->length >= 0 && head->length <= BODY_CAP ? length : 0;
         }
     } else if (length > 12 && strncasecmp(line, "Retry-After:", 12) == 0) {
-        keep_retry_after(head, line + 12, length - 12);
+        keep_value(head->retry_after, sizeof head->retry_after, line + 12, length - 12);
+    } else if (length > 21 && strncasecmp(line, "X-Sentry-Rate-Limits:", 21) == 0) {
+        keep_value(head->rate_limits, sizeof head->rate_limits, line + 21, length - 21);
     } else if (length > 15 && strncasecmp(line, "Content-Length:", 15) == 0) {
         head->length = parse_length(line + 15, length - 15);
     }
@@ -236,6 +242,10 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
         set_failure(result, "an invalid Content-Type");
         return -1;
     }
+    if (body->header != NULL && (strpbrk(body->header, "\r\n") != NULL || strlen(body->header) > 1024)) {
+        set_failure(result, "an invalid header");
+        return -1;
+    }
     /* A file is streamed; a body in memory goes as it is (libcurl sends a small one in the
      * same write as the head). */
     struct stat info = {.st_size = (off_t)body->length};
@@ -254,6 +264,7 @@ static int start_transfer(transfer *t, const char *url, const rh_http_body *body
     struct curl_slist *headers = hp_libcurl.slist_append(NULL, content_header);
     /* No "Expect: 100-continue" wait before the body. */
     struct curl_slist *more = headers ? hp_libcurl.slist_append(headers, "Expect:") : NULL;
+    if (more != NULL && body->header != NULL) more = hp_libcurl.slist_append(more, body->header);
     if (t->curl == NULL || more == NULL) {
         hp_libcurl.slist_free_all(more ? more : headers);
         if (t->curl != NULL) hp_libcurl.easy_cleanup(t->curl);
@@ -317,6 +328,7 @@ static int finish_transfer(transfer *t, CURLcode code, rh_http_result *result) {
     if (answered) {
         result->status = head->status;
         memcpy(result->retry_after, head->retry_after, sizeof result->retry_after);
+        memcpy(result->rate_limits, head->rate_limits, sizeof result->rate_limits);
     } else if (head->complete) {
         set_failure(result, "an answer without a readable status line");
     } else {

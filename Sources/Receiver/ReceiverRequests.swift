@@ -48,8 +48,16 @@ extension LocalReceiver {
                 reader.answer(headers["content-length"].flatMap { UInt($0) } == nil ? 400 : 413, "bad Content-Length")
                 return
             }
-            guard case .success(let data) = body else {
+            guard case .success(let sent) = body else {
                 if case .failure(let error) = body, error != .closed { reader.answer(error.status, error.message) }
+                return
+            }
+            // Sentry SDKs compress what they send (SPEC S-4).
+            let data: Data
+            switch SentryIntake.inflate(sent, encoding: headers["content-encoding"], limit: limits.maxBodyBytes) {
+            case .success(let inflated): data = inflated
+            case .failure(let refusal):
+                reader.answer(refusal.status, refusal.message)
                 return
             }
             let request = HTTPRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
@@ -117,10 +125,12 @@ extension LocalReceiver {
     /// status stores the report first). Returns whether the connection stays open.
     func submit(_ request: HTTPRequest, body: Data, client: Int32, reader: inout SocketReader) -> Bool {
         let fault = state.withLock { $0.chaos?.draw() }
-        let submission = Self.parseSubmission(body, contentType: request.headers["content-type"] ?? "")
+        let submission: Result<Submission?, StoreFailure> = SentryIntake.isSentry(request.path)
+            ? SentryIntake.submission(body, path: request.path)
+            : Self.parseSubmission(body, contentType: request.headers["content-type"] ?? "").map { $0 }
         var log = Inbox.Request(
             at: system.now(), method: request.method, path: request.target, status: 0, chaos: fault != nil,
-            report: try? submission.get().uuid)
+            report: try? submission.get()?.uuid)
         defer { inbox?.record(log) }
         if fault == .slow {
             var wait = timespec(tv_sec: Chaos.slowMs / 1_000, tv_nsec: (Chaos.slowMs % 1_000) * 1_000_000)
@@ -161,9 +171,16 @@ extension LocalReceiver {
 
     /// The answer to a submission the script answers `code`, once it is stored (or not).
     func answer(
-        storing submission: Result<Submission, StoreFailure>, code: Int, target: String
+        storing submission: Result<Submission?, StoreFailure>, code: Int, target: String
     ) -> (status: Int, message: String, uuid: String) {
-        switch submission.flatMap({ store($0, target: target, answer: .status(code)) }) {
+        let stored: Result<Received, StoreFailure>
+        switch submission {
+        // An envelope of sessions only holds no report: nothing is stored.
+        case .success(nil): return (code, "ok: no report in it", "")
+        case .success(let found?): stored = store(found, target: target, answer: .status(code))
+        case .failure(let failure): stored = .failure(failure)
+        }
+        return switch stored {
         case .success(let stored): (code, "ok", stored.uuid)
         case .failure(.badSubmission): (code < 300 ? 400 : code, "bad submission", "")
         // Never 200 for what was not kept: the client must send it again.

@@ -1,7 +1,7 @@
 /* HTTP(S) POSTs through libcurl, for delivery (Sources/Host/Delivery/HTTPClient.swift).
  *
- * What a server sends is bounded here: the status line and one header (Retry-After) are
- * kept, within fixed buffers; the answer is known at the end of its final head. A body the
+ * What a server sends is bounded here: the status line and two headers (Retry-After,
+ * X-Sentry-Rate-Limits) are kept, within fixed buffers; the answer is known at the end of its final head. A body the
  * head announces (Content-Length) at 16 KB or less is read and dropped, so the connection can
  * carry the next request; one still coming a second after the head is given up with its
  * connection, and any other body ends the transfer at the end of the head, closing the
@@ -23,6 +23,8 @@ typedef struct {
     int status;
     /* The answer's Retry-After value, trimmed, NUL-terminated; "" when absent or over 64 bytes. */
     char retry_after[65];
+    /* Its X-Sentry-Rate-Limits value (SPEC S-3), the same way; "" when absent or over 255 bytes. */
+    char rate_limits[256];
     /* Without an answer: what went wrong, in a few words ("connection refused", "timed out",
      * "host not found (DNS)", "TLS failure", "not an HTTP answer", or curl's own message). */
     char failure[320];
@@ -53,6 +55,8 @@ void rh_http_client_free(rh_http_client *client);
  * the `length` bytes at `bytes` (read in place: they must live until the call returns). */
 typedef struct {
     const char *content_type;
+    /* One more header line ("Name: value", no line break), or NULL. */
+    const char *header;
     const char *body_path;
     const void *bytes;
     size_t length;

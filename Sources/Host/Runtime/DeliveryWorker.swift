@@ -92,7 +92,7 @@ final class DeliveryWorker: Sendable {
         }
         // A secondary's passes send only its own reports' initial attempts (the deliverer
         // knows its session).
-        guard session.host.configuration.submission.url != nil else { return }
+        guard session.host.configuration.submission.isSet else { return }
         let deliverer = session.deliverer(transport: CurlTransport(cancellation: cancellation))
         let clock = SystemClock()
         var seen = -1

@@ -144,11 +144,12 @@ public final class Runtime: Sendable {
     /// session mark, crash capture, crash files, the configured plugins. Runs no callback.
     public static func start(_ options: RuntimeOptions) throws(HostError) -> Runtime {
         try options.configuration.validate()
-        if let url = options.configuration.submission.url {
+        let submission = options.configuration.submission
+        if let url = submission.endpoint {
             do throws(SubmissionURL.Problem) {
-                _ = try LibcurlURL.check(url, allowInsecure: options.configuration.submission.allowInsecure)
+                _ = try LibcurlURL.check(url, allowInsecure: submission.allowInsecure)
             } catch {
-                throw .configuration("configuration: key 'submission.url': \(error)")
+                throw .configuration("configuration: key '\(submission.endpointKey)': \(error)")
             }
         }
         let system = options.faults.systemCalls

@@ -67,8 +67,8 @@ package struct Deliverer: Sendable {
 
     private func deliverReports(retries: Bool) throws(HostError) -> Summary {
         var summary = Summary()
-        guard let text = configuration.submission.url else {
-            logger.debug("no submission URL configured: reports stay awaiting_first_attempt")
+        guard let text = configuration.submission.endpoint else {
+            logger.debug("no submission URL or DSN configured: reports stay awaiting_first_attempt")
             return summary
         }
         let url: SubmissionURL
@@ -85,6 +85,11 @@ package struct Deliverer: Sendable {
                 }
             }
             if summary.held > 0 { logger.error("\(error): \(summary.held) report(s) held until the configuration is fixed") }
+            return summary
+        }
+        if sentry != nil, let until = SentryRateLimits.limited(url.url.absoluteString, now: now()) {
+            logger.info("the Sentry server limits reports (X-Sentry-Rate-Limits): none is sent before \(ReportDocument.timestamp(until))")
+            summary.rateLimited = true
             return summary
         }
         let released = try storing { () throws(StorageError) in try repository.releaseConfigurationHolds(now: now()) }
@@ -160,7 +165,7 @@ package struct Deliverer: Sendable {
     /// one of its own, which flushes before the copies are deleted). False when the pass must
     /// stop (the local window is full, or the host is stopping).
     private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
-        let built = try bodies(for: window, into: &summary)
+        let built = try bodies(for: window, sentry: sentry, into: &summary)
         defer { for item in built { if case .file(let file) = item.body.content { system.unlink(file.path) } } }
         guard !built.isEmpty else { return true }
         let admissions = try storing { () throws(StorageError) in
@@ -177,6 +182,11 @@ package struct Deliverer: Sendable {
         let results = transport.post(
             admitted.map(\.body), to: url.url, inFlight: Self.requestsInFlight, timeoutMs: configuration.submission.timeoutMs)
         let outcomes = zip(admitted, results)
+        let limits = sentry == nil ? [] : results.compactMap { result -> TimeInterval? in
+            if case .response(_, let after?) = result { return after }
+            return nil
+        }
+        if let longest = limits.max() { SentryRateLimits.limit(url.url.absoluteString, for: longest, now: now()) }
         try storing { () throws(StorageError) in
             try repository.settling { () throws(StorageError) in
                 for (item, result) in outcomes where !item.hasCopies {
@@ -187,7 +197,8 @@ package struct Deliverer: Sendable {
                 try settle(item.record, attempts: item.record.attempts + 1, result: result, into: &summary)
             }
         }
-        // The host is stopping: no further attempt in this pass.
+        // A Sentry server's limit holds the rest; the host is stopping: no further attempt in this pass.
+        if !limits.isEmpty { summary.rateLimited = true }
         return !summary.rateLimited && !results.contains(.cancelled)
     }
 
@@ -202,13 +213,13 @@ package struct Deliverer: Sendable {
     /// Each record of `window` read whole, with its request body built. The bodies are built
     /// before admission: a local file problem costs no attempt. A row another process changed
     /// or damaged is skipped.
-    private func bodies(for window: [Repository.Summary], into summary: inout Summary) throws(HostError) -> [Attempt] {
+    private func bodies(for window: [Repository.Summary], sentry: SentryDSN?, into summary: inout Summary) throws(HostError) -> [Attempt] {
         var built: [Attempt] = []
         for item in window {
             guard let record = try storing({ () throws(StorageError) in try repository.record(item.rowID) }) else { continue }
             let file = repository.folder.appendingPathComponent("outgoing-\(record.rowID).multipart", isDirectory: false)
             do {
-                built.append(try body(record, file: file))
+                built.append(try body(record, file: file, sentry: sentry))
             } catch {
                 system.removeItem(file.path)
                 logger.error("report \(record.reportID) not sent: cannot build the request (\(error)); it stays \(record.state.rawValue)")
@@ -218,10 +229,15 @@ package struct Deliverer: Sendable {
         return built
     }
 
-    /// The multipart body: in memory without attachment copies, else written to `file` with
-    /// each copy streamed into it. A copy that went missing is left out with a diagnostic in
-    /// the report (D-3: it does not block the payload).
-    private func body(_ record: ReportRecord, file: URL) throws(StorageError) -> Attempt {
+    /// The DSN reports go to as Sentry envelopes (SPEC S-1); nil: Backtrace's multipart.
+    private var sentry: SentryDSN? {
+        configuration.submission.dsn.flatMap { try? SentryDSN($0, allowInsecure: configuration.submission.allowInsecure) }
+    }
+
+    /// The multipart body (a Sentry envelope with a DSN): in memory without attachment copies,
+    /// else written to `file` with each copy streamed into it. A copy that went missing is left
+    /// out with a diagnostic in the report (D-3: it does not block the payload).
+    private func body(_ record: ReportRecord, file: URL, sentry: SentryDSN?) throws(StorageError) -> Attempt {
         var document = record.document
         // What the document says of each copy was stored with it: no copy is read or hashed
         // here, and each streams from its file through one bounded buffer.
@@ -238,6 +254,10 @@ package struct Deliverer: Sendable {
                 message: "attachment copy \(missing.attachment.name) is missing, unreadable, not a regular file or over 3 MB: omitted"))
         }
         document.content.attachments = present.map(\.attachment)
+        if let sentry {
+            return try envelope(record, document: document, copies: present.map { ($0.attachment.filename, $0.file) }, file: file,
+                                dsn: sentry, hasCopies: !files.isEmpty)
+        }
         let multipart = MultipartBody()
         let json = BacktraceReport.json(document, crash: record.crash, sendChanges: configuration.privacy.sendChanges)
         let inline = BacktraceReport.breadcrumbsPart(document).map { [$0] } ?? []
@@ -250,6 +270,24 @@ package struct Deliverer: Sendable {
             json: json, inline: inline, attachments: present.map { ($0.attachment.name, $0.attachment.filename, $0.file) }, to: file,
             system: system)
         return Attempt(record: record, body: RequestBody(contentType: multipart.contentType, file: file), hasCopies: true)
+    }
+
+    /// The Sentry envelope of a record (SPEC S-2): in memory, or written to `file` with its copies.
+    private func envelope(
+        _ record: ReportRecord, document: ReportDocument, copies: [(filename: String, file: URL)], file: URL, dsn: SentryDSN,
+        hasCopies: Bool
+    ) throws(StorageError) -> Attempt {
+        let release = configuration.release ?? document.content.attributes["version"]
+        let event = SentryEvent.json(document, crash: record.crash, release: release, sendChanges: configuration.privacy.sendChanges)
+        let id = SentryEvent.eventID(document.id)
+        guard !copies.isEmpty else {
+            let bytes = SentryEnvelope.bytes(event: event, eventID: id, dsn: dsn, sentAt: now())
+            return Attempt(record: record, body: RequestBody(contentType: SentryEnvelope.contentType, bytes: bytes, header: dsn.authHeader),
+                           hasCopies: hasCopies)
+        }
+        try SentryEnvelope.write(event: event, eventID: id, dsn: dsn, sentAt: now(), attachments: copies, to: file, system: system)
+        return Attempt(record: record, body: RequestBody(contentType: SentryEnvelope.contentType, file: file, header: dsn.authHeader),
+                       hasCopies: true)
     }
 
     /// The outcome rules of D-9 and the retry policy of D-5 and D-11.
@@ -278,7 +316,7 @@ package struct Deliverer: Sendable {
         case .configurationFailure(let text):
             // Never an attempt, never terminal (D-9): held until the configuration changes.
             try repository.holdUnsent(record.rowID, .configuration("submission URL refused by libcurl: \(text)"))
-            logger.error("report \(record.reportID) held: the submission URL cannot be used (\(text)); fix submission.url")
+            logger.error("report \(record.reportID) held: the submission URL cannot be used (\(text)); fix \(configuration.submission.endpointKey)")
             summary.held += 1
             return
         case .cancelled:
@@ -303,7 +341,7 @@ package struct Deliverer: Sendable {
     /// lets an initial report in. nil when nothing waits on time (`launch --watch` sleeps
     /// until then).
     package func nextWake() throws(HostError) -> Date? {
-        guard configuration.submission.url != nil else { return nil }
+        guard configuration.submission.isSet else { return nil }
         return try storing { () throws(StorageError) -> Date? in
             // The rows a pass would send, read as `deliver` reads them: a damaged row it skips
             // must not make the wake-up due for ever (a watch loop would spin on it).
@@ -314,6 +352,10 @@ package struct Deliverer: Sendable {
             }
             if records.contains(where: { $0.state == .awaitingFirstAttempt }) {
                 times.append(try repository.nextAdmission(perMinute: configuration.reportsPerMin, now: now()) ?? now())
+            }
+            // Nothing goes to a Sentry server before its limit ends.
+            if let endpoint = configuration.submission.endpoint, let until = SentryRateLimits.limited(endpoint, now: now()) {
+                return times.min().map { max($0, until) }
             }
             return times.min()
         }

@@ -37,15 +37,19 @@ package struct RequestBody: Sendable {
 
     package var contentType: String
     package var content: Content
+    /// One more header line sent with it (Sentry's `X-Sentry-Auth`), or nil.
+    package var header: String?
 
-    package init(contentType: String, file: URL) {
+    package init(contentType: String, file: URL, header: String? = nil) {
         self.contentType = contentType
         self.content = .file(file)
+        self.header = header
     }
 
-    package init(contentType: String, bytes: [UInt8]) {
+    package init(contentType: String, bytes: [UInt8], header: String? = nil) {
         self.contentType = contentType
         self.content = .bytes(bytes)
+        self.header = header
     }
 }
 
@@ -101,13 +105,14 @@ package struct CurlTransport: SubmissionTransport {
                 defer { buffer.append(contentsOf: bytes) }
                 return buffer.count
             }
-            let spans = bodies.map { body -> (type: Int, path: Int?, bytes: Range<Int>?) in
+            let spans = bodies.map { body -> (type: Int, header: Int?, path: Int?, bytes: Range<Int>?) in
                 let type = append(body.contentType.utf8 + [0])
+                let header = body.header.map { append($0.utf8 + [0]) }
                 switch body.content {
-                case .file(let file): return (type, append(file.path.utf8 + [0]), nil)
+                case .file(let file): return (type, header, append(file.path.utf8 + [0]), nil)
                 case .bytes(let bytes):
                     let start = append(bytes)
-                    return (type, nil, start..<buffer.count)
+                    return (type, header, nil, start..<buffer.count)
                 }
             }
             buffer.withUnsafeBytes { raw in
@@ -116,8 +121,8 @@ package struct CurlTransport: SubmissionTransport {
                 func text(_ offset: Int) -> UnsafePointer<CChar> { (base + offset).assumingMemoryBound(to: CChar.self) }
                 let requests = spans.map { span in
                     rh_http_body(
-                        content_type: text(span.type), body_path: span.path.map(text), bytes: span.bytes.map { base + $0.lowerBound },
-                        length: span.bytes?.count ?? 0)
+                        content_type: text(span.type), header: span.header.map(text), body_path: span.path.map(text),
+                        bytes: span.bytes.map { base + $0.lowerBound }, length: span.bytes?.count ?? 0)
                 }
                 rh_http_client_post(
                     handle, url.absoluteString, requests, requests.count, max(1, inFlight), min(timeoutMs, Limits.maxMilliseconds),
@@ -133,7 +138,10 @@ package struct CurlTransport: SubmissionTransport {
             if status == RH_HTTP_CANCELLED { return .cancelled }
             if status == RH_HTTP_CONFIGURATION { return .configurationFailure(String(fixedCBuffer: &result.failure)) }
             guard status == 0 else { return .transportFailure(String(fixedCBuffer: &result.failure)) }
-            return .response(status: Int(result.status), retryAfter: Self.retryAfter(String(fixedCBuffer: &result.retry_after)))
+            // Sentry's rate limits for a report's categories count as a Retry-After (SPEC S-3).
+            let after = Self.retryAfter(String(fixedCBuffer: &result.retry_after))
+            let limited = SentryRateLimits.eventLimit(String(fixedCBuffer: &result.rate_limits))
+            return .response(status: Int(result.status), retryAfter: limited.map { max($0, after ?? 0) } ?? after)
         }
     }
 

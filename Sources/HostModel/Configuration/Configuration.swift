@@ -47,9 +47,20 @@ public struct Configuration: Sendable, Equatable {
 
 extension Configuration {
     /// Checks what the reader cannot check key by key, before anything is opened (SPEC I-2):
-    /// a `submission.url` that does not parse, is not http or https, has no host, or is plain
-    /// http off loopback without `allowInsecure`. `origin` begins the message.
+    /// a `submission.url` or `submission.dsn` that does not parse, is not http or https, has no
+    /// host, or is plain http off loopback without `allowInsecure`; both given (SPEC S-1).
+    /// `origin` begins the message.
     public func validate(origin: String = "configuration") throws(HostError) {
+        if submission.url != nil && submission.dsn != nil {
+            throw .configuration("\(origin): keys 'submission.url' and 'submission.dsn': give one (Backtrace's URL or a Sentry DSN), not both")
+        }
+        if let dsn = submission.dsn {
+            do throws(SubmissionURL.Problem) {
+                _ = try SentryDSN(dsn, allowInsecure: submission.allowInsecure)
+            } catch {
+                throw .configuration("\(origin): key 'submission.dsn': \(error)")
+            }
+        }
         guard let url = submission.url else { return }
         do throws(SubmissionURL.Problem) {
             _ = try SubmissionURL(url, allowInsecure: submission.allowInsecure)
@@ -166,8 +177,9 @@ extension Configuration {
         _ value: JSONValue, into config: inout Configuration, _ reader: ConfigReader, origin: String
     ) throws(HostError) {
         let submission = try reader.object(value, at: "submission")
-        try reader.allow(submission, at: "submission", keys: ["url", "timeoutMs", "allowInsecure"])
+        try reader.allow(submission, at: "submission", keys: ["url", "dsn", "timeoutMs", "allowInsecure"])
         config.submission.url = try reader.optionalString(submission["url"], at: "submission.url")
+        config.submission.dsn = try reader.optionalString(submission["dsn"], at: "submission.dsn")
         if let v = submission["timeoutMs"] { config.submission.timeoutMs = try reader.int(v, at: "submission.timeoutMs", min: 1, max: Limits.maxMilliseconds) }
         if let v = submission["allowInsecure"] { config.submission.allowInsecure = try reader.bool(v, at: "submission.allowInsecure") }
         try config.validate(origin: "config \(origin)")

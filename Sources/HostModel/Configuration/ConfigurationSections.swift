@@ -18,12 +18,17 @@ public struct Limits: Sendable, Equatable {
     public static let maxMilliseconds = 86_400_000
 }
 
-/// Where reports are submitted (SPEC D-9).
+/// Where reports are submitted (SPEC D-9): a Backtrace submission URL, or a Sentry DSN (SPEC
+/// S-1); never both.
 public struct Submission: Sendable, Equatable {
     public var url: String?
+    public var dsn: String?
     public var timeoutMs = 15_000
     public var allowInsecure = false
     public init() {}
+
+    /// Whether reports have somewhere to go.
+    public var isSet: Bool { url != nil || dsn != nil }
 }
 
 /// Retry policy (SPEC D-5, D-6, D-11).
