@@ -47,6 +47,19 @@ package struct CommandFixture: Sendable {
     /// The records `status --json` lists.
     package func records() throws -> [JSONValue] { try status()["records"]?.arrayValue ?? [] }
 
+    /// Starts `reporthost receive --port 0 --dir <folder>/got` with `arguments`; its port, from
+    /// the inbox line it prints.
+    package func receive(_ arguments: [String]) throws -> (child: SpawnedChild, port: UInt16) {
+        let child = try SpawnedChild(
+            [Products.reporthost.path, "receive", "--port", "0", "--dir", folder.appendingPathComponent("got").path] + arguments,
+            log: folder.appendingPathComponent("receive-\(UUID().uuidString).log"))
+        for _ in 0..<1_000 {
+            if let port = child.log.firstMatch(of: /inbox on http:\/\/127\.0\.0\.1:(\d+)\//).flatMap({ UInt16($0.1) }) { return (child, port) }
+            usleep(10_000)
+        }
+        throw CommandFailed(description: "no inbox line in: \(child.log)")
+    }
+
     /// A configuration file that sends to `url` (retries at once), with `extra` keys
     /// (`"plugins": {…}`) merged in; its path.
     package func configuration(url: String, timeoutMs: Int = 3_000, extra: String = "") throws -> String {

@@ -9,18 +9,7 @@ import Testing
 @Suite struct InboxCommandTests {
     let fixture = CommandFixture("reporthost-inbox-command")
 
-    /// Starts `reporthost receive` with `arguments`; its port, from the line it prints.
-    func receive(_ arguments: [String]) throws -> (child: SpawnedChild, port: UInt16) {
-        let child = try SpawnedChild(
-            [Products.reporthost.path, "receive", "--port", "0", "--dir", fixture.folder.appendingPathComponent("got").path] + arguments,
-            log: fixture.folder.appendingPathComponent("receive-\(UUID().uuidString).log"))
-        var port: UInt16?
-        for _ in 0..<1_000 where port == nil {
-            port = child.log.firstMatch(of: /inbox on http:\/\/127\.0\.0\.1:(\d+)\//).flatMap { UInt16($0.1) }
-            if port == nil { usleep(10_000) }
-        }
-        return (child, try #require(port, "no inbox line in: \(child.log)"))
-    }
+    func receive(_ arguments: [String]) throws -> (child: SpawnedChild, port: UInt16) { try fixture.receive(arguments) }
 
     @Test("T-2 chaos: ReportHost's delivery gets through --chaos 503:0.5 by its own retries; the inbox marks the chaos answers")
     func deliveryThroughChaos() async throws {
