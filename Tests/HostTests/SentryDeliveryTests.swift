@@ -11,8 +11,11 @@ import Testing
 /// The Sentry protocol out (SPEC S-1 … S-3), against the real loopback receiver (which takes
 /// envelopes, S-4) and a raw server for Sentry's rate-limit header.
 extension DeliveryTests {
-    func dsnDeliverer(_ dsn: String, now: Date = Date()) -> Deliverer {
-        deliverer(nil, now: now) { $0.submission.dsn = dsn }
+    func dsnDeliverer(_ dsn: String, now: Date = Date(), intervalSeconds: Int = 5) -> Deliverer {
+        deliverer(nil, now: now) {
+            $0.submission.dsn = dsn
+            $0.retry.intervalSeconds = intervalSeconds
+        }
     }
 
     @Test("S-1: a DSN sends envelopes to /api/<project>/envelope/ with X-Sentry-Auth; the key is masked in the log; url and dsn together are refused, naming both")
@@ -104,5 +107,57 @@ extension DeliveryTests {
         #expect(server.requests == 1, "nothing more was sent inside the limit")
         let wake = try #require(try dsnDeliverer(dsn, now: now.addingTimeInterval(30)).nextWake())
         #expect(wake >= now.addingTimeInterval(59), "the next pass waits for the limit: \(wake)")
+    }
+
+    /// Keeps every body it is given and answers 200.
+    final class Bodies: SubmissionTransport {
+        let sent = Locked<[String]>([])
+
+        func post(_ url: URL, body: RequestBody, timeoutMs: Int) -> TransportResult {
+            if case .bytes(let bytes) = body.content { sent.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
+            return .response(status: 200, retryAfter: nil)
+        }
+    }
+
+    @Test("S-2, B-2: a session's start goes as a Sentry session update (init, ok, its release); a crash's envelope ends its session as crashed")
+    func sessions() throws {
+        let transport = Bodies()
+        try repository.queueMetricEvents(SessionMetrics.events(application: "shop", release: "2.0", session: "5E1D0000-0000-4000-8000-000000000001",
+                                                              guid: "00000000-0000-4000-8000-00000000000a", at: Date(timeIntervalSince1970: 1_800_000_000)))
+        var content = ReportContent()
+        content.summary = "SIGSEGV"
+        content.attributes = ["application.session": "5E1D0000-0000-4000-8000-000000000001"]
+        try repository.seedRecord(ReportDocument(id: UUID().uuidString, trigger: .crash, content: content, internalLog: [], createdAt: Date()),
+                                  state: .awaitingFirstAttempt)
+        let deliverer = deliverer(nil, transport: transport) {
+            $0.submission.dsn = "http://k@127.0.0.1:9/1"
+            $0.metrics.enabled = true
+            $0.release = "2.0"
+        }
+        _ = try deliverer.deliver(retries: false)
+        let sent = transport.sent.withLock { $0 }
+        #expect(sent.count == 2, "the crash's envelope and the session's start: \(sent)")
+        let start = try #require(sent.first { !$0.contains(#""type":"event""#) })
+        #expect(start.contains(#""type":"session""#) && start.contains(#""init":true"#) && start.contains(#""status":"ok""#)
+                && start.contains(#""release":"2.0""#) && start.contains("5e1d0000-0000-4000-8000-000000000001"), "\(start)")
+        let crash = try #require(sent.first { $0.contains(#""type":"event""#) })
+        #expect(crash.contains(#""type":"session""#) && crash.contains(#""status":"crashed""#) && crash.contains(#""init":false"#), "\(crash)")
+    }
+
+    @Test("S-3: at the envelope path, 429 and 5xx are retained (not before Retry-After), 413 and other 4xx are terminal")
+    func envelopeOutcomes() throws {
+        for (code, state) in [(429, RecordState.retry), (503, .retry), (500, .retry), (413, .terminal), (400, .terminal)] {
+            let server = try receiver([.status(code)])
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            let stored = try store()
+            // An interval of 0 s shows Retry-After (the receiver sends 1 s on 429 and 503) winning.
+            _ = try dsnDeliverer("http://k\(code)@127.0.0.1:\(server.port)/\(code)", now: now, intervalSeconds: 0).deliver(retries: false)
+            let after = try record(stored.rowID)
+            #expect(after.state == state, "\(code)")
+            if state == .retry, [429, 503].contains(code) {
+                #expect(abs((after.nextAttemptAt ?? .distantPast).timeIntervalSince(now.addingTimeInterval(1))) < 0.01, "\(code)")
+            }
+            server.stop()
+        }
     }
 }

@@ -230,7 +230,7 @@ package struct Deliverer: Sendable {
     }
 
     /// The DSN reports go to as Sentry envelopes (SPEC S-1); nil: Backtrace's multipart.
-    private var sentry: SentryDSN? {
+    var sentry: SentryDSN? {
         configuration.submission.dsn.flatMap { try? SentryDSN($0, allowInsecure: configuration.submission.allowInsecure) }
     }
 
@@ -280,12 +280,21 @@ package struct Deliverer: Sendable {
         let release = configuration.release ?? document.content.attributes["version"]
         let event = SentryEvent.json(document, crash: record.crash, release: release, sendChanges: configuration.privacy.sendChanges)
         let id = SentryEvent.eventID(document.id)
+        // A crash or an abnormal exit ends its session so (SPEC B-2, counted as Sentry does).
+        let attributes = document.content.attributes
+        let ended = [Trigger.crash: "crashed", .abnormalExit: "abnormal"][document.trigger].flatMap { status in
+            attributes["application.session"].flatMap { session in
+                SentryEnvelope.sessionItem(session: session, installation: attributes["guid"], at: document.createdAt, status: status,
+                                           initial: false, release: release)
+            }
+        }
+        let items = ended.map { [$0] } ?? []
         guard !copies.isEmpty else {
-            let bytes = SentryEnvelope.bytes(event: event, eventID: id, dsn: dsn, sentAt: now())
+            let bytes = SentryEnvelope.bytes(event: event, eventID: id, dsn: dsn, sentAt: now(), items: items)
             return Attempt(record: record, body: RequestBody(contentType: SentryEnvelope.contentType, bytes: bytes, header: dsn.authHeader),
                            hasCopies: hasCopies)
         }
-        try SentryEnvelope.write(event: event, eventID: id, dsn: dsn, sentAt: now(), attachments: copies, to: file, system: system)
+        try SentryEnvelope.write(event: event, eventID: id, dsn: dsn, sentAt: now(), items: items, attachments: copies, to: file, system: system)
         return Attempt(record: record, body: RequestBody(contentType: SentryEnvelope.contentType, file: file, header: dsn.authHeader),
                        hasCopies: true)
     }
