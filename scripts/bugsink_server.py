@@ -41,10 +41,17 @@ SETUP = r'''
 from django.core.management import call_command
 call_command("migrate", verbosity=0, interactive=False)
 call_command("migrate", "snappea", database="snappea", verbosity=0, interactive=False)
-from teams.models import Team
-from projects.models import Project
+from django.contrib.auth import get_user_model
+from teams.models import Team, TeamMembership, TeamRole
+from projects.models import Project, ProjectMembership, ProjectRole
+# A user for the pages (scripts/bugsink-screenshot): admin, password admin; loopback only.
+user, _ = get_user_model().objects.get_or_create(username="admin", defaults=dict(is_superuser=True, is_staff=True))
+user.set_password("admin")
+user.save()
 team, _ = Team.objects.get_or_create(name="reporthost")
+TeamMembership.objects.get_or_create(team=team, user=user, defaults=dict(role=TeamRole.ADMIN, accepted=True))
 project, _ = Project.objects.get_or_create(name="reporthost", defaults=dict(team=team))
+ProjectMembership.objects.get_or_create(project=project, user=user, defaults=dict(role=ProjectRole.ADMIN, accepted=True))
 out(dict(dsn=project.dsn, project=project.id, key=project.sentry_key.hex))
 '''
 

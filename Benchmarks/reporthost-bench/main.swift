@@ -15,7 +15,7 @@ import Receiver
 //   reporthost-bench hostcall N        set_attribute through the C table against the Swift call
 //   reporthost-bench json              a JSON object repeating its keys against distinct keys
 //   reporthost-bench fill REPO N       stores N reports awaiting their first attempt
-//   reporthost-bench deliver REPO URL  one delivery pass of what REPO holds to URL
+//   reporthost-bench deliver REPO URL  one delivery pass of what REPO holds to URL (`dsn:DSN`: a Sentry DSN)
 //   reporthost-bench body FILE         writes the request body of one filled report; prints its type
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -102,7 +102,11 @@ func fill(_ folder: String, count: Int) throws {
 func deliver(_ folder: String, url: String) throws {
     var configuration = Configuration()
     configuration.repository = folder
-    configuration.submission.url = url
+    if url.hasPrefix("dsn:") {
+        configuration.submission.dsn = String(url.dropFirst(4))
+    } else {
+        configuration.submission.url = url
+    }
     configuration.reportsPerMin = 0
     configuration.logging = []
     var options = RuntimeOptions(configuration: configuration, mainExecutor: DispatchQueue(label: "bench.main"))

@@ -4,15 +4,15 @@ import HostSupport
 /// A checked Sentry DSN (SPEC S-1): `<scheme>://<key>@<host>[:port][/<path>]/<project>`.
 /// Reports go to its envelope endpoint, `<scheme>://<host>[:port][/<path>]/api/<project>/envelope/`,
 /// with `X-Sentry-Auth` naming the key. Printed only through `redacted`: the key is masked.
-public struct SentryDSN: Sendable, Equatable {
+package struct SentryDSN: Sendable, Equatable {
     /// The DSN as given (it goes in each envelope's header).
-    public let text: String
-    public let key: String
-    public let project: String
+    package let text: String
+    package let key: String
+    package let project: String
     /// Where envelopes are posted.
-    public let endpoint: SubmissionURL
+    package let endpoint: SubmissionURL
 
-    public init(_ text: String, allowInsecure: Bool) throws(SubmissionURL.Problem) {
+    package init(_ text: String, allowInsecure: Bool) throws(SubmissionURL.Problem) {
         guard var components = URLComponents(string: text), let key = components.user, !key.isEmpty else {
             throw .malformed(SubmissionURL.redact(text), reason: "a DSN names its key before the host: https://<key>@<host>/<project>")
         }
@@ -32,12 +32,12 @@ public struct SentryDSN: Sendable, Equatable {
     }
 
     /// The header every envelope carries (SPEC S-1).
-    public var authHeader: String {
+    package var authHeader: String {
         "X-Sentry-Auth: Sentry sentry_key=\(key), sentry_version=7, sentry_client=reporthost/\(HostVersion.current)"
     }
 
     /// The DSN with its key masked: `https://***@host/1`.
-    public var redacted: String { SubmissionURL.redact(text) }
+    package var redacted: String { SubmissionURL.redact(text) }
 }
 
 extension Submission {
