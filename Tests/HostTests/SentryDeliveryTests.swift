@@ -160,4 +160,16 @@ extension DeliveryTests {
             server.stop()
         }
     }
+
+    @Test("S-2: each attachment goes as an attachment item of the envelope, streamed from its copy, and arrives whole")
+    func attachmentItems() throws {
+        let server = try receiver([.status(200)])
+        defer { server.stop() }
+        let bytes = Data((0..<70_000).map { UInt8($0 % 251) })
+        try store(summary: "with a log", attachment: bytes)
+        let summary = try dsnDeliverer("http://k@127.0.0.1:\(server.port)/5").deliver(retries: false)
+        #expect(summary.accepted == 1)
+        let received = try #require(server.received.first)
+        #expect(received.attachments["log.txt"] == bytes, "\(received.attachments.keys.sorted())")
+    }
 }

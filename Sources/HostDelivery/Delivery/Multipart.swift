@@ -37,13 +37,7 @@ package struct MultipartBody: Sendable {
         json: JSONValue, inline: [InlinePart] = [], attachments: [(name: String, filename: String, file: URL)], to url: URL,
         system: SystemCalls
     ) throws(StorageError) {
-        let fd: Int32
-        // A fresh file, whatever was left under its name: never written through a link.
-        system.unlink(url.path)
-        switch system.open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC) {
-        case .success(let opened): fd = opened
-        case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
-        }
+        let fd = try Self.createBodyFile(url, system: system)
         defer { system.close(fd) }
         func put(_ text: String) throws(StorageError) {
             if case .failure(let error) = system.writeAll(fd, text) {
@@ -65,6 +59,16 @@ package struct MultipartBody: Sendable {
             try put("\r\n")
         }
         try put("--\(boundary)--\r\n")
+    }
+
+    /// A request body's file, opened for writing: a fresh file, whatever was left under its
+    /// name, never written through a link (the Sentry envelope's too).
+    package static func createBodyFile(_ url: URL, system: SystemCalls) throws(StorageError) -> Int32 {
+        system.unlink(url.path)
+        switch system.open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC) {
+        case .success(let opened): return opened
+        case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
+        }
     }
 
     /// The body of a report without attachments, in memory: the same bytes `write` writes

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import HostModel
 import HostSupport
 import HostStore
@@ -67,12 +66,7 @@ package enum SentryEnvelope {
         event: JSONValue, eventID: String, dsn: SentryDSN, sentAt: Date, items: [[UInt8]] = [],
         attachments: [(filename: String, file: URL)], to url: URL, system: SystemCalls
     ) throws(StorageError) {
-        system.unlink(url.path)
-        let fd: Int32
-        switch system.open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC) {
-        case .success(let opened): fd = opened
-        case .failure(let error): throw StorageError(path: url.path, message: "cannot create the request body (\(error))")
-        }
+        let fd = try MultipartBody.createBodyFile(url, system: system)
         defer { system.close(fd) }
         func put(_ data: Data) throws(StorageError) {
             if case .failure(let error) = system.writeAll(fd, data) {
