@@ -59,8 +59,8 @@ let package = Package(
         // delivery, not linked (its 32 libraries cost every start).
         .target(name: "HTTPPost"),
         // Sentry SDKs' compressed bodies for the receiver: zlib and Brotli's decoder (Debian's
-        // zlib1g-dev and libbrotli-dev).
-        .target(name: "Decompress", linkerSettings: [.linkedLibrary("z"), .linkedLibrary("brotlidec")]),
+        // zlib1g-dev and libbrotli-dev), loaded with dlopen at the first body, not linked.
+        .target(name: "Decompress", linkerSettings: [.linkedLibrary("dl")]),
         // SQLite's own system calls through the host's seam, for failure sweeps.
         .target(name: "SQLiteCalls", dependencies: ["CSQLite"]),
         // The engine, one target per layer, lowest first (ARCHITECTURE.md): a target sees only
@@ -88,12 +88,9 @@ let package = Package(
             // Never unloaded: its crash handler and Swift code must outlive any dlclose.
             linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
         .target(name: "Receiver", dependencies: ["Host", "HostSupport", "HostStore", "HostDelivery", "Decompress"]),
-        // Capture from outside (SPEC B-6): ptrace and libunwind-ptrace (libunwind-dev).
-        .target(
-            name: "RemoteCapture",
-            linkerSettings: [
-                .linkedLibrary("unwind-ptrace"), .linkedLibrary("unwind-generic"), .linkedLibrary("unwind"), .linkedLibrary("lzma"),
-            ]),
+        // Capture from outside (SPEC B-6): ptrace and libunwind-ptrace (libunwind-dev), loaded
+        // with dlopen at the first trace, not linked (only `run` traces).
+        .target(name: "RemoteCapture", linkerSettings: [.linkedLibrary("dl")]),
         .executableTarget(name: "reporthost-stack", dependencies: ["RemoteCapture"]),
         // The async-signal-safe handler that passes signals sent to `reporthost run` on.
         .target(name: "SignalForwarding"),

@@ -33,6 +33,7 @@ enum SentryIntake {
         case RH_DECOMPRESS_OK: return .success(output.map { Data(bytes: $0, count: size) } ?? Data())
         case RH_DECOMPRESS_TOO_LARGE: return .failure(Refusal(status: 413, message: "the body inflates past \(limit) bytes"))
         case RH_DECOMPRESS_NO_MEMORY: return .failure(Refusal(status: 500, message: "out of memory inflating the body"))
+        case RH_DECOMPRESS_UNAVAILABLE: return .failure(Refusal(status: 415, message: "\(encoding) cannot be inflated here (zlib or libbrotlidec missing)"))
         default: return .failure(Refusal(status: 400, message: "the body is not valid \(encoding)"))
         }
     }

@@ -1,11 +1,14 @@
 #define _GNU_SOURCE
 #include "remote_capture.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libunwind-ptrace.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,27 +22,68 @@
 
 #define FRAMES_MAX 256
 
+/* libunwind-ptrace and what it needs (libunwind's remote unwinder, liblzma), loaded with dlopen
+ * at the first trace, never linked: only `run --capture=ptrace` and reporthost-stack unwind
+ * another process, and every other command would pay for loading them at its start. The
+ * names are libunwind's own for this architecture (`unw_step` is `_Ux86_64_step`). */
+#define NAME2(x) #x
+#define NAME(x) NAME2(x)
+static struct {
+    unw_accessors_t *accessors;
+    void *(*create)(pid_t);
+    void (*destroy)(void *);
+    unw_addr_space_t (*create_space)(unw_accessors_t *, int);
+    void (*destroy_space)(unw_addr_space_t);
+    int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
+    int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+    int (*step)(unw_cursor_t *);
+} unwinder;
+static pthread_once_t unwinder_once = PTHREAD_ONCE_INIT;
+
+/* Never closed (RTLD_NODELETE). liblzma and libunwind go in the global scope: libunwind-ptrace
+   names their functions without depending on them. */
+static void load_unwinder(void) {
+    int flags = RTLD_NOW | RTLD_NODELETE;
+    void *lzma = dlopen("liblzma.so.5", flags | RTLD_GLOBAL);
+    void *generic = lzma ? dlopen("libunwind-x86_64.so.8", flags | RTLD_GLOBAL) : NULL;
+    void *ptrace = generic ? dlopen("libunwind-ptrace.so.0", flags | RTLD_LOCAL) : NULL;
+    if (!ptrace) return;
+    *(void **)&unwinder.create = dlsym(ptrace, "_UPT_create");
+    *(void **)&unwinder.destroy = dlsym(ptrace, "_UPT_destroy");
+    *(void **)&unwinder.create_space = dlsym(generic, NAME(unw_create_addr_space));
+    *(void **)&unwinder.destroy_space = dlsym(generic, NAME(unw_destroy_addr_space));
+    *(void **)&unwinder.init_remote = dlsym(generic, NAME(unw_init_remote));
+    *(void **)&unwinder.get_reg = dlsym(generic, NAME(unw_get_reg));
+    *(void **)&unwinder.step = dlsym(generic, NAME(unw_step));
+    bool complete = unwinder.create && unwinder.destroy && unwinder.create_space && unwinder.destroy_space &&
+                    unwinder.init_remote && unwinder.get_reg && unwinder.step;
+    /* Last: a non-NULL accessors table says every function is there. */
+    if (complete) unwinder.accessors = dlsym(ptrace, "_UPT_accessors");
+}
+
 int rh_trace_unwind(pid_t tid, unsigned long *frames, int max) {
-    unw_addr_space_t space = unw_create_addr_space(&_UPT_accessors, 0);
+    pthread_once(&unwinder_once, load_unwinder);
+    if (!unwinder.accessors) return -1;
+    unw_addr_space_t space = unwinder.create_space(unwinder.accessors, 0);
     if (!space) return -1;
-    void *context = _UPT_create(tid);
+    void *context = unwinder.create(tid);
     if (!context) {
-        unw_destroy_addr_space(space);
+        unwinder.destroy_space(space);
         return -1;
     }
     unw_cursor_t cursor;
     int count = 0;
-    if (unw_init_remote(&cursor, space, context) == 0) {
+    if (unwinder.init_remote(&cursor, space, context) == 0) {
         int step = 0;
         do {
             unw_word_t ip = 0;
-            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+            if (unwinder.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
             frames[count++] = (unsigned long)ip;
-        } while (count < max && (step = unw_step(&cursor)) > 0);
+        } while (count < max && (step = unwinder.step(&cursor)) > 0);
         (void)step;
     }
-    _UPT_destroy(context);
-    unw_destroy_addr_space(space);
+    unwinder.destroy(context);
+    unwinder.destroy_space(space);
     return count;
 }
 

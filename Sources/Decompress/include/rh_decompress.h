@@ -1,6 +1,6 @@
 /* Request bodies a Sentry SDK compresses (SPEC S-4: Content-Encoding gzip, deflate or br),
  * inflated within a limit, for the local receiver. zlib and Brotli's decoder (Debian's
- * zlib1g-dev and libbrotli-dev). */
+ * zlib1g-dev and libbrotli-dev; loaded at the first use, not linked). */
 #pragma once
 
 #include <stddef.h>
@@ -15,6 +15,7 @@
 #define RH_DECOMPRESS_CORRUPT (-1)   /* not a valid stream of that encoding */
 #define RH_DECOMPRESS_TOO_LARGE (-2) /* it inflates past `limit` bytes */
 #define RH_DECOMPRESS_NO_MEMORY (-3)
+#define RH_DECOMPRESS_UNAVAILABLE (-4) /* zlib or Brotli's decoder could not be loaded */
 
 /* Inflates `size` bytes at `input` of `encoding` into a buffer of at most `limit` bytes, which
  * *output points to (free() it) with its length in *output_size. `deflate` is zlib's format
