@@ -118,7 +118,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     bool ok = scrubber && patterns && flags && ids && scrubber->rules && scrubber->owned;
     for (size_t k = 0; ok && k < scrub_rule_count; k++) {
         if (disabled(scrub_rules[k].kind, disable, disable_count)) continue;
-        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, SIZE_MAX, false, false};
+        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, false, 0, SIZE_MAX, false};
         patterns[scrubber->count++] = scrub_rules[k].pattern;
     }
     for (size_t k = 0; ok && k < extra_count; k++) {
@@ -126,19 +126,12 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         ok = name != NULL;
         if (!ok) break;
         scrubber->owned[scrubber->owned_count++] = name;
-        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, SIZE_MAX, false, false};
+        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, false, 0, SIZE_MAX, false};
         patterns[scrubber->count++] = extras[k].pattern;
     }
     for (size_t k = 0; ok && k < scrubber->count; k++) {
         ids[k] = (unsigned)k;
-        hs_expr_info_t *info = NULL;
-        hs_compile_error_t *why = NULL;
-        bool known = hs_expression_info(patterns[k], HS_FLAG_SOM_LEFTMOST, &info, &why) == HS_SUCCESS && info;
-        scrubber->rules[k].width = known && info->max_width != UINT_MAX ? info->max_width : SIZE_MAX;
         scrubber->rules[k].one_line = scrub_one_line(patterns[k]);
-        scrubber->rules[k].fixed = known && info->max_width != UINT_MAX && info->min_width == info->max_width;
-        free(info);
-        hs_free_compile_error(why);
     }
     if (ok) pthread_mutex_init(&scrubber->lock, NULL);
     static atomic_uint generations;

@@ -41,17 +41,36 @@ static bool append(struct matches *found, struct match match) {
    further apart than the rule's reach (one stretch each). Ends come in order. */
 struct runs {
     struct matches *found;
-    const struct compiled *rules;
+    struct rh_scrubber *scrubber;
     size_t *last; /* by rule: the index of its open run, or SIZE_MAX */
     const char *text;
     struct matches *matches; /* a fixed-width rule's matches, known from their ends */
 };
 
+/* Rule `id` with its width known: read from its pattern the first time it matches. */
+static const struct compiled *measured(struct rh_scrubber *scrubber, unsigned id) {
+    struct compiled *rule = &scrubber->rules[id];
+    if (__atomic_load_n(&rule->measured, __ATOMIC_ACQUIRE)) return rule;
+    pthread_mutex_lock(&scrubber->lock);
+    if (!rule->measured) {
+        hs_expr_info_t *info = NULL;
+        hs_compile_error_t *why = NULL;
+        bool known = hs_expression_info(rule->pattern, HS_FLAG_SOM_LEFTMOST, &info, &why) == HS_SUCCESS && info;
+        rule->width = known && info->max_width != UINT_MAX ? info->max_width : SIZE_MAX;
+        rule->fixed = known && info->max_width != UINT_MAX && info->min_width == info->max_width;
+        free(info);
+        hs_free_compile_error(why);
+        __atomic_store_n(&rule->measured, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&scrubber->lock);
+    return rule;
+}
+
 static int on_end(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
     (void)from;
     (void)flags;
     struct runs *runs = context;
-    const struct compiled *rule = &runs->rules[id];
+    const struct compiled *rule = measured(runs->scrubber, id);
     if (rule->fixed) return append(runs->matches, (struct match){id, (size_t)to - rule->width, (size_t)to, false}) ? 0 : 1;
     struct match *open = runs->last[id] == SIZE_MAX ? NULL : &runs->found->items[runs->last[id]];
     /* A one-line rule's run stays in a line: its next line starts a stretch of its own. */
@@ -198,7 +217,7 @@ bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, str
     struct matches ends = {0};
     size_t last[scrubber->count];
     for (size_t k = 0; k < scrubber->count; k++) last[k] = SIZE_MAX;
-    struct runs runs = {&ends, scrubber->rules, last, text, found};
+    struct runs runs = {&ends, scrubber, last, text, found};
     bool ok = ready_for(scrubber, scrubber->database, -1) &&
               hs_scan(scrubber->database, text, (unsigned)size, 0, scratch, on_end, &runs) == HS_SUCCESS && !ends.failed &&
               !found->failed;
