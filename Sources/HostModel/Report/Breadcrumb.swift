@@ -60,9 +60,8 @@ public struct Breadcrumb: Sendable, Equatable {
     /// many a second.
     public static func timestamp(_ date: Date) -> String {
         let milliseconds = Self.milliseconds(date)
-        let seconds = ReportDocument.timestamp(Date(timeIntervalSince1970: TimeInterval(milliseconds.floorDivided(by: 1000))))
-        let fraction = Int(milliseconds - milliseconds.floorDivided(by: 1000) * 1000)
-        return seconds.dropLast() + "." + String(repeating: "0", count: fraction < 10 ? 2 : fraction < 100 ? 1 : 0) + "\(fraction)Z"
+        let seconds = milliseconds.floorDivided(by: 1000)
+        return ReportDocument.utc(seconds: seconds, milliseconds: Int(milliseconds - seconds * 1000))
     }
 
     /// Unix milliseconds of `date`, saturating: a ring written by anything else (its checksum

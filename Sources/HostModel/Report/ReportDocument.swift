@@ -67,25 +67,34 @@ public struct ReportDocument: Sendable, Equatable {
 
     /// ISO 8601 in UTC with seconds, e.g. 2026-01-01T00:00:00Z.
     public static func timestamp(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        utc(seconds: Int64(date.timeIntervalSince1970.rounded(.down)), milliseconds: nil)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ`, or with `.mmm` before the `Z`: written digit by digit into the
+    /// string's own buffer (`status` prints two per record; a plugin reading breadcrumbs, one
+    /// per breadcrumb).
+    package static func utc(seconds: Int64, milliseconds: Int?) -> String {
+        var time = time_t(clamping: seconds)
         var parts = tm()
-        gmtime_r(&seconds, &parts)
-        // Written digit by digit (`status` prints two per record).
-        let fields: [(value: Int32, digits: Int, then: UInt8)] = [
-            (parts.tm_year + 1900, 4, UInt8(ascii: "-")), (parts.tm_mon + 1, 2, UInt8(ascii: "-")), (parts.tm_mday, 2, UInt8(ascii: "T")),
-            (parts.tm_hour, 2, UInt8(ascii: ":")), (parts.tm_min, 2, UInt8(ascii: ":")), (parts.tm_sec, 2, UInt8(ascii: "Z")),
-        ]
-        return String(unsafeUninitializedCapacity: 20) { buffer in
+        gmtime_r(&time, &parts)
+        return String(unsafeUninitializedCapacity: 24) { buffer in
             var at = 0
-            for field in fields {
-                var value = max(0, field.value)
-                for position in stride(from: at + field.digits - 1, through: at, by: -1) {
+            func put(_ value: Int32, _ digits: Int, then: Character) {
+                var value = max(0, value)
+                for position in stride(from: at + digits - 1, through: at, by: -1) {
                     buffer[position] = UInt8(ascii: "0") + UInt8(value % 10)
                     value /= 10
                 }
-                buffer[at + field.digits] = field.then
-                at += field.digits + 1
+                buffer[at + digits] = then.asciiValue ?? 0
+                at += digits + 1
             }
+            put(parts.tm_year + 1900, 4, then: "-")
+            put(parts.tm_mon + 1, 2, then: "-")
+            put(parts.tm_mday, 2, then: "T")
+            put(parts.tm_hour, 2, then: ":")
+            put(parts.tm_min, 2, then: ":")
+            put(parts.tm_sec, 2, then: milliseconds == nil ? "Z" : ".")
+            if let milliseconds { put(Int32(milliseconds), 3, then: "Z") }
             return at
         }
     }
