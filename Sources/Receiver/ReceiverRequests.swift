@@ -52,16 +52,7 @@ extension LocalReceiver {
                 if case .failure(let error) = body, error != .closed { reader.answer(error.status, error.message) }
                 return
             }
-            // Sentry SDKs compress what they send (SPEC S-4).
-            let data: Data
-            switch SentryIntake.inflate(sent, encoding: headers["content-encoding"], limit: limits.maxBodyBytes) {
-            case .success(let inflated): data = inflated
-            case .failure(let refusal):
-                reader.answer(refusal.status, refusal.message)
-                return
-            }
             let request = HTTPRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
-            let keepOpen: Bool
             if !isInboxRequest(request), let origin = headers["origin"], !Self.isLoopbackOrigin(origin) {
                 // SPEC S-4: a page of another site may not store anything here (it can post
                 // across origins without reading the answer).
@@ -69,12 +60,24 @@ extension LocalReceiver {
                     at: system.now(), method: request.method, path: request.target, status: 403, chaos: false, report: nil))
                 reader.answer(403, "refused: a page of another site (Origin \(origin.prefix(200))) may not submit here")
                 return
-            } else if isInboxRequest(request) {
+            }
+            let keepOpen: Bool
+            if isInboxRequest(request) {
                 keepOpen = serveInbox(request, reader: &reader)
-            } else if let kind = Self.metricKind(request) {
-                keepOpen = takeMetricEvent(kind, body: data, request: request, reader: &reader)
             } else {
-                keepOpen = submit(request, body: data, client: client, reader: &reader)
+                // Sentry SDKs compress what they send (SPEC S-4): inflated only for what is kept.
+                let data: Data
+                switch SentryIntake.inflate(sent, encoding: headers["content-encoding"], limit: limits.maxBodyBytes) {
+                case .success(let inflated): data = inflated
+                case .failure(let refusal):
+                    reader.answer(refusal.status, refusal.message)
+                    return
+                }
+                if let kind = Self.metricKind(request) {
+                    keepOpen = takeMetricEvent(kind, body: data, request: request, reader: &reader)
+                } else {
+                    keepOpen = submit(request, body: data, client: client, reader: &reader)
+                }
             }
             if !keepOpen || headers["connection"]?.lowercased() == "close" { return }
         }

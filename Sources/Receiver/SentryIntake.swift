@@ -1,6 +1,7 @@
 import Decompress
 import FoundationEssentials
 import Glibc
+import HostDelivery
 import HostSupport
 
 /// What Sentry SDKs send, taken in (SPEC S-4): envelopes at `/api/<project>/envelope/` and
@@ -123,8 +124,7 @@ enum SentryIntake {
     static func uuid(_ id: String) -> String? {
         let hex = id.lowercased().filter { $0 != "-" }
         guard hex.count == 32, hex.allSatisfy(\.isHexDigit) else { return nil }
-        let digits = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(digits[$0]) }.joined(separator: "-")
+        return SentryEvent.dashed(hex)
     }
 
     /// The last exception's `type: value` (Sentry lists the outermost last), else the message.

@@ -87,7 +87,9 @@ package struct Deliverer: Sendable {
             if summary.held > 0 { logger.error("\(error): \(summary.held) report(s) held until the configuration is fixed") }
             return summary
         }
-        if sentry != nil, let until = SentryRateLimits.limited(url.url.absoluteString, now: now()) {
+        // The DSN read once a pass: every body of the pass is an envelope, or none is.
+        let destination = Destination(url: url, sentry: sentry)
+        if destination.sentry != nil, let until = SentryRateLimits.limited(url.url.absoluteString, now: now()) {
             logger.info("the Sentry server limits reports (X-Sentry-Rate-Limits): none is sent before \(ReportDocument.timestamp(until))")
             summary.rateLimited = true
             return summary
@@ -105,12 +107,12 @@ package struct Deliverer: Sendable {
             var last: Repository.Summary?
             while true {
                 let page = try storing { () throws(StorageError) in try repository.page(of: group, after: last, limit: Self.pageSize) }
-                guard try sendAll(page, url: url, into: &summary) else { return summary }
+                guard try sendAll(page, to: destination, into: &summary) else { return summary }
                 guard page.count == Self.pageSize else { break }
                 last = page.last
             }
         }
-        _ = try sendAll(dueRetries, url: url, into: &summary)
+        _ = try sendAll(dueRetries, to: destination, into: &summary)
         return summary
     }
 
@@ -118,10 +120,16 @@ package struct Deliverer: Sendable {
     static let pageSize = 64
 
     /// `records` in windows of `windowSize`; false when the pass must stop.
-    private func sendAll(_ records: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
+    /// Where a pass sends: the URL, and the DSN when the bodies are Sentry envelopes.
+    private struct Destination {
+        let url: SubmissionURL
+        let sentry: SentryDSN?
+    }
+
+    private func sendAll(_ records: [Repository.Summary], to destination: Destination, into summary: inout Summary) throws(HostError) -> Bool {
         for start in stride(from: 0, to: records.count, by: Self.windowSize) {
             let window = Array(records[start..<min(records.count, start + Self.windowSize)])
-            guard try send(window, url: url, into: &summary) else { return false }
+            guard try send(window, to: destination, into: &summary) else { return false }
         }
         return true
     }
@@ -164,7 +172,8 @@ package struct Deliverer: Sendable {
     /// together, and the outcomes settled in one commit (a record with attachment copies in
     /// one of its own, which flushes before the copies are deleted). False when the pass must
     /// stop (the local window is full, or the host is stopping).
-    private func send(_ window: [Repository.Summary], url: SubmissionURL, into summary: inout Summary) throws(HostError) -> Bool {
+    private func send(_ window: [Repository.Summary], to destination: Destination, into summary: inout Summary) throws(HostError) -> Bool {
+        let (url, sentry) = (destination.url, destination.sentry)
         let built = try bodies(for: window, sentry: sentry, into: &summary)
         defer { for item in built { if case .file(let file) = item.body.content { system.unlink(file.path) } } }
         guard !built.isEmpty else { return true }

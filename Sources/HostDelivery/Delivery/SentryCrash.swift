@@ -100,7 +100,12 @@ extension SentryEvent {
         var bytes = stride(from: 0, to: min(digits.count, 32), by: 2).map { String(decoding: digits[$0..<$0 + 2], as: UTF8.self) }
         bytes += Array(repeating: "00", count: 16 - bytes.count)
         let guid = bytes[0..<4].reversed() + bytes[4..<6].reversed() + bytes[6..<8].reversed() + bytes[8..<16]
-        let hex = Array(guid.joined())
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(hex[$0]) }.joined(separator: "-")
+        return dashed(guid.joined())
+    }
+
+    /// 32 hex digits written as a UUID is, 8-4-4-4-12 (the receiver writes event ids so too).
+    package static func dashed(_ hex: String) -> String {
+        let digits = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(digits[$0]) }.joined(separator: "-")
     }
 }
