@@ -34,25 +34,29 @@ package enum ChildProcess {
         for (key, value) in environment { env[key] = value }
         process.environment = env
         if let directory { process.currentDirectoryURL = directory }
-        let out = Pipe()
-        let err = Pipe()
-        let inPipe = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = inPipe
+        let out = try closeOnExecPair()
+        let err = try closeOnExecPair()
+        let inPipe = try closeOnExecPair()
+        process.standardOutput = out.child
+        process.standardError = err.child
+        process.standardInput = inPipe.child
+        // Closed once more at the end, whatever happened (a handle closed twice stays closed).
+        defer { [out, err, inPipe].forEach { try? $0.ours.close(); try? $0.child.close() } }
         try process.run()
-        if let input { inPipe.fileHandleForWriting.write(input) }
-        try? inPipe.fileHandleForWriting.close()
-        // Read both pipes concurrently so a chatty child cannot fill one and block. A
-        // thread of its own: tests block pool threads, so the pool may have none to spare.
+        // The child's ends are the child's now: at its exit, the reads below see end of file.
+        [out.child, err.child, inPipe.child].forEach { try? $0.close() }
+        if let input { inPipe.ours.write(input) }
+        try? inPipe.ours.close()
+        // Read both concurrently so a chatty child cannot fill one and block. A thread of its
+        // own: tests block pool threads, so the pool may have none to spare.
         let errData = Locked(Data())
         let errDone = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            let data = err.fileHandleForReading.readDataToEndOfFile()
+            let data = err.ours.readDataToEndOfFile()
             errData.withLock { $0 = data }
             errDone.signal()
         }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let outData = out.ours.readDataToEndOfFile()
         errDone.wait()
         process.waitUntilExit()
         let signalled = process.terminationReason == .uncaughtSignal
@@ -60,6 +64,20 @@ package enum ChildProcess {
             status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
             stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self),
             signal: signalled ? process.terminationStatus : nil)
+    }
+
+    /// A connected pair for a child's standard stream, close-on-exec from the start, as
+    /// SpawnedChild's: Foundation's `Pipe` is not, so a child another test spawned at the same
+    /// moment (a Python server, a receiver living a whole test) inherited this child's output
+    /// end and kept it open, and the read below waited for that other child to exit (78 s).
+    /// The child gets its end by dup2, which clears the flag.
+    package static func closeOnExecPair() throws -> (ours: FileHandle, child: FileHandle) {
+        var ends: [Int32] = [-1, -1]
+        // Socket pairs, because the Glibc module has no pipe2.
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw POSIXError(.EMFILE)
+        }
+        return (FileHandle(fileDescriptor: ends[0], closeOnDealloc: false), FileHandle(fileDescriptor: ends[1], closeOnDealloc: false))
     }
 
     /// Runs the built `reporthost` with `arguments`, in `directory` or a fresh temporary one

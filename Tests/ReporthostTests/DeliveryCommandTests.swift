@@ -150,14 +150,16 @@ import Testing
             process.currentDirectoryURL = folder
             process.arguments = ["receive", "--port", "0", "--dir", dir.path, "--respond", "500,200"]
             process.environment = ChildProcess.environment
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
+            let out = try ChildProcess.closeOnExecPair()
+            let err = try ChildProcess.closeOnExecPair()
+            defer { [out, err].forEach { try? $0.ours.close() } }
+            process.standardOutput = out.child
+            process.standardError = err.child
             try process.run()
+            [out.child, err.child].forEach { try? $0.close() }
             var banner = ""
             while !banner.contains("\n") {
-                let chunk = err.fileHandleForReading.availableData
+                let chunk = err.ours.availableData
                 if chunk.isEmpty { break }
                 banner += String(decoding: chunk, as: UTF8.self)
             }
@@ -173,7 +175,7 @@ import Testing
             let id = try #require(try JSONValue.parse(first.stdout)["report_id"]?.stringValue)
             _ = try reporthost(["launch", "--config", config.path], repository: repository)
             process.terminate()
-            let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            let lines = String(decoding: out.ours.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
             process.waitUntilExit()
             #expect(process.terminationStatus == 0)
             // One line per report received: id, type, attachments, the summary on one line, the answer.

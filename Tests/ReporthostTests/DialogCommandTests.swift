@@ -99,12 +99,14 @@ import Testing
             process.arguments = ["report", "bug", "--summary", "seeded", "--label", "a", "--dialog", "--print"]
             process.environment = ChildProcess.environment
             let terminal = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
-            let stdout = Pipe()
+            let stdout = try ChildProcess.closeOnExecPair()
+            defer { try? stdout.ours.close() }
             process.standardInput = terminal
             process.standardError = terminal
-            process.standardOutput = stdout
+            process.standardOutput = stdout.child
             try process.run()
             close(slave)
+            try stdout.child.close()
             let screen = PseudoTerminal(master: master)
             // Summary: Enter keeps; description: typed; labels: typed; severity: bad then good; send.
             for (prompt, answer) in [("Summary [seeded]: ", ""), ("Description []: ", "typed in the dialog"),
@@ -113,7 +115,7 @@ import Testing
                 #expect(screen.read(until: prompt), "never saw \(prompt); screen: \(screen.text)")
                 screen.write(answer + "\n")
             }
-            let output = stdout.fileHandleForReading.readDataToEndOfFile()
+            let output = stdout.ours.readDataToEndOfFile()
             process.waitUntilExit()
             close(master)
             #expect(process.terminationStatus == 0)
@@ -148,20 +150,22 @@ import Testing
             let repository = makeTemporaryDirectory("sigterm").appendingPathComponent("repo")
             process.arguments = ["report", "error", "--handler", plugin.path, "--print", "--repository", repository.path]
             process.environment = ChildProcess.environment
-            let stdout = Pipe()
-            let stderr = Pipe()
-            process.standardOutput = stdout
-            process.standardError = stderr
+            let stdout = try ChildProcess.closeOnExecPair()
+            let stderr = try ChildProcess.closeOnExecPair()
+            defer { [stdout, stderr].forEach { try? $0.ours.close() } }
+            process.standardOutput = stdout.child
+            process.standardError = stderr.child
             try process.run()
+            [stdout.child, stderr.child].forEach { try? $0.close() }
             // Wait for the plugin to say it runs, then interrupt.
             var seen = Data()
             while !String(decoding: seen, as: UTF8.self).contains("STUCK-STARTED") {
-                let chunk = stderr.fileHandleForReading.availableData
+                let chunk = stderr.ours.availableData
                 if chunk.isEmpty { break }
                 seen.append(chunk)
             }
             process.terminate()
-            let output = stdout.fileHandleForReading.readDataToEndOfFile()
+            let output = stdout.ours.readDataToEndOfFile()
             process.waitUntilExit()
             #expect(process.terminationReason == .exit && process.terminationStatus == 0)
             let json = try JSONValue.parse(output)

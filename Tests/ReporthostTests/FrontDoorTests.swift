@@ -259,16 +259,18 @@ import Testing
                 process.arguments = ["crash", "--signal", signal, "--repository", folder.appendingPathComponent("crashing").path]
                 process.environment = ChildProcess.environment
                 #expect(process.environment?["SWIFT_BACKTRACE"] == nil)
-                let output = Pipe()
-                process.standardOutput = output
-                process.standardError = output
+                let output = try ChildProcess.closeOnExecPair()
+                defer { try? output.ours.close() }
+                process.standardOutput = output.child
+                process.standardError = output.child
                 let before = backtracers()
                 try process.run()
+                try output.child.close()
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal, "\(signal)")
                 // `reporthost crash 2>&1 | cat`: the reader must see the end. Bounded: a holder
                 // of the pipe fails the test instead of hanging it.
-                let reader = output.fileHandleForReading.fileDescriptor
+                let reader = output.ours.fileDescriptor
                 var ended = false
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 for _ in 0..<200 where !ended {

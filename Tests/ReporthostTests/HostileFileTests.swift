@@ -24,12 +24,13 @@ extension HostileInputTests {
                 if target == "/dev/full" {
                     process.standardError = FileHandle(forWritingAtPath: "/dev/full")
                 } else {
-                    let pipe = Pipe()
-                    try pipe.fileHandleForReading.close()  // every write to stderr fails with EPIPE
-                    process.standardError = pipe.fileHandleForWriting
+                    let pipe = try ChildProcess.closeOnExecPair()
+                    try pipe.ours.close()  // every write to stderr fails with EPIPE
+                    process.standardError = pipe.child
                 }
                 process.standardOutput = FileHandle.nullDevice
                 try process.run()
+                try? (process.standardError as? FileHandle)?.close()
                 process.waitUntilExit()
                 #expect(process.terminationReason == .exit, "\(target)")
                 #expect(process.terminationStatus == 0, "\(target)")

@@ -214,11 +214,12 @@ import Testing
             process.currentDirectoryURL = directory
             process.arguments = ["report", "bug", "--print"]
             process.environment = ChildProcess.environment
-            let pipe = Pipe()
-            try pipe.fileHandleForReading.close()  // every write to stdout now fails with EPIPE
-            process.standardOutput = pipe.fileHandleForWriting
+            let pipe = try ChildProcess.closeOnExecPair()
+            try pipe.ours.close()  // every write to stdout now fails with EPIPE
+            process.standardOutput = pipe.child
             process.standardError = FileHandle.nullDevice
             try process.run()
+            try pipe.child.close()
             process.waitUntilExit()
             #expect(process.terminationReason == .exit)
             #expect(process.terminationStatus == 1)
