@@ -84,9 +84,16 @@ let package = Package(
             name: "Host", dependencies: ["HostModel", "HostSupport", "HostCapture", "HostPlugins", "HostStore", "HostRecovery", "HostDelivery"]),
         .target(name: "Conformance", dependencies: ["Host", "HostSupport", "HostPlugins"]),
         .target(
-            name: "Embed", dependencies: ["Host", "EmbedCalls", "Breadcrumbs", "HostSupport", "HostPlugins"],
-            // Never unloaded: its crash handler and Swift code must outlive any dlclose.
-            linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "nodelete"])]),
+            name: "Embed", dependencies: ["Host", "EmbedCalls", "Breadcrumbs", "HostSupport", "HostPlugins"], exclude: ["exports.map"],
+            // Never unloaded: its crash handler and Swift code must outlive any dlclose. It
+            // exports embed.h's functions only, so the linker drops the code nothing reaches
+            // from them (a smaller text a program maps at start).
+            linkerSettings: [
+                .unsafeFlags([
+                    "-Xlinker", "-z", "-Xlinker", "nodelete", "-Xlinker", "--version-script=\(packageRoot)/Sources/Embed/exports.map",
+                    "-Xlinker", "--gc-sections",
+                ])
+            ]),
         .target(name: "Receiver", dependencies: ["Host", "HostSupport", "HostStore", "HostDelivery", "Decompress"]),
         // Capture from outside (SPEC B-6): ptrace and libunwind-ptrace (libunwind-dev), loaded
         // with dlopen at the first trace, not linked (only `run` traces).

@@ -14,16 +14,16 @@
  *   embed-bench report CONFIG REPO N            median rh_embed_report, stored durably (ms)
  *   embed-bench crash CONFIG REPO               dies by SIGSEGV: a real crash file
  *   embed-bench breadcrumb CONFIG REPO N        ns per rh_embed_breadcrumb of a 48-byte
- *                                               message, and per memcpy of the same bytes
- *                                               into a page of a MAP_SHARED file */
+ *                                               message, and per write(2) of the same bytes
+ *                                               to /dev/null; from 1 thread and 8 at once */
 #define _GNU_SOURCE
 #ifdef WITH_HOST
 #include <reporthost/embed.h>
 #endif
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sqlite3.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,41 +170,64 @@ static int report(const char *config, const char *repository, int n) {
     return 0;
 }
 
-static double now_ns(void) {
+/* The CPU time of the calling thread: with 8 threads on 2 cores, wall time would count the
+ * time a thread waits for a core. */
+static double thread_ns(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-/* One breadcrumb against the least it could cost: the same bytes copied into a mapped page
- * (the ring is one). The compiler barrier keeps each copy a copy. */
+static const char *crumb_category = "app", *crumb_message = "request 4211 finished in 12 ms with status 200";
+
+typedef struct crumb_job {
+    rh_embed *host; /* NULL: write(2) the same bytes to `fd` instead */
+    int fd, n;
+    double ns; /* per call, this thread's CPU time */
+} crumb_job;
+
+static void *crumb_loop(void *argument) {
+    crumb_job *job = argument;
+    char bytes[64];
+    size_t length = strlen(crumb_category) + strlen(crumb_message);
+    memcpy(bytes, crumb_category, strlen(crumb_category));
+    memcpy(bytes + strlen(crumb_category), crumb_message, strlen(crumb_message));
+    double a = thread_ns();
+    for (int i = 0; i < job->n; i++) {
+        if (job->host) rh_embed_breadcrumb(job->host, RH_LOG_INFO, crumb_category, crumb_message);
+        else if (write(job->fd, bytes, length) != (ssize_t)length) abort();
+    }
+    job->ns = (thread_ns() - a) / job->n;
+    return NULL;
+}
+
+/* ns per call over `threads` threads calling at once (the mean of each thread's CPU time). */
+static double crumb_threads(rh_embed *host, int fd, int n, int threads) {
+    pthread_t ids[8];
+    crumb_job jobs[8];
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = (crumb_job){host, fd, n, 0};
+        pthread_create(&ids[t], NULL, crumb_loop, &jobs[t]);
+    }
+    double total = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(ids[t], NULL);
+        total += jobs[t].ns;
+    }
+    return total / threads;
+}
+
+/* One breadcrumb against a write(2) of the same 48 bytes to /dev/null (the cheapest system
+ * call that carries them), from 1 thread and from 8 threads at once. */
 static int breadcrumb(const char *config, const char *repository, int n) {
     rh_embed *h = start_host(config, repository);
-    const char *category = "app", *message = "request 4211 finished in 12 ms with status 200";
-    size_t length = strlen(category) + strlen(message);
-    double a = now_ns();
-    for (int i = 0; i < n; i++) rh_embed_breadcrumb(h, RH_LOG_INFO, category, message);
-    double crumb = (now_ns() - a) / n;
+    int null = open("/dev/null", O_WRONLY);
+    if (null < 0) { fprintf(stderr, "bench: cannot open /dev/null\n"); return 1; }
+    double crumb = crumb_threads(h, null, n, 1), crumb8 = crumb_threads(h, null, n / 8, 8);
+    double write1 = crumb_threads(NULL, null, n / 10, 1), write8 = crumb_threads(NULL, null, n / 80, 8);
     rh_embed_stop(h);
-
-    char path[4200];
-    snprintf(path, sizeof path, "%s/page.bin", repository);
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || ftruncate(fd, 4096) != 0) { fprintf(stderr, "bench: cannot make %s\n", path); return 1; }
-    char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (page == MAP_FAILED) { fprintf(stderr, "bench: cannot map %s\n", path); return 1; }
-    char bytes[64];
-    memcpy(bytes, category, strlen(category));
-    memcpy(bytes + strlen(category), message, strlen(message));
-    a = now_ns();
-    for (int i = 0; i < n; i++) {
-        memcpy(page + (i % 64) * 64, bytes, length);
-        __asm__ volatile("" ::: "memory");
-    }
-    double copy = (now_ns() - a) / n;
-    munmap(page, 4096);
-    printf("breadcrumb_ns %.3f\nmemcpy_ns %.3f\n", crumb, copy);
+    close(null);
+    printf("breadcrumb_ns %.3f\nwrite_ns %.3f\nbreadcrumb8_ns %.3f\nwrite8_ns %.3f\n", crumb, write1, crumb8, write8);
     return 0;
 }
 

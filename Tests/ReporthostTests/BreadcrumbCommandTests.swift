@@ -17,11 +17,18 @@ import Testing
     /// and then SIGKILL themselves, fault, or stop cleanly; `report` leaves N and raises an
     /// error report; `soak` prints `writing` and has four threads write breadcrumbs whose
     /// text their number determines until the process is killed; `misuse` prints a line
-    /// `<case> <result>` per wrong call.
+    /// `<case> <result>` per wrong call; `quiet` writes N from a thread any system call kills
+    /// (N = -1: a getpid() instead, the control).
     static let driver: Result<URL, Fixtures.CompileError> = EmbedTests.linked("crumbs-driver", source: {
         try Fixtures.file("crumbs-driver.c", #"""
             #include <reporthost/embed.h>
+            #include <linux/audit.h>
+            #include <linux/filter.h>
+            #include <linux/seccomp.h>
             #include <pthread.h>
+            #include <stddef.h>
+            #include <sys/prctl.h>
+            #include <sys/syscall.h>
             #include <signal.h>
             #include <stdint.h>
             #include <stdio.h>
@@ -55,6 +62,38 @@ import Testing
                 return NULL;
             }
 
+            /* Breadcrumbs from a thread that any system call but exit kills (the whole process,
+             * by SIGSYS): plain, UTF-8, without a category, longer than a slot. */
+            static int quiet_count, quiet_recorded;
+            static void *quiet(void *unused) {
+                (void)unused;
+            #if defined(__x86_64__)
+                const unsigned arch = AUDIT_ARCH_X86_64;
+            #else
+                const unsigned arch = AUDIT_ARCH_AARCH64;
+            #endif
+                struct sock_filter filter[] = {
+                    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+                    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+                    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+                    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit, 0, 1),
+                    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+                };
+                struct sock_fprog program = {sizeof filter / sizeof filter[0], filter};
+                static char long_text[3000];
+                memset(long_text, 'x', sizeof long_text - 1);
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) return NULL;
+                if (quiet_count < 0) syscall(SYS_getpid); /* the control: this is killed */
+                for (int i = 0; i < quiet_count; i++) {
+                    const char *texts[] = {"request finished with status 200", "caf\xc3\xa9 \xe2\x9c\x93", long_text};
+                    quiet_recorded += rh_embed_breadcrumb(host, RH_LOG_INFO, i % 4 == 3 ? NULL : "app", texts[i % 3]) == RH_EMBED_OK;
+                }
+                syscall(SYS_exit, 0); /* pthread_exit would unmap and wake: system calls */
+                return NULL;
+            }
+
             int main(int argc, char **argv) {
                 if (argc < 4) return 2;
                 char error[512];
@@ -71,6 +110,15 @@ import Testing
                     pthread_t threads[4];
                     for (int t = 0; t < 4; t++) pthread_create(&threads[t], NULL, soak, (void *)(intptr_t)t);
                     for (;;) pause();
+                }
+                if (strcmp(mode, "quiet") == 0) {
+                    pthread_t thread;
+                    quiet_count = count;
+                    pthread_create(&thread, NULL, quiet, NULL);
+                    pthread_join(thread, NULL);
+                    printf("quiet %d of %d\n", quiet_recorded, count);
+                    rh_embed_stop(host);
+                    return 0;
                 }
                 if (strcmp(mode, "misuse") == 0) {
                     printf("level-7 %d\n", rh_embed_breadcrumb(host, 7, "app", "x"));
@@ -215,6 +263,15 @@ import Testing
         for (name, status) in [("level-7", -1), ("null-message", -1), ("null-category", 0), ("stale", -2), ("stopped", -2)] {
             #expect(misused.stdout.contains("\(name) \(status)\n"), "\(name): \(misused.stdout)")
         }
+    }
+
+    @Test("B-1: a breadcrumb makes no system call: 3,000 from a thread that any system call but exit kills, all recorded and read back")
+    func noSystemCall() throws {
+        let result = try crumbs(["quiet", "3000"])
+        #expect(result.status == 0 && result.stdout.contains("quiet 3000 of 3000\n"), "\(result.status) \(result.stdout) \(result.stderr.suffix(500))")
+        // The filter is real: the same thread calling getpid() kills the process.
+        let control = try crumbs(["quiet", "-1"])
+        #expect(control.signal == SIGSYS, "\(control.status) \(control.stdout)")
     }
 
     @Test("B-1: wrong calls return RH_EMBED_ERR_INVALID and write nothing; a stale or stopped handle RH_EMBED_ERR_STOPPED")

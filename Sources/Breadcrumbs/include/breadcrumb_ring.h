@@ -10,11 +10,12 @@
  * from a signal handler.
  *
  * Layout (little-endian, as the host writes it):
- *   header (64 bytes): magic "RHBC", version 1, slot bytes, slot count (a power of two),
+ *   header (64 bytes): magic "RHBC", version 2, slot bytes, slot count (a power of two),
  *   next sequence (u64)
  *   slots (slot count x RH_CRUMB_SLOT_BYTES): sequence (u64, 0 = empty), timestamp in Unix
  *   milliseconds (i64), level (i32), category bytes (u16), message bytes (u16), checksum
- *   (u64, FNV-1a), then the category and the message, neither NUL-terminated. */
+ *   (u64; version 1 took the sequence first), then the category and the message, neither
+ *   NUL-terminated. */
 #pragma once
 
 #include <stdbool.h>
@@ -78,10 +79,23 @@ int64_t rh_crumb_now_ms(void);
 void rh_crumb_activate(uintptr_t token, void *base);
 void rh_crumb_deactivate(uintptr_t token);
 /* The live ring of `token`, or NULL when `token` is not the live handle or it has no ring
- * (breadcrumbs off: `rh_crumb_activate` with a NULL base). */
+ * (breadcrumbs off: `rh_crumb_activate` with a NULL base, or one that is not a ring it writes). */
 void *rh_crumb_live_ring(uintptr_t token);
 /* Whether `token` is the live handle (with a ring or without). */
 bool rh_crumb_is_live(uintptr_t token);
+
+/* What rh_crumb_record did. */
+typedef enum rh_crumb_outcome {
+    RH_CRUMB_RECORDED,
+    RH_CRUMB_OFF,          /* the live handle has no ring (breadcrumbs off): nothing recorded */
+    RH_CRUMB_NOT_LIVE,     /* `token` is not the live handle */
+    RH_CRUMB_INVALID_TEXT, /* category or message is not UTF-8 */
+} rh_crumb_outcome;
+
+/* rh_embed_breadcrumb's whole path, in one call so the compiler sees it whole: the live
+ * check, the lengths, the UTF-8 check fused with the checksum's pass, the claim and the
+ * copy. category may be NULL ("default"); message must not be. */
+rh_crumb_outcome rh_crumb_record(uintptr_t token, int32_t level, const char *category, const char *message);
 
 #ifdef __cplusplus
 }
