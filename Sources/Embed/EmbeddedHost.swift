@@ -25,11 +25,14 @@ final class EmbeddedHost: Sendable {
     /// Watched threads and their heartbeats (SPEC B-4).
     let hangs: AppHangs
 
-    /// `reporthost-stack`, beside this library: it reads a hung thread's stack from outside.
+    /// `reporthost-stack`, beside this library (a build folder) or in ../bin (an installation,
+    /// `scripts/install`): it reads a hung thread's stack from outside.
     static var stackHelper: String {
         guard let file = rh_embed_library_path() else { return "reporthost-stack" }
-        return URL(fileURLWithPath: String(cString: file)).resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("reporthost-stack").path
+        let folder = URL(fileURLWithPath: String(cString: file)).resolvingSymlinksInPath().deletingLastPathComponent()
+        let beside = folder.appendingPathComponent("reporthost-stack").path
+        let installed = folder.deletingLastPathComponent().appendingPathComponent("bin/reporthost-stack").path
+        return FileManager.default.isExecutableFile(atPath: beside) || !FileManager.default.isExecutableFile(atPath: installed) ? beside : installed
     }
 
     /// The `extended` source's budget (SPEC R-7).

@@ -97,16 +97,14 @@ enum DemoCommand {
     }
 
     /// The folder of this executable, where the build put the sample plugins.
+    /// The sample plugins' folder (`Shipped`: a build folder or an installation).
     static func pluginFolder() throws -> URL {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
-        for name in ["wrapper-sim", "scrub-pii", "account-context"] {
-            let path = folder.appendingPathComponent("lib\(name).so").path
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw HostError.runtime("demo plugin \(path) is missing: build everything first (scripts/demo does; `swift run` builds only the executable)")
-            }
+        let names = ["wrapper-sim", "scrub-pii", "account-context"].map { "lib\($0).so" }
+        guard let folder = Shipped.folder(holding: names) else {
+            throw HostError.runtime(
+                "demo plugins \(names.joined(separator: ", ")) are missing beside reporthost: build everything first (scripts/demo does; `swift run` builds only the executable)")
         }
-        return folder
+        return URL(fileURLWithPath: folder)
     }
 
     static func makeRepository() throws -> String {

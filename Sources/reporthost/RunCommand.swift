@@ -47,7 +47,7 @@ enum RunCommand {
         return .ptrace
     }
 
-    /// The preloaded library, beside the `reporthost` executable.
+    /// The preloaded library, beside the `reporthost` executable or installed (`Shipped`).
     static let captureLibrary = "libreporthost-capture.so"
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
@@ -122,13 +122,13 @@ enum RunCommand {
         return exit.status
     }
 
-    /// The capture library's path beside the `reporthost` executable; missing, an I/O error.
+    /// The capture library's path (`Shipped`); missing, an I/O error.
     private static func requireCaptureLibrary() throws -> String {
-        let library = URL(fileURLWithPath: executableFolder()).appendingPathComponent(captureLibrary).path
-        guard FileManager.default.isReadableFile(atPath: library) else {
-            throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build)")
+        guard let folder = Shipped.folder(holding: [captureLibrary]) else {
+            let library = "\(Shipped.executableFolder())/\(captureLibrary)"
+            throw HostError.io(path: library, reason: "the capture library is missing beside reporthost (build every product: scripts/build, or install them: scripts/install)")
         }
-        return library
+        return "\(folder)/\(captureLibrary)"
     }
 
     /// What the program left, recovered now: `start` stores its crash files or an abnormal
@@ -178,14 +178,5 @@ enum RunCommand {
             throw UsageError("--attach-output '\(text)' is not a size in KB from 1 to 3072")
         }
         return kb * 1024
-    }
-
-    /// The folder of the running executable (`/proc/self/exe`), where the products are.
-    static func executableFolder() -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
-        let count = readlink("/proc/self/exe", &buffer, buffer.count)
-        guard count > 0 else { return Paths.absolute(CommandLine.arguments.first ?? ".") + "/.." }
-        let path = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return URL(fileURLWithPath: path).deletingLastPathComponent().path
     }
 }

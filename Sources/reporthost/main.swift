@@ -55,12 +55,13 @@ let commandList: [Command] = [
     Command(
         name: "status", usage: """
             status [--json] [--limit N | --all] [--config FILE] [--repository DIR]
+                   [--log-level L]
                                        what the repository holds: a summary and the newest 20 records
                                        (--limit N: the newest N, --all: every record)
             """, options: StatusCommand.options, positionals: 0...0, run: StatusCommand.run),
     Command(
         name: "show", usage: """
-            show ID|latest [--json] [--config FILE] [--repository DIR]
+            show ID|latest [--json] [--config FILE] [--repository DIR] [--log-level L]
                                        one stored report as a person reads it (--json: its document)
             """, options: ShowCommand.options, positionals: 1...1, run: ShowCommand.run),
     Command(
@@ -70,31 +71,34 @@ let commandList: [Command] = [
             """, options: CrashCommand.options, positionals: 0...0, run: CrashCommand.run),
     Command(
         name: "run", usage: """
-            run [--attach-output KB] -- PROGRAM ARGS...
+            run [--attach-output KB] [--stderr-breadcrumbs N] [--capture=preload|ptrace]
+                -- PROGRAM ARGS...
                                        run a program with crash capture preloaded; record how it ended;
                                        exit with its status
             """, options: RunCommand.options, positionals: 0...0, run: RunCommand.run),
     Command(
         name: "receive", usage: """
             receive [--port N] [--dir DIR] [--respond CODES] [--inbox]
-                    [--chaos CODE:P,... [--chaos-seed N]]
+                    [--chaos CODE:P,... [--chaos-seed N]] [--log-level L]
                                        a local submission endpoint (Backtrace-compatible); --inbox
                                        serves a page of what it received on the same port
             """, options: ReceiveCommand.options, positionals: 0...0, run: ReceiveCommand.run),
     Command(
         name: "check", usage: """
             check PLUGIN.so [--slot wrapper|handler|delegate] [--json] [--junit FILE] [--scrub]
+                  [--corpus FILE] [--min-recall R] [--max-false-positive-rate F]
                   [--fuzz N] [--reproduce SEED] [--include RE] [--exclude RE] [--seed N]
-                  [--timeout-ms MS] [--in-process]
+                  [--options JSON] [--timeout-ms MS] [--in-process] [--log-level L]
+                                       prove a plugin keeps the ABI contract (and, with --scrub, that it
+                                       scrubs), each check in a child process
             check --list               the conformance checks, one per line
             check --write-corpus FILE [--seed N] [--documents N]
                                        the corpus --scrub generates, as JSON lines (--corpus's format)
-                                       prove a plugin keeps the ABI contract (and, with --scrub, that it
-                                       scrubs), each check in a child process
             """, options: CheckCommand.options, positionals: 0...1, run: CheckCommand.run),
     Command(
         name: "quarantine", usage: """
             quarantine [--clear [PATH]] [--json] [--config FILE] [--repository DIR]
+                       [--log-level L]
                                        plugins that crashed the host (not loaded again)
             """, options: QuarantineCommand.options, positionals: 0...1, run: QuarantineCommand.run),
     Command(

@@ -24,7 +24,7 @@ import Testing
         return link
     }()
 
-    /// A C program linked with libreporthost.so, as the README's build line links it.
+    /// A C program linked with libreporthost.so, as docs/embedding.md's build line links it.
     static func linked(_ name: String, source: () throws -> URL, flags: [String] = []) -> Result<URL, Fixtures.CompileError> {
         let output = makeTemporaryDirectory(name).appendingPathComponent(name)
         let lib = library.deletingLastPathComponent().path
@@ -39,7 +39,7 @@ import Testing
         }
     }
 
-    /// Examples/c-app, built with the README's line (once per run).
+    /// Examples/c-app, built with docs/embedding.md's line (once per run).
     static let cApp = linked("c-app") { Products.packageRoot.appendingPathComponent("Examples/c-app/main.c") }
 
     /// A test driver of the embedding API: `embed-driver CONFIG|- REPOSITORY MODE [FOLDER]`.

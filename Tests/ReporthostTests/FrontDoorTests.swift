@@ -360,7 +360,7 @@ import Testing
             let marker = folder.appendingPathComponent("started").path
             let result = try ChildProcess.run(copy.path, ["run", "--repository", folder.appendingPathComponent("repo").path, "--", "/bin/touch", marker], directory: folder)
             #expect(result.status == 1)
-            #expect(result.stderr == "reporthost: error: \(alone.path)/libreporthost-capture.so: the capture library is missing beside reporthost (build every product: scripts/build)\n", "\(result.stderr)")
+            #expect(result.stderr == "reporthost: error: \(alone.path)/libreporthost-capture.so: the capture library is missing beside reporthost (build every product: scripts/build, or install them: scripts/install)\n", "\(result.stderr)")
             #expect(!FileManager.default.fileExists(atPath: marker), "the program was not started")
         }
     }
