@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostDelivery
 import HostSupport
 
 /// What `reporthost receive --inbox` shows (SPEC T-2): the reports the receiver stored, newest
@@ -22,9 +23,14 @@ package final class Inbox: @unchecked Sendable {
         package var type: String
         package var summary: String
         package var receivedAt: Date
-        /// The first attachments' names (at most `namesKept` bytes of them), and how many came.
+        /// The first attachments' names (at most `namesKept` bytes of them), and how many came:
+        /// files, Backtrace's breadcrumb attachment apart (as `show` and `receive` count them).
         package var attachments: [String]
         package var attachmentCount: Int
+        /// Whether it came with breadcrumbs (Backtrace's `bt-breadcrumbs-0`).
+        package var hasBreadcrumbs = false
+        /// Whether a plugin changed it (its change trail is not empty).
+        package var changed = false
         package var attributes: [String: String]
         package var labels: [String]
         /// The description, cut to a few kilobytes: searched by the text filter.
@@ -228,7 +234,7 @@ package final class Inbox: @unchecked Sendable {
             ("id", .string(entry.uuid)), ("type", .string(entry.type)), ("summary", .string(entry.summary)),
             ("received_at", .string(ReportDocument.timestamp(entry.receivedAt))), ("attachments", .int(entry.attachmentCount)),
             ("attachment_names", .array(entry.attachments.map(JSONValue.string))), ("labels", .array(entry.labels.map(JSONValue.string))),
-            ("arrivals", .int(entry.arrivals)),
+            ("arrivals", .int(entry.arrivals)), ("changed", .bool(entry.changed)),
         ])
     }
 
@@ -272,10 +278,14 @@ package final class Inbox: @unchecked Sendable {
         let description = report["annotations"]?["Description"]?.stringValue ?? ""
         let summary = report["attributes"]?["error.message"]?.stringValue ?? ""
         let labels = report["classifiers"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        return Entry(
+        let files = attachments.filter { $0 != BacktraceReport.breadcrumbsAttachment }
+        var entry = Entry(
             uuid: uuid, type: type, summary: ReportContent.bounded(summary, limit: Kept.summary).text, receivedAt: date,
-            attachments: leading(attachments, bytes: Kept.names), attachmentCount: attachments.count, attributes: attributes,
+            attachments: leading(files, bytes: Kept.names), attachmentCount: files.count, attributes: attributes,
             labels: leading(labels, bytes: Kept.labels), description: ReportContent.bounded(description, limit: Kept.description).text)
+        entry.hasBreadcrumbs = files.count != attachments.count
+        entry.changed = report["annotations"]?["reporthost.changes"]?.arrayValue?.isEmpty == false
+        return entry
     }
 
     /// The first of `items` whose bytes together stay within `bytes`.

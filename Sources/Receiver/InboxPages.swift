@@ -64,6 +64,7 @@ enum InboxPages {
         .cut { color: #b3261e; font-weight: 700; padding: 0 2px; }
         ul.trail { padding-left: 18px; margin: 4px 0; }
         ul.trail li { font-family: ui-monospace, monospace; font-size: 12.5px; }
+        .changed { margin-left: 8px; }
         .tag { display: inline-block; background: var(--soft); border: 1px solid var(--line); border-radius: 10px; padding: 0 8px; margin: 0 4px 4px 0; }
         .chaos { color: #b3261e; font-weight: 600; }
         details > summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
@@ -150,7 +151,7 @@ enum InboxPages {
             return el("tr", { class: isFresh ? "fresh" : "", "data-id": report.id },
               el("td", { class: "mono", text: report.received_at }),
               el("td", { text: report.type }),
-              el("td", { class: "summary", text: report.summary }),
+              el("td", { class: "summary" }, report.summary, report.changed ? el("span", { class: "tag changed", title: "a plugin changed this report", text: "changed" }) : null),
               el("td", { class: "id" }, reportLink(report.id)),
               el("td", { text: String(report.attachments) }));
           }
@@ -202,6 +203,10 @@ enum InboxPages {
 
           if (typeof annotations.Description === "string") {
             main.append(el("h2", { text: "Description" }), el("pre", { id: "description" }, marked(annotations.Description, "description", changes, plugins)));
+          }
+          if (view.breadcrumb_lines) {
+            main.append(el("h2", { text: "Breadcrumbs (" + view.breadcrumb_lines.length + ", oldest first)" }),
+              el("ul", { class: "trail", id: "breadcrumbs" }, ...view.breadcrumb_lines.map((line) => el("li", { text: line }))));
           }
           main.append(el("h2", { text: "Change trail" }));
           if (changes.length) {

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Host
+import HostDelivery
 import HostSupport
 
 /// The inbox's pages and JSON API, beside the submission endpoints on the receiver's port
@@ -99,6 +100,7 @@ extension LocalReceiver {
         if path.count == 4 {
             // The entry lists the first names only; past them, any stored file but a partial one.
             let listed = entry.attachments.contains(path[3]) || (entry.attachmentCount > entry.attachments.count && !path[3].hasPrefix("."))
+                || (entry.hasBreadcrumbs && path[3] == BacktraceReport.breadcrumbsAttachment)
             guard path[2] == "attachments", Self.isPlainFileName(path[3]), listed else { return notFound(&reader) }
             guard case .success(let data) = readStored(folder.appendingPathComponent(uuid).appendingPathComponent(path[3])) else {
                 return notFound(&reader)
@@ -115,6 +117,12 @@ extension LocalReceiver {
         var view: [(String, JSONValue)] = [("entry", Inbox.listJSON(entry)), ("answers", inbox.requestList(report: uuid)["requests"] ?? .array([]))]
         let trail = (report["annotations"]?["reporthost.changes"]?.arrayValue ?? []).compactMap(TrailEntry.init(json:))
         view.append(("changes_text", .array(trail.map { .string($0.text) })))
+        if entry.hasBreadcrumbs,
+            case .success(let crumbs) = readStored(folder.appendingPathComponent(uuid).appendingPathComponent(BacktraceReport.breadcrumbsAttachment)),
+            let list = try? JSONValue.parse(crumbs).arrayValue
+        {
+            view.append(("breadcrumb_lines", .array(list.map { .string(Self.breadcrumbLine($0)) })))
+        }
         if let crash = CrashText.payload(fromSubmission: report) {
             // A crash's signal line and stacks; another report's stacks alone (a Python client
             // sends its threads with every report).
@@ -189,5 +197,14 @@ extension LocalReceiver {
             host = parts[0]
         }
         return SubmissionURL.isLoopback(String(host))
+    }
+
+    /// One of Backtrace's breadcrumbs as `show` prints one: time, level, [category] message.
+    static func breadcrumbLine(_ crumb: JSONValue) -> String {
+        let time = crumb["timestamp"]?.intValue.map { Breadcrumb.timestamp(Date(timeIntervalSince1970: Double($0) / 1000)) } ?? "?"
+        let level = crumb["level"]?.stringValue.map { $0 == "warning" ? "warn" : $0 } ?? "info"
+        let category = crumb["attributes"]?["category"]?.stringValue ?? crumb["type"]?.stringValue ?? ""
+        let message = crumb["message"]?.stringValue ?? ""
+        return "\(time) \(level.padded(toLength: 5)) [\(category)] \(message)"
     }
 }

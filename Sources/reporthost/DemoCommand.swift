@@ -8,16 +8,17 @@ import Receiver
 
 /// `reporthost demo`: the whole flow on embedded defaults, in a fresh repository: starts a
 /// local receiver, crashes a child process and recovers it, runs a bug, an error and an
-/// exception report through the sample plugins built beside this executable, delivers
-/// everything, and prints each document with its change trail (what each plugin changed, as
-/// `show` prints it) and what was received.
+/// exception report through the sample plugins, delivers everything, and tells each report's
+/// story: its text before and after, what each plugin changed in words, and for the crash its
+/// stack as `show` prints it. `--json` adds each stored document. It ends with the next step:
+/// the inbox on what the demo's receiver got.
 ///
 /// The wrapper slot holds wrapper-sim for every report. A host has one user handler (SPEC
 /// H-1), so the user's slot changes between reports: account-context for the recovered
 /// crash and the error, scrub-pii for the bug and the exception (free text a person typed, an
 /// exception message).
 enum DemoCommand {
-    static let options: [String: Bool] = ["log-level": true, "repository": true]
+    static let options: [String: Bool] = ["log-level": true, "repository": true, "json": false]
 
     static func run(_ arguments: Arguments, output: DocumentOutput) throws -> Int32 {
         let folder = try pluginFolder()
@@ -27,12 +28,12 @@ enum DemoCommand {
         } else {
             configuration.repository = try makeRepository()
         }
+        let json = arguments.flag("json")
         let received = Locked<[String]>([])
-        let receiver = try LocalReceiver(
-            folder: URL(fileURLWithPath: configuration.repository).appendingPathComponent("received"), keepInMemory: false
-        ) { report in
+        let receivedFolder = URL(fileURLWithPath: configuration.repository).appendingPathComponent("received")
+        let receiver = try LocalReceiver(folder: receivedFolder, keepInMemory: false) { report in
             let type = report.report["attributes"]?["error.type"]?.stringValue ?? "report"
-            received.withLock { $0.append("  \(report.uuid)  \(type), \(report.attachments.count) attachment(s)") }
+            received.withLock { $0.append("  \(report.uuid)  \(type), \(ReceiveCommand.counts(report))") }
         }
         defer { receiver.stop() }
         configuration.submission.url = receiver.url
@@ -40,8 +41,6 @@ enum DemoCommand {
 
         // A child process crashes first; this launch recovers it (the lock is free until then).
         let crash = try crashChild(repository: configuration.repository)
-        output.write("\n== a child process crashed (\(crash)); its crash file is recovered by this launch\n")
-
         configuration.plugins[.wrapper] = folder.appendingPathComponent("libwrapper-sim.so").path
         configuration.plugins[.handler] = folder.appendingPathComponent("libaccount-context.so").path
         var options = RuntimeOptions(configuration: configuration, mainExecutor: DispatchQueue.main)
@@ -52,20 +51,37 @@ enum DemoCommand {
         defer { runtime.stop() }
         try runtime.recover()
         for document in runtime.recovered {
-            output.writeText("recovered \(document.trigger.name) report \(document.id): \(document.content.summary ?? "")\n")
-            output.writeText(trail(document))
+            output.write("\n== 1. a crash, recovered by the next launch\n")
+            output.writeText("""
+                The demo's child process `reporthost crash --signal SEGV` crashes on purpose: it ended by \(crash).
+                This launch found its crash file and made crash report \(document.id) of it,
+                through wrapper-sim, then account-context.
+                summary: \(document.content.summary ?? "")
+                the crashed thread, as `reporthost show` prints it:
+
+                """)
+            output.writeText(DemoStory.crashLines(of: document.id, repository: configuration.repository).map { "  " + $0 }.joined(separator: "\n") + "\n")
+            output.writeText(DemoStory.changes(document).joined(separator: "\n") + "\n")
+            if json { output.write(document.json.serialized(pretty: true) + "\n") }
         }
 
-        for (title, handler, request) in demoReports() {
+        for (number, (title, handler, request)) in demoReports().enumerated() {
             try runtime.loadPlugin(at: folder.appendingPathComponent("lib\(handler).so").path, into: .handler)
             guard let document = try runtime.raise(request) else { continue }
-            output.write("\n== \(title): wrapper-sim, then \(handler)\n")
-            output.writeText(trail(document))
-            output.write(document.json.serialized(pretty: true) + "\n")
+            output.write("\n== \(number + 2). \(title), through wrapper-sim, then \(handler)\n")
+            output.writeText((DemoStory.beforeAndAfter(request, document.content) + DemoStory.changes(document)).joined(separator: "\n") + "\n")
+            if json { output.write(document.json.serialized(pretty: true) + "\n") }
         }
         let summary = try runtime.deliver()
         output.write("\n== delivered to the local receiver: \(summary.accepted) accepted, \(summary.retained) retained, \(summary.terminal) rejected\n")
         output.writeText(received.withLock { $0 }.joined(separator: "\n") + "\n")
+        output.write("""
+
+            Next: see them as a server got them, the trail drawn over the text, in a browser:
+              reporthost receive --inbox --dir \(receivedFolder.path)
+            and open the address it prints after "inbox on" (Ctrl-C stops it).\(json ? "" : "\n`reporthost demo --json` also prints each stored document.")
+
+            """)
         return summary.retained == 0 && summary.terminal == 0 ? 0 : 1
     }
 
@@ -96,7 +112,6 @@ enum DemoCommand {
         return [("bug report", "scrub-pii", bug), ("error report", "account-context", error), ("exception report", "scrub-pii", exception)]
     }
 
-    /// The folder of this executable, where the build put the sample plugins.
     /// The sample plugins' folder (`Shipped`: a build folder or an installation).
     static func pluginFolder() throws -> URL {
         let names = ["wrapper-sim", "scrub-pii", "account-context"].map { "lib\($0).so" }
@@ -117,8 +132,4 @@ enum DemoCommand {
         return path
     }
 
-    /// The document's change trail, as `show` prints it.
-    static func trail(_ document: ReportDocument) -> String {
-        ShowCommand.changeLines(document.changes).joined(separator: "\n") + "\n"
-    }
 }

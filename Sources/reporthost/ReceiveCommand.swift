@@ -40,12 +40,8 @@ enum ReceiveCommand {
             let summary = (received.report["attributes"]?["error.message"]?.stringValue ?? "")
                 .split(whereSeparator: \.isNewline).joined(separator: " ")
             let shown = summary.count > 80 ? summary.prefix(79) + "…" : Substring(summary)
-            // Backtrace's breadcrumb attachment is counted as breadcrumbs, not as a file.
-            let breadcrumbs = received.attachments[BacktraceReport.breadcrumbsAttachment].flatMap { try? JSONValue.parse($0).arrayValue }
-            let files = received.attachments.keys.filter { $0 != BacktraceReport.breadcrumbsAttachment }.count
-            let crumbs = breadcrumbs.map { ", \($0.count) breadcrumb(s)" } ?? ""
             // One line per report, whatever a client sends: its text cannot break or fake one.
-            output.write(TerminalText.visible("received \(received.uuid) (\(type), \(files) attachment(s)\(crumbs)) \"\(shown)\" -> \(answer)") + "\n")
+            output.write(TerminalText.visible("received \(received.uuid) (\(type), \(counts(received))) \"\(shown)\" -> \(answer)") + "\n")
         }
         writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
         if arguments.flag("inbox") { writeStandardError("reporthost: inbox on \(receiver.inboxURL)\n") }
@@ -86,5 +82,13 @@ enum ReceiveCommand {
         guard let text = arguments.value("chaos-seed") else { return 0 }
         guard let seed = UInt64(text) else { throw UsageError("--chaos-seed '\(text)' is not a non-negative integer") }
         return seed
+    }
+
+    /// `1 attachment(s), 3 breadcrumb(s)`: Backtrace's breadcrumb attachment is counted as
+    /// breadcrumbs, not as a file (as `show` and the inbox count them).
+    static func counts(_ received: LocalReceiver.Received) -> String {
+        let breadcrumbs = received.attachments[BacktraceReport.breadcrumbsAttachment].flatMap { try? JSONValue.parse($0).arrayValue }
+        let files = received.attachments.keys.filter { $0 != BacktraceReport.breadcrumbsAttachment }.count
+        return "\(files) attachment(s)" + (breadcrumbs.map { ", \($0.count) breadcrumb(s)" } ?? "")
     }
 }

@@ -260,8 +260,12 @@ struct StatusReport {
             lines.append("  \(evicted.records) record(s) (\(evicted.bytes) bytes) evicted by the storage limits so far")
         }
         let shown = listed(limit)
+        // The rows' columns named once: the summary counts types, a row shows its trigger.
+        let columnNames = "id, trigger, state, attempts, size, created"
         if shown.count < records.count {
-            lines.append("newest \(shown.count) of \(records.count) (status --all lists every record, --limit N the newest N):")
+            lines.append("newest \(shown.count) of \(records.count) (\(columnNames); status --all lists every record, --limit N the newest N):")
+        } else if !shown.isEmpty {
+            lines.append("records (\(columnNames)):")
         }
         var text = lines.joined(separator: "\n") + "\n"
         // One string, its room reserved, grown piece by piece: `status --all` may list many

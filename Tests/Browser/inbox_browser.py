@@ -81,8 +81,22 @@ try:
     trail = wait(driver, lambda d: d.find_element(By.ID, "trail")).text
     marks = driver.find_elements(By.CSS_SELECTOR, "#summary mark")
     marked = [(m.get_attribute("data-plugin"), m.text, m.get_attribute("title")) for m in marks]
-    note("trail", "scrub-pii (handler.before) summary:" in trail and ("scrub-pii", "[email]", "scrub-pii (handler.before)") in marked,
+    note("trail", "scrub-pii (handler.before) replaced" in trail and "of the summary" in trail and ("scrub-pii", "[email]", "scrub-pii (handler.before)") in marked,
          json.dumps({"trail": trail, "marks": marked}))
+
+    # 3b. Breadcrumbs are a list, as `show` prints them; they are not one of the attachments.
+    crumbs = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#breadcrumbs li")]
+    note("breadcrumbs", bool(crumbs) and all(" [" in line and "] " in line for line in crumbs), json.dumps(crumbs))
+    files = [a.get_attribute("data-name") for a in driver.find_elements(By.CSS_SELECTOR, "a.download")]
+    note("attachments_apart", files == [given["attachment"]], json.dumps(files))
+
+    # 3c. The list marks the reports a plugin changed, and only those.
+    driver.get(base)
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'#reports tr[data-id="{given["bug_id"]}"]'))
+    marked_rows = [row.get_attribute("data-id") for row in driver.find_elements(By.CSS_SELECTOR, "#reports tr") if row.find_elements(By.CSS_SELECTOR, ".changed")]
+    note("changed_marked", marked_rows == [given["bug_id"]], json.dumps(marked_rows))
+    driver.get(f"{base}reports/{given['bug_id']}")
+    wait(driver, lambda d: d.find_element(By.ID, "trail"))
 
     # 4. An attachment downloads with the same sha256.
     name = given["attachment"]

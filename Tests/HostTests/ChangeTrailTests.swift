@@ -77,7 +77,7 @@ import Testing
             == TrailEntry(plugin: "trail-wrapper", slot: "wrapper", step: "wrapper.before", field: "summary", operation: .set,
                 ranges: [], wasLength: 26))
         #expect(entry(document, "trail-wrapper", "summary")?.text
-            == "trail-wrapper (wrapper.before) summary: set; later changes left none of it (was 26 bytes)")
+            == "trail-wrapper (wrapper.before) changed the summary; later changes left none of it (was 26 bytes)")
         // The handler's change is measured against the wrapper's summary, in the final text.
         #expect(document.content.summary == "mail [email] now")
         #expect(entry(document, probe, "summary")
@@ -152,15 +152,39 @@ import Testing
         #expect(document.changes.last?.text == "host: 100 further changes not recorded (at most 1000 entries are kept)")
     }
 
-    @Test("T-1: a person reads an entry as `plugin (step) field: ranges replaced (was N bytes)`")
+    @Test("T-1: a person reads an entry in words, with byte ranges only for text: `scrub-pii (handler.before) replaced 19..26 of the summary (was 34 bytes)`")
     func readable() {
-        let entry = TrailEntry(
-            plugin: "scrub-pii", slot: "handler", step: "handler.before", field: "summary", operation: .set, ranges: [19..<26],
-            wasLength: 34)
-        #expect(entry.text == "scrub-pii (handler.before) summary: 19..26 replaced (was 34 bytes)")
-        let removed = TrailEntry(
-            plugin: "p", slot: "handler", step: "handler.after", field: "attribute:token", operation: .removed, ranges: [], wasLength: 40)
-        #expect(removed.text == "p (handler.after) attribute:token: removed (was 40 bytes)")
+        func line(_ field: String, _ operation: TrailEntry.Operation, ranges: [Range<Int>]? = nil, was: Int? = nil) -> String {
+            TrailEntry(plugin: "p", slot: "handler", step: "handler.before", field: field, operation: operation, ranges: ranges, wasLength: was).text
+        }
+        #expect(line("summary", .set, ranges: [19..<26], was: 34) == "p (handler.before) replaced 19..26 of the summary (was 34 bytes)")
+        #expect(line("description", .set, ranges: [0..<12], was: 0) == "p (handler.before) wrote the description")
+        #expect(line("email", .removed, ranges: [], was: 17) == "p (handler.before) removed the email (was 17 bytes)")
+        #expect(line("attribute:wrapper.name", .added, ranges: [0..<11], was: 0) == "p (handler.before) added attribute wrapper.name")
+        #expect(line("attribute:plan", .set, ranges: [0..<4], was: 3) == "p (handler.before) changed attribute plan")
+        #expect(line("attribute:token", .removed, ranges: [], was: 40) == "p (handler.before) removed attribute token (was 40 bytes)")
+        #expect(line("label:wrapper", .added) == "p (handler.before) added label wrapper")
+        #expect(line("label:#1", .removed, ranges: [], was: 19) == "p (handler.before) removed a label (19 bytes)")
+        #expect(line("labels", .cleared) == "p (handler.before) cleared the labels")
+        #expect(line("severity", .set) == "p (handler.before) changed the severity")
+        #expect(line("attachment:checkout.log", .set, was: 3_000) == "p (handler.before) replaced attachment checkout.log (was 3000 bytes)")
+        #expect(line("attachment:trace", .added) == "p (handler.before) added attachment trace")
+        #expect(line("breadcrumb:0", .set, ranges: [4..<11], was: 20) == "p (handler.before) replaced 4..11 of breadcrumb 1 (was 20 bytes)")
+    }
+
+    @Test("T-1: an attachment a plugin removes and adds again under its name (a scrubber puts it back) reads as replaced, with its old size")
+    func attachmentPutBack() throws {
+        let report = LiveReport(trigger: .upload, createdAt: Date())
+        let handle = report.openHandle(
+            for: Contributor(handler: "app", slot: "handler", step: "handler.before", source: .handlerBefore, budgetKey: "before"))
+        try handle.addAttachment(name: "log", filename: "checkout.log", data: Data(repeating: 65, count: 300))
+        let putBack = report.openHandle(
+            for: Contributor(handler: "scrub", slot: "handler", step: "handler.after", source: .handlerAfter, budgetKey: "after"))
+        try putBack.removeAttachment("log")
+        try putBack.addAttachment(name: "log", filename: "checkout.log", data: Data(repeating: 66, count: 280))
+        let entry = try #require(report.snapshot.changes.first { $0.step == "handler.after" })
+        #expect(entry.operation == .set && entry.wasLength == 300)
+        #expect(entry.text == "scrub (handler.after) replaced attachment log (was 300 bytes)")
     }
 }
 

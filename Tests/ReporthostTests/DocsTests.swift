@@ -114,6 +114,19 @@ import Testing
         #expect(notRun.count <= 14, "\(notRun.count) blocks are not run:\n\(notRun.joined(separator: "\n"))")
     }
 
+    @Test("Docs: the README is at most 250 lines, and its first screen links each reader's start-here section")
+    func readmeShort() throws {
+        let lines = try String(contentsOf: Products.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+            .components(separatedBy: "\n")
+        #expect(lines.count <= 251, "the README has \(lines.count) lines")  // its last line ends with a newline
+        let firstScreen = lines.prefix(24).joined(separator: "\n")
+        for anchor in ["#start-here-a-plugin-in-c", "#start-here-your-program-embedding-reporthost", "#start-here-your-scrubber-on-your-own-data"] {
+            #expect(firstScreen.contains("(\(anchor))"), "the first screen does not link \(anchor)")
+            let heading = "## " + anchor.dropFirst().split(separator: "-").joined(separator: " ")
+            #expect(lines.contains { $0.lowercased().replacingOccurrences(of: ",", with: "").replacingOccurrences(of: ":", with: "") == heading }, "no section \(heading)")
+        }
+    }
+
     @Test("Docs: the output pattern matches what it shows and refuses what differs")
     func patternCanFail() {
         let expected = ["report …", "...", "9 passed, 0 failed"]

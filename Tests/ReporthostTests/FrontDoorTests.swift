@@ -78,7 +78,7 @@ import Testing
             for line in [
                 "  by state: awaiting_first_attempt 8, retry 1, terminal 40, held 1", "  by type: crash 17, error 17, bug 16",
                 "  oldest waiting: \(ids[40]) (awaiting_first_attempt) since", "  next attempt: 2027-01-15T08:00:00Z",
-                "  held: 1 (configuration: no url)", "newest 20 of 50 (status --all lists every record, --limit N the newest N):",
+                "  held: 1 (configuration: no url)", "newest 20 of 50 (id, trigger, state, attempts, size, created; status --all lists every record, --limit N the newest N):",
             ] {
                 #expect(text.stdout.contains(line), "\(line) in \(text.stdout)")
             }

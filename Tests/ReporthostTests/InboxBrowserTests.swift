@@ -12,7 +12,7 @@ import Testing
 @Suite struct InboxBrowserTests {
     let fixture = CommandFixture("reporthost-inbox-browser")
 
-    @Test("T-2 in Chromium: a report appears live, a crash shows its frames, the trail names the plugin, an attachment downloads intact, a planted script makes nothing, Backtrace's Python client reads the same")
+    @Test("T-2 in Chromium: a report appears live, a crash shows its frames, the trail names the plugin, breadcrumbs are a list apart from the attachments, the list marks changed reports, an attachment downloads intact, a planted script makes nothing, Backtrace's Python client reads the same")
     func browser() async throws {
         try await offPool { [self] in
             try #require(FileManager.default.isExecutableFile(atPath: Products.python.path), "run scripts/test: it installs selenium into .build/venv")
@@ -56,7 +56,7 @@ import Testing
                 environment: ["SE_OFFLINE": "true"], directory: fixture.folder)
             #expect(run.status == 0, "\(run.stderr.suffix(3_000))")
             let results = try JSONValue.parse(run.stdout.split(separator: "\n").last.map(String.init) ?? "")
-            for check in ["live", "crash_stack", "crash_modules", "trail", "download", "planted", "planted_list", "python_client", "console"] {
+            for check in ["live", "crash_stack", "crash_modules", "trail", "breadcrumbs", "attachments_apart", "changed_marked", "download", "planted", "planted_list", "python_client", "console"] {
                 #expect(results[check]?["ok"]?.boolValue == true, "\(check): \(results[check]?["detail"]?.stringValue ?? "not reported")")
             }
 

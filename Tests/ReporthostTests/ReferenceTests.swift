@@ -275,10 +275,30 @@ import Testing
             if let last = pieces[index - 1].last, last.isLetter || last.isNumber || "-_.".contains(last) { return nil }
             let command = String(pieces[index].prefix { !$0.isWhitespace })
             guard commands.contains(command) else { return nil }
-            let rest = Array(pieces[index].dropFirst(command.count))
+            let rest = Array(withoutSubstitutions(String(pieces[index].dropFirst(command.count))))
             let end = rest.indices.first { endsCommand(rest, at: $0) } ?? rest.count
             return Invocation(command: command, options: options(in: String(rest[..<end])))
         }
+    }
+
+    /// `text` without its `$(…)` command substitutions: their options are another command's
+    /// (`"$(pkg-config --variable=plugindir …)/libscrub-pii.so"`).
+    static func withoutSubstitutions(_ text: String) -> String {
+        var kept = ""
+        var depth = 0
+        var previous: Character = " "
+        for character in text {
+            if depth > 0 {
+                if character == "(" { depth += 1 } else if character == ")" { depth -= 1 }
+            } else if previous == "$" && character == "(" {
+                kept.removeLast()
+                depth = 1
+            } else {
+                kept.append(character)
+            }
+            previous = character
+        }
+        return kept
     }
 
     /// Whether a command line's own words end at `index`: a shell pipe, `;`, `&`, `>` or `)`,

@@ -78,13 +78,15 @@ package struct ChangeTrail: Sendable, Equatable {
                 plugin: "host", slot: "host", step: "host", field: "changes", operation: .dropped, droppedCount: dropped)]
     }
 
-    /// Records a change that is not to text (severity, labels, attachments, drops).
-    mutating func record(_ who: Contributor, field: String, _ operation: TrailEntry.Operation) {
+    /// Records a change that is not to text (severity, labels, attachments, drops);
+    /// `wasLength`: the bytes of what it removed (an attachment's size).
+    mutating func record(_ who: Contributor, field: String, _ operation: TrailEntry.Operation, wasLength: Int? = nil) {
         merge(who, field: field) { entry in
             if let existing = entry {
                 entry?.operation = Self.coalesced(existing.operation, operation)
+                if existing.wasLength == nil { entry?.wasLength = wasLength }
             } else {
-                entry = TrailEntry(plugin: who.handler, slot: who.slot, step: who.step, field: field, operation: operation)
+                entry = TrailEntry(plugin: who.handler, slot: who.slot, step: who.step, field: field, operation: operation, wasLength: wasLength)
             }
         }
     }
@@ -143,9 +145,14 @@ package struct ChangeTrail: Sendable, Equatable {
     }
 
     /// What one entry says after `later` follows `earlier`: a key added and then changed was
-    /// still added; otherwise the later operation stands.
+    /// still added; an attachment removed and added again under its name (a scrubber puts it
+    /// back) was replaced; otherwise the later operation stands.
     private static func coalesced(_ earlier: TrailEntry.Operation, _ later: TrailEntry.Operation) -> TrailEntry.Operation {
-        earlier == .added && later == .set ? .added : later
+        switch (earlier, later) {
+        case (.added, .set): .added
+        case (.removed, .added): .set
+        default: later
+        }
     }
 }
 
@@ -184,23 +191,52 @@ extension TrailEntry {
             wasLength: json["was_length"]?.intValue, droppedCount: json["dropped"]?.intValue)
     }
 
-    /// One line as a person reads it (`show`, the demo, the inbox):
-    /// `scrub-pii (handler.before) summary: 19..26 replaced (was 34 bytes)`.
+    /// One line as a person reads it (`show`, the demo, the inbox), in words; byte ranges
+    /// only for text: `scrub-pii (handler.before) replaced 19..26 of the summary (was 34
+    /// bytes)`, `wrapper-sim (wrapper.before) added attribute wrapper.name`.
     public var text: String {
         if let droppedCount { return "host: \(droppedCount) further changes not recorded (at most \(ChangeTrail.capacity) entries are kept)" }
-        let was = wasLength.map { " (was \($0) bytes)" } ?? ""
-        let what: String
-        switch (operation, ranges) {
-        case (.set, let ranges?), (.added, let ranges?):
-            let written = ranges.filter { !$0.isEmpty }.map { "\($0.lowerBound)..\($0.upperBound)" }
-            let cuts = ranges.filter(\.isEmpty).map { "cut at \($0.lowerBound)" }
-            let verb = operation == .added ? "added" : "replaced"
-            let parts = (written.isEmpty ? [] : [written.joined(separator: ", ") + " \(verb)"]) + cuts
-            what = (parts.isEmpty ? "\(operation.rawValue); later changes left none of it" : parts.joined(separator: ", "))
-                + (operation == .added ? "" : was)
-        case (.removed, _): what = "removed" + was
-        default: what = operation.rawValue
-        }
-        return "\(plugin) (\(step)) \(field): \(what)"
+        return "\(plugin) (\(step)) \(words)"
     }
+
+    /// What the change did to its field, in words.
+    package var words: String {
+        let colon = field.firstIndex(of: ":")
+        let kind = colon.map { String(field[..<$0]) } ?? field
+        let name = colon.map { String(field[field.index(after: $0)...]) } ?? ""
+        let verb = [.added: "added", .set: "changed", .removed: "removed", .cleared: "cleared", .dropped: "dropped"][operation] ?? "changed"
+        switch kind {
+        case "attribute" where operation == .removed || operation == .cleared:
+            return "\(verb) attribute \(name)" + (wasLength.map { " (was \(Self.bytes($0)))" } ?? "")
+        case "attribute": return "\(verb) attribute \(name)"
+        case "label" where name.hasPrefix("#"): return "removed a label (\(Self.bytes(wasLength ?? 0)))"
+        case "label": return "\(verb) label \(name)"
+        case "labels", "attributes", "attachments": return "\(verb) the \(kind)"
+        case "severity": return "changed the severity"
+        case "attachment" where operation == .set:
+            return "replaced attachment \(name)" + (wasLength.map { " (was \(Self.bytes($0)))" } ?? "")
+        case "attachment": return "\(verb) attachment \(name)"
+        case "breadcrumb": return textWords(of: "breadcrumb \(Int(name).map { String($0 + 1) } ?? name)")
+        default: return textWords(of: "the \(field)")
+        }
+    }
+
+    /// A text field's change: where in its final value, and how long it was.
+    private func textWords(of what: String) -> String {
+        let was = wasLength.map { " (was \(Self.bytes($0)))" } ?? ""
+        switch (operation, ranges) {
+        case (.removed, _): return "removed \(what)" + was
+        case (.cleared, _): return "cleared \(what)" + was
+        case (.dropped, _): return "dropped a change to \(what)"
+        case (_, let ranges?):
+            let written = ranges.filter { !$0.isEmpty }.map { "\($0.lowerBound)..\($0.upperBound)" }
+            let cuts = ranges.filter(\.isEmpty).map { "cut \(what) at \($0.lowerBound)" }
+            if wasLength == 0 || wasLength == nil { return (["wrote \(what)"] + cuts).joined(separator: ", ") }
+            let parts = (written.isEmpty ? [] : ["replaced \(written.joined(separator: ", ")) of \(what)"]) + cuts
+            return (parts.isEmpty ? "changed \(what); later changes left none of it" : parts.joined(separator: ", ")) + was
+        default: return "changed \(what)" + was
+        }
+    }
+
+    private static func bytes(_ count: Int) -> String { count == 1 ? "1 byte" : "\(count) bytes" }
 }

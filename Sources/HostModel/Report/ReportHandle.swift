@@ -183,7 +183,14 @@ package struct ReportHandle: Hashable, Sendable {
             Self.noteCuts(bounded, operation, in: &state, by: contributor.handler)
             let labels = bounded.map(\.text)
             if replacing {
-                if state.content.labels != labels { state.trail.record(contributor, field: "labels", .set) }
+                // Each label that went and each that came, as remove_label and add_label name
+                // them; only a change of order alone is the list's.
+                let old = state.content.labels
+                let gone = old.indices.filter { !labels.contains(old[$0]) }
+                let came = labels.filter { !old.contains($0) }
+                for place in gone { state.trail.record(contributor, field: "label:#\(place)", from: old[place], to: nil) }
+                for label in came { state.trail.record(contributor, field: "label:\(label)", .added) }
+                if gone.isEmpty && came.isEmpty && old != labels { state.trail.record(contributor, field: "labels", .set) }
                 state.content.labels = labels
             } else {
                 for label in labels { state.trail.record(contributor, field: "label:\(label)", .added) }
@@ -242,10 +249,10 @@ package struct ReportHandle: Hashable, Sendable {
     /// Removes every attachment called `name`; the budget is not given back.
     package func removeAttachment(_ name: String) throws(ReportError) {
         try self.access("remove_attachment", field: "attachment:\(name)") { (state, contributor) -> Result<Void, ReportError> in
-            let before = state.content.attachments.count
+            let removed = state.content.attachments.filter { $0.name == name }
+            guard !removed.isEmpty else { return .failure(.notFound) }
             state.content.attachments.removeAll { $0.name == name }
-            guard state.content.attachments.count != before else { return .failure(.notFound) }
-            state.trail.record(contributor, field: "attachment:\(name)", .removed)
+            state.trail.record(contributor, field: "attachment:\(name)", .removed, wasLength: removed.reduce(0) { $0 + $1.size })
             return .success(())
         }.get()
     }
