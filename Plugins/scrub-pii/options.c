@@ -129,7 +129,7 @@ static bool read_disabled(struct reader *r, struct scrub_options *options) {
     if (!read_string_list(r, &options->disabled, &options->disabled_count)) return false;
     for (size_t k = 0; k < options->disabled_count; k++) {
         if (rh_scrub_kind_known(options->disabled[k])) continue;
-        snprintf(r->error, r->error_size, "\"disable\": \"%s\" is not a kind (the README's list of kinds names them all)", options->disabled[k]);
+        snprintf(r->error, r->error_size, "\"disable\": \"%s\" is not a kind (Plugins/scrub-pii/README.md lists them all)", options->disabled[k]);
         return false;
     }
     return true;

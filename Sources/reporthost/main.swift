@@ -166,6 +166,8 @@ let started = startThread {
         if let stray = arguments.positionals.dropFirst(command.positionals.upperBound).first {
             throw UsageError("'\(command.name)' takes no word '\(stray)' (try: reporthost \(command.name) --help)")
         }
+        // Checked for every command that takes it, whether it logs or not.
+        _ = try arguments.logLevel()
         status = try command.run(arguments, output)
     } catch let error as HostError {
         printError(error.description)

@@ -63,7 +63,7 @@ import Testing
         #expect(trail.first?.plugin == "crumb-editor" && trail.first?.wasLength == "token=abc123 sent".utf8.count)
     }
 
-    @Test("B-1: the three members follow data_folder in the table, in ABI.md's order")
+    @Test("B-1: the three members follow data_folder in the table, in the ABI's order (docs/reference/abi.md)")
     func tableOrder() throws {
         let offset = { (key: PartialKeyPath<rh_host_api>) in MemoryLayout<rh_host_api>.offset(of: key)! }
         let pointer = MemoryLayout<UnsafeRawPointer>.size

@@ -326,6 +326,11 @@ import Testing
             #expect(version.status == 0)
             #expect(version.stdout.hasPrefix("reporthost \(Runtime.version) "), "\(version.stdout) \(version.stderr)")
 
+            // --log-level is checked by every command that takes it, whether it logs or not.
+            for words in [["status"], ["show", "latest"], ["quarantine"], ["check", "--list"], ["receive"]] {
+                let bad = try ChildProcess.reporthost(words + ["--log-level", "bogus"])
+                #expect(bad.status == 2 && bad.stderr == "reporthost: error: --log-level 'bogus' is not one of debug, info, warn, error\n", "\(words): \(bad.stderr)")
+            }
             for words in [["launch", "extra"], ["status", "extra"], ["crash", "now"], ["report", "error", "extra"]] {
                 let stray = try ChildProcess.reporthost(words)
                 #expect(stray.status == 2, "\(words): \(stray.stderr)")

@@ -1,4 +1,4 @@
-//! ABI version 1.0, transcribed from `Sources/PluginAPI/include/reporthost/*.h` (ABI.md).
+//! ABI version 1.0, transcribed from `Sources/PluginAPI/include/reporthost/*.h` (docs/reference/abi.md).
 //! Member order and sizes are fixed by the ABI; a test (`PluginAPITests`, "the Rust crate's
 //! ABI") compiles a C and a Rust program that print every struct's size, every member's
 //! offset and every constant from the header and from this file, and diffs them. Plugins

@@ -20,7 +20,7 @@
  * and destroy on "the host's main thread" (SPEC H-8). A C program has no run loop the
  * library could borrow, and the thread that calls rh_embed_start may block, exit or call
  * back into us at any time. So the library starts its own dedicated host thread, which
- * plays the main thread of ABI.md for every plugin it loads; the program's own main
+ * plays the main thread of the ABI (docs/reference/abi.md) for every plugin it loads; the program's own main
  * thread is never used for plugin code. [main-thread] in plugin.h means that thread.
  *
  * Rationale (never unloaded): libreporthost.so must never be unloaded (it is linked with

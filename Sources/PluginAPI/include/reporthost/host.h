@@ -1,7 +1,7 @@
 /* ReportHost plugin ABI: the report handle, completions and the host function table.
  *
  * WARNING: rh_host_api only grows at the end. Never reorder, remove or retype a member;
- * a new member needs a new minor version (ABI.md).
+ * a new member needs a new minor version (docs/reference/abi.md).
  */
 #pragma once
 

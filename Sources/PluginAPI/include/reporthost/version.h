@@ -1,6 +1,6 @@
 /* ReportHost plugin ABI: version and common constants.
  *
- * Part of the fixed plugin ABI, version 1 (see ABI.md). Plain C11, valid C++17.
+ * Part of the fixed plugin ABI, version 1 (see docs/reference/abi.md). Plain C11, valid C++17.
  * WARNING: names, values and struct member order in these headers are fixed. Changes are
  * append-only and need a new minor version; anything else needs a new major version.
  */
