@@ -39,13 +39,23 @@ extension Catalogue {
         ConformanceCheck(name: "scrub-\(field.rawValue)", summary: field.summary, slots: handlerSlots, scoring: { context in
             let corpus = try context.scrub.loadCorpus(seed: context.seed, system: context.system)
             var figures = ScrubFigures(source: corpus.source, documents: corpus.documents.count)
-            let (host, _, _) = try context.host()
+            // A host's own limits: a scrubber's first report may compile its rules (scrub-pii
+            // about a second, several on a busy machine), and a report that went on without its
+            // changes would be scored as leaks. A scrubber that does not complete in time fails
+            // as that, at its first report.
+            var limits = CheckContext.limits
+            limits.callbackTimeoutMs = Limits().callbackTimeoutMs
+            limits.reportBudgetMs = Limits().reportBudgetMs
+            let (host, events, plugin) = try context.host(limits: limits)
             defer { host.stop() }
             // Attribute keys are judged on documents of their own, from the seed.
             let documents = field == .attributeKeys
                 ? (0..<min(corpus.documents.count, 20)).map { SecretKeys.document(seed: context.seed &+ UInt64($0)) } : corpus.documents
             for document in documents {
                 guard let report = try host.raise(field.request(placing: document, at: context.system.now())) else { return (.failed, "no document", nil) }
+                if let late = events.first(of: [.notCompleted, .notReturned], about: plugin.name) {
+                    return (.failed, "a report went on without the plugin's changes: \(late.message)", nil)
+                }
                 figures.score(document, field: field.rawValue, after: field.text(of: report))
             }
             return field.verdict(figures, settings: context.scrub, seed: context.seed)

@@ -129,4 +129,30 @@ import Testing
             }
         }
     }
+
+    @Test("T-4 check --scrub: a scrubber slow at its first report (compiling its rules, on a busy machine) is scored on what it wrote, not failed as leaks")
+    func slowFirstReportScored() async throws {
+        // Its first callback takes 2.5 s (longer than the other checks' 2 s limit), then it
+        // redacts the whole summary.
+        let slow = try Fixtures.plugin("slow-first-scrubber", source: """
+            #include <reporthost/plugin.h>
+            #include <time.h>
+            static const rh_host_api *host;
+            static int calls;
+            static void before(void *c, rh_report *r, bool t, rh_completion done) {
+                (void)c; (void)t;
+                if (calls++ == 0) { struct timespec wait = {2, 500000000}; nanosleep(&wait, NULL); }
+                host->set_summary(r, "[redacted]");
+                done();
+            }
+            static rh_handler handler = {RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR, sizeof(rh_handler), "slow-first", "1.0",
+                                         NULL, before, NULL, NULL, NULL};
+            const rh_handler *rh_plugin_entry(const rh_host_api *h) { host = h; return &handler; }
+            """)
+        let result = try await offPool {
+            try ChildProcess.reporthost(["check", slow.path, "--scrub", "--include", "^scrub-summary$"])
+        }
+        #expect(result.stdout.contains("scrub-summary") && result.stdout.contains("recall 1.000"), "\(result.stdout) \(result.stderr)")
+        #expect(!result.stdout.contains("survived"), "\(result.stdout)")
+    }
 }
