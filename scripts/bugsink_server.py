@@ -34,6 +34,10 @@ SNAPPEA["TASK_ALWAYS_EAGER"] = True
 SNAPPEA["WAKEUP_CALLS_DIR"] = _os.path.join(_D, "snappea.wakeup")
 BUGSINK["INGEST_STORE_BASE_DIR"] = _os.path.join(_D, "ingestion")
 BUGSINK["PHONEHOME"] = False
+# Its quotas (1,000 events per 5 minutes) answer 429 to scripts/bench's 7 rounds of 400 events:
+# the host honours the limit and delivers nothing, so the bench measures the server, not a quota.
+for _quota in ("MAX_EVENTS_PER_PROJECT_PER_5_MINUTES", "MAX_EVENTS_PER_5_MINUTES", "MAX_EVENTS_PER_PROJECT_PER_HOUR", "MAX_EVENTS_PER_HOUR"):
+    BUGSINK[_quota] = 1_000_000
 EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
 '''
 
