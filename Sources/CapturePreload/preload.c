@@ -51,6 +51,10 @@
  * - Child processes inherit LD_PRELOAD and the variables, so they are captured too (crash
  *   file names carry the pid); a program that clears its environment stops that.
  * - A crash exactly while another thread swaps its handler may chain to either one.
+ * - A program that embeds ReportHost (libreporthost.so: its handler's object exports
+ *   rh_embed_start) captures its own crashes: each signal its host installs is handed to it
+ *   whole (the host writes the one crash file, with the program's breadcrumbs) and stays
+ *   released, so a crash after the program stops its host is not captured here.
  */
 #define _GNU_SOURCE
 #include "capture_preload.h"
@@ -63,6 +67,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -139,6 +144,44 @@ static void on_capture_signal(int signal_number, siginfo_t *info, void *context)
     errno = saved_errno;
 }
 
+/* --- a program that embeds ReportHost ----------------------------------------------------- */
+
+/* Whether `action` is the crash handler of ReportHost embedded in the program: its object
+ * exports rh_embed_start itself (not through a dependency). Called outside any handler. */
+static bool is_embedded_host(const struct sigaction *action) {
+    if (!is_custom(action)) return false;
+    void *handler;
+    if (action->sa_flags & SA_SIGINFO) memcpy(&handler, &action->sa_sigaction, sizeof handler);
+    else memcpy(&handler, &action->sa_handler, sizeof handler);
+    Dl_info where, entry;
+    if (dladdr(handler, &where) == 0 || where.dli_fname == NULL) return false;
+    void *object = dlopen(where.dli_fname[0] != '\0' ? where.dli_fname : NULL, RTLD_LAZY | RTLD_NOLOAD);
+    if (object == NULL) return false;
+    void *start = dlsym(object, "rh_embed_start");
+    bool embedded = start != NULL && dladdr(start, &entry) != 0 && entry.dli_fbase == where.dli_fbase;
+    dlclose(object); /* a RTLD_NOLOAD handle: only its reference, the object stays */
+    return embedded;
+}
+
+/* `<crash folder>/<session>.host`: tells `reporthost run` that the program's own host keeps
+ * its session (and its crash files, under that session), so run records none of its own. */
+static char host_marker[RH_CAPTURE_DIR_MAX + RH_CAPTURE_SESSION_MAX + 8];
+
+/* Gives the signal to the embedded host whole: it writes the crash file (with the program's
+ * breadcrumbs and attributes), so one crash is one report, never two. The host reads the
+ * program's own previous action as the one before it, never ours, and chains to that. The
+ * signal stays released afterwards (see Limits). */
+static int hand_over(int signal_number, const struct sigaction *host, struct sigaction *old) {
+    struct sigaction previous;
+    if (!rh_crash_get_chained(signal_number, &previous)) return -1;
+    if (real_sigaction(signal_number, host, NULL) != 0) return -1;
+    released[signal_number] = 1;
+    if (old != NULL) memcpy(old, &previous, sizeof *old);
+    int marker = host_marker[0] ? open(host_marker, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+    if (marker >= 0) close(marker);
+    return 0;
+}
+
 /* --- the interposed functions ---------------------------------------------------------- */
 
 static void lock_table(void) {
@@ -161,6 +204,7 @@ int sigaction(int signal_number, const struct sigaction *restrict action, struct
     /* Copied first, so a bad pointer faults here, outside the lock, and old may alias it. */
     struct sigaction wanted;
     if (action != NULL) memcpy(&wanted, action, sizeof wanted);
+    if (action != NULL && is_embedded_host(&wanted) && hand_over(signal_number, &wanted, old) == 0) return 0;
 
     sigset_t all, saved;
     if (sigfillset(&all) != 0 || pthread_sigmask(SIG_SETMASK, &all, &saved) != 0) {
@@ -314,5 +358,6 @@ __attribute__((constructor)) static void capture_load(void) {
     /* Already done by rh_crash_install for this thread; true when the stack is there. */
     if (!rh_crash_prepare_thread()) fail("no alternate signal stack (a stack overflow is not captured)");
     register_attributes(getenv(RH_CAPTURE_ENV_ATTRIBUTES));
+    snprintf(host_marker, sizeof host_marker, "%s/%s.host", folder, session);
     capturing = 1;
 }

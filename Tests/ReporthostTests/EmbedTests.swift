@@ -234,6 +234,26 @@ import Testing
         }
     }
 
+    @Test("B-2, run: Examples/c-app, which embeds ReportHost, crashing under `reporthost run`: one crash report, its own host's, and one crashed session, never two")
+    func embeddedProgramUnderRun() async throws {
+        try await offPool {
+            let app = try Self.cApp.get()
+            let folder = makeTemporaryDirectory("embed-under-run")
+            let ran = try ChildProcess.run(Products.reporthost.path, ["run", "--", app.path, "crash"], directory: folder)
+            #expect(ran.status == 139, "\(ran.stderr)")
+            let status = try JSONValue.parse(try ChildProcess.reporthost(["status", "--json"], directory: folder).stdout)
+            let records = status["records"]?.arrayValue ?? []
+            #expect(records.map { $0["trigger"]?.stringValue } == ["crash"], "the preload handed the signal to the program's host: \(records)")
+            let releases = status["sessions"]?["releases"]?.arrayValue ?? []
+            #expect(releases.map { [$0["sessions"]?.intValue, $0["crashed"]?.intValue] } == [[1, 1]], "\(releases)")
+            let id = try #require(records.first?["report_id"]?.stringValue)
+            let shown = try JSONValue.parse(try ChildProcess.reporthost(["show", id, "--json"], directory: folder).stdout)
+            #expect(shown["attributes"]?["example"]?.stringValue == "c-app", "written by the program's own host: \(shown)")
+            let left = try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent(".reporthost/crashes").path)
+            #expect(left.isEmpty, "the crash file and the preload's marker are gone: \(left)")
+        }
+    }
+
     @Test("D-1, embed: Examples/python (ctypes) crashes with SIGSEGV; started again, its recovered crash report is changed by a C plugin and delivered")
     func pythonCrashAndRecovery() async throws {
         try await offPool { [self] in

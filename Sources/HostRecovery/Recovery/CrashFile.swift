@@ -90,6 +90,16 @@ package struct CrashFile: Sendable {
         return pid
     }
 
+    /// When the writer named the file `name` (Unix seconds, its `<time>` field); nil for a
+    /// name of another shape.
+    package static func writerTime(ofName name: String) -> Int64? {
+        var stem = Substring(name)
+        for suffix in [".partial", ".crash", ".plugin"] where stem.hasSuffix(suffix) { stem = stem.dropLast(suffix.count) }
+        let fields = stem.split(separator: "-")
+        guard fields.count >= 5, writerPID(ofName: name) != nil else { return nil }
+        return Int64(fields[fields.count - 4])
+    }
+
     /// Whether `name` is a crash file its writer may still be writing: a `.partial` whose
     /// process is alive (a secondary, a forked child, another `run`). Taken only once the
     /// writer is gone: read now, it would be stored cut short, and stored again once renamed.

@@ -43,9 +43,14 @@ public struct ProgramExit: Sendable, Equatable {
     }
 
     /// Whether the crash file named `name` was written by the watched process itself (not by
-    /// a child it forked).
+    /// a child it forked): by the preload under the run's session, or by ReportHost embedded
+    /// in the program under its own (the preload hands its host the signal), named by the
+    /// process's pid and written after it started.
     func wrote(crashFileNamed name: String) -> Bool {
-        name.hasPrefix(session + "-") && (pid == nil || CrashFile.writerPID(ofName: name) == pid)
+        if name.hasPrefix(session + "-") { return pid == nil || CrashFile.writerPID(ofName: name) == pid }
+        guard let pid, CrashFile.writerPID(ofName: name) == pid else { return false }
+        guard let startedAt, let written = CrashFile.writerTime(ofName: name) else { return true }
+        return written >= Int64(startedAt.timeIntervalSince1970) - 1
     }
 
     /// It exited by itself with status 0: a fault it met before was one it survived.
@@ -82,6 +87,12 @@ extension Recovery {
     /// The watched program's session in the history (SPEC B-2): crashed when it left a crash
     /// file of its own, ended abnormally when a signal ended it without one, clean otherwise.
     func recordSession(of exit: ProgramExit, savedNow: [String] = []) throws(StorageError) {
+        // ReportHost embedded in the program keeps the session itself (the preload's marker).
+        let marker = repository.crashesFolder.appendingPathComponent("\(exit.session).host", isDirectory: false).path
+        if repository.system.fileExists(marker) {
+            _ = repository.system.unlink(marker)
+            return
+        }
         let crashed = savedNow.contains(where: exit.wrote) || leftCrashFiles(exit)
         let end: Repository.SessionEnd = crashed ? .crashed : exit.signal != nil ? .abnormalExit : .clean
         let now = repository.system.now()
