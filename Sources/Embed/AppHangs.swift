@@ -6,7 +6,8 @@ import HostSupport
 
 /// App hangs (SPEC B-4): threads the program asked to watch (`rh_embed_watch_thread`) and
 /// their heartbeats (`rh_embed_heartbeat`). A watchdog thread wakes when the earliest watched
-/// thread is due; one whose last heartbeat is older than its timeout is hung. The stacks of
+/// thread is due, and a little after (`gatheringMs`); one whose last heartbeat is older than
+/// its timeout is hung. The stacks of
 /// the threads hung at one wake-up are taken together from outside by `reporthost-stack`
 /// (ptrace: each thread keeps its system call and goes on, unaware), within a deadline, and
 /// one `app_hang` report is raised for them, saying how many. A thread that did not stop in
@@ -119,10 +120,18 @@ final class AppHangs: Sendable {
         for (id, length) in ended { recordLength(length, of: id) }
     }
 
+    /// How long past the earliest due thread the watchdog waits before it looks: threads that
+    /// hang together (a lock they all wait for) cross their timeouts a few milliseconds apart,
+    /// and are one report when taken in one pass. While it reports, it sees no new hang, so a
+    /// thread it missed by a millisecond would wait for the helper, and one whose hang ended
+    /// by then would not be reported at all. A quarter of the timeout, at most 250 ms.
+    static func gatheringMs(_ timeoutMs: Int) -> Int { min(timeoutMs / 4, 250) }
+
     private func watchdog() {
         while true {
             let work = state.wait(until: { state in
-                state.watches.values.filter { $0.hang == nil }.map { $0.lastBeat.advanced(byMilliseconds: $0.timeoutMs) }.min()
+                state.watches.values.filter { $0.hang == nil }
+                    .map { $0.lastBeat.advanced(byMilliseconds: $0.timeoutMs + Self.gatheringMs($0.timeoutMs)) }.min()
             }, clock: clock, for: { state in
                 state.stopped || state.watches.values.contains { $0.hang?.endedAt != nil && $0.hang?.reportID != nil }
             }) { state, _ in
