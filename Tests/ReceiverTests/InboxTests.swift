@@ -38,10 +38,12 @@ import Testing
     }
 
     @discardableResult
+    /// A submission posted, its answer awaited up to 30 s: a 1 MB report stored by the debug
+    /// build while the whole suite runs took longer than the exchange's usual 5 s (CI).
     func post(_ receiver: LocalReceiver, _ submission: (uuid: String, body: Data, contentType: String)) throws -> HTTPAnswer {
         try httpRequest(
             port: receiver.port, "/post?format=json&token=0123456789abcdef0123", method: "POST", headers: ["Content-Type": submission.contentType],
-            body: submission.body)
+            body: submission.body, timeoutMs: 30_000)
     }
 
     func json(_ receiver: LocalReceiver, _ target: String) throws -> JSONValue {
