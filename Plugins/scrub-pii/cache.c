@@ -3,7 +3,8 @@
  * compiled (every pattern and its flags, and the Hyperscan version), so a changed rule, option
  * or library never loads a stale database. It ends with the SHA-256 of its bytes: a torn or
  * altered file is recompiled, never loaded. Written to a fresh temporary file (O_EXCL,
- * O_NOFOLLOW) and renamed, so two hosts starting at once both end with a whole file. */
+ * O_NOFOLLOW) and renamed, so two hosts starting at once both end with a whole file.
+ * The memo of clean texts is at the end. */
 #define _GNU_SOURCE
 #include "cache.h"
 
@@ -34,6 +35,13 @@ static void cache_path(char *path, size_t size, const char *folder, const uint8_
     char hex[17];
     for (int k = 0; k < 8; k++) snprintf(hex + 2 * k, 3, "%02x", digest[k]);
     snprintf(path, size, "%s/rules-%s.hsdb", folder, hex);
+}
+
+bool scrub_cache_has(const char *folder, const uint8_t digest[32]) {
+    char path[4200];
+    cache_path(path, sizeof path, folder, digest);
+    struct stat status;
+    return lstat(path, &status) == 0 && S_ISREG(status.st_mode);
 }
 
 static bool read_all(int fd, char *buffer, size_t size) {
@@ -88,4 +96,46 @@ void scrub_cache_store(const char *folder, const uint8_t digest[32], const hs_da
         if (!ok || rename(temporary, path) != 0) unlink(temporary);
     }
     free(bytes);
+}
+
+/* 4,096 slots of 16 bytes: 64 KB, enough for a breadcrumb ring many times over. A slot holds
+   a digest with its last bit set, so an empty (zero) slot never matches; two texts whose
+   digests share their first 127 bits are beyond any chance. A digest that lands on a taken
+   slot replaces it: a forgotten text is only scanned again. */
+#define MEMO_SLOTS 4096
+
+void scrub_memo_init(struct scrub_memo *memo) {
+    pthread_mutex_init(&memo->lock, NULL);
+    memo->slots = calloc(MEMO_SLOTS, sizeof *memo->slots);
+}
+
+void scrub_memo_free(struct scrub_memo *memo) {
+    free(memo->slots);
+    pthread_mutex_destroy(&memo->lock);
+}
+
+static size_t memo_slot(const uint8_t digest[16]) {
+    return ((size_t)digest[0] | (size_t)digest[1] << 8) % MEMO_SLOTS;
+}
+
+bool scrub_memo_knows(struct scrub_memo *memo, const char *text, size_t length, uint8_t digest[16]) {
+    uint8_t full[32];
+    rh_sha256 context;
+    rh_sha256_init(&context);
+    rh_sha256_update(&context, text, length);
+    rh_sha256_final(&context, full);
+    memcpy(digest, full, 16);
+    digest[15] |= 1;
+    if (!memo->slots) return false;
+    pthread_mutex_lock(&memo->lock);
+    bool known = memcmp(memo->slots[memo_slot(digest)], digest, 16) == 0;
+    pthread_mutex_unlock(&memo->lock);
+    return known;
+}
+
+void scrub_memo_remember(struct scrub_memo *memo, const uint8_t digest[16]) {
+    if (!memo->slots) return;
+    pthread_mutex_lock(&memo->lock);
+    memcpy(memo->slots[memo_slot(digest)], digest, 16);
+    pthread_mutex_unlock(&memo->lock);
 }

@@ -1,7 +1,9 @@
-/* The compiled rule set, saved in the plugin's data folder (cache.c). */
+/* The compiled rule set, saved in the plugin's data folder, and the texts a scrubber found
+ * nothing in (cache.c). */
 #pragma once
 
 #include <hs/hs.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,5 +14,30 @@ void scrub_cache_digest(const char *const *patterns, const unsigned *flags, size
 /* The set saved under `digest` in `folder`, whole and intact; NULL otherwise. */
 hs_database_t *scrub_cache_load(const char *folder, const uint8_t digest[32]);
 
+/* Whether `folder` holds a file saved under `digest` (not read: `scrub_cache_load` checks it). */
+bool scrub_cache_has(const char *folder, const uint8_t digest[32]);
+
 /* Saves `database` under `digest` in `folder` (nothing when it cannot: the next start compiles). */
 void scrub_cache_store(const char *folder, const uint8_t digest[32], const hs_database_t *database);
+
+/* Texts a scrubber found nothing in, remembered by digest (the first 16 bytes of their
+   SHA-256), so one seen again is not scanned again: a breadcrumb is carried by every report
+   until the ring drops it, and the after step reads what the before step scrubbed. A text's
+   result depends only on the scrubber's rules, so the memo is the scrubber's. */
+struct scrub_memo {
+    pthread_mutex_t lock;
+    uint8_t (*slots)[16]; /* direct-mapped by the digest's first bytes; NULL: no memo */
+};
+
+/* Texts longer than this are never remembered (an attachment is rarely seen twice). */
+#define SCRUB_MEMO_MAX_TEXT 16384
+
+/* Makes an empty memo (without memory: one that remembers nothing). */
+void scrub_memo_init(struct scrub_memo *memo);
+void scrub_memo_free(struct scrub_memo *memo);
+
+/* The digest of text[0..length) into `digest`; whether the memo holds it. */
+bool scrub_memo_knows(struct scrub_memo *memo, const char *text, size_t length, uint8_t digest[16]);
+
+/* Remembers `digest` (from `scrub_memo_knows`) as a text with nothing to scrub. */
+void scrub_memo_remember(struct scrub_memo *memo, const uint8_t digest[16]);

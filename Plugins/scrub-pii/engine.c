@@ -65,6 +65,7 @@ void rh_scrubber_free(struct rh_scrubber *scrubber) {
     hs_free_database(scrubber->database);
     for (size_t k = 0; k < scrubber->count; k++) hs_free_database(scrubber->rules[k].alone);
     for (size_t k = 0; k < scrubber->owned_count; k++) free(scrubber->owned[k]);
+    scrub_memo_free(&scrubber->memo);
     free(scrubber->cache_folder);
     free(scrubber->owned);
     free(scrubber->rules);
@@ -133,7 +134,10 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         ids[k] = (unsigned)k;
         scrubber->rules[k].one_line = scrub_one_line(patterns[k]);
     }
-    if (ok) pthread_mutex_init(&scrubber->lock, NULL);
+    if (ok) {
+        pthread_mutex_init(&scrubber->lock, NULL);
+        scrub_memo_init(&scrubber->memo);
+    }
     static atomic_uint generations;
     if (ok) scrubber->generation = atomic_fetch_add(&generations, 1) + 1;
     if (ok && cache_folder) ok = (scrubber->cache_folder = strdup(cache_folder)) != NULL;
@@ -370,6 +374,18 @@ char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const st
     return NULL;
 }
 
+/* A text the memo knows had nothing to scrub comes back as it is (the style changes only what
+   replaces a value); one scanned now that has nothing is remembered. */
+char *rh_scrubber_apply_remembering(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style) {
+    size_t length = strlen(text);
+    uint8_t digest[16];
+    bool memo = length <= SCRUB_MEMO_MAX_TEXT;
+    if (memo && scrub_memo_knows(&scrubber->memo, text, length, digest)) return strdup(text);
+    char *scrubbed = rh_scrubber_apply(scrubber, text, style);
+    if (memo && scrubbed && strcmp(scrubbed, text) == 0) scrub_memo_remember(&scrubber->memo, digest);
+    return scrubbed;
+}
+
 static struct rh_scrubber *every_rule;
 static pthread_once_t every_rule_once = PTHREAD_ONCE_INIT;
 
@@ -384,5 +400,6 @@ char *rh_scrub(const char *text) {
 }
 
 void rh_scrubber_prepare_every_rule(struct rh_scrubber *scrubber) {
-    for (unsigned id = 0; id < scrubber->count; id++) scrub_alone(scrubber, id);
+    for (unsigned id = 0; id < scrubber->count; id++)
+        if (!scrub_alone_saved(scrubber, id)) scrub_alone(scrubber, id);
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cache.h"
 #include "scrub.h"
 
 struct compiled {
@@ -32,6 +33,7 @@ struct rh_scrubber {
     pthread_mutex_t lock;    /* over each rule's `alone` and its measures */
     unsigned generation;     /* tells scrubbers apart for each thread's scratch */
     char *cache_folder;      /* where compiled databases are kept; NULL: none */
+    struct scrub_memo memo;  /* texts it found nothing in */
 };
 
 /* Whether no match of `pattern` can hold a line break, read from its text, conservatively:
@@ -58,6 +60,9 @@ struct matches {
 /* The rule `id` alone, with the start of each match (scan.c): made once, from the cache folder
    or compiled; NULL without memory. */
 hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id);
+
+/* Whether the cache folder holds the rule `id`'s own database (not read until first use). */
+bool scrub_alone_saved(const struct rh_scrubber *scrubber, unsigned id);
 
 /* Every match of every rule in text[0..size), with its start, appended to `found`; false when
    the engine or memory fails. */

@@ -114,6 +114,18 @@ static size_t stretch_start(const char *text, size_t end, size_t reach, bool one
     return limit == 0 && start <= reach ? 0 : start;
 }
 
+/* What names the rule's own database in the cache. */
+static void alone_digest(const struct compiled *rule, uint8_t digest[32]) {
+    unsigned flags = HS_FLAG_SOM_LEFTMOST;
+    scrub_cache_digest(&rule->pattern, &flags, 1, digest);
+}
+
+bool scrub_alone_saved(const struct rh_scrubber *scrubber, unsigned id) {
+    uint8_t digest[32];
+    alone_digest(&scrubber->rules[id], digest);
+    return scrubber->cache_folder && scrub_cache_has(scrubber->cache_folder, digest);
+}
+
 /* The rule alone, with the start of each match: loaded from the cache folder, or compiled (and
    saved there) on first use; NULL without memory. */
 hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id) {
@@ -122,7 +134,7 @@ hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id) {
     if (!rule->alone) {
         unsigned flags = HS_FLAG_SOM_LEFTMOST;
         uint8_t digest[32];
-        scrub_cache_digest(&rule->pattern, &flags, 1, digest);
+        alone_digest(rule, digest);
         if (scrubber->cache_folder) rule->alone = scrub_cache_load(scrubber->cache_folder, digest);
         hs_compile_error_t *why = NULL;
         if (!rule->alone && hs_compile(rule->pattern, flags, HS_MODE_BLOCK, NULL, &rule->alone, &why) == HS_SUCCESS && scrubber->cache_folder)

@@ -91,7 +91,7 @@ static void get_ready(void) {
 /* A scrubbed copy of `text` (NULL when out of memory: the caller leaves the field as it is). */
 static char *clean(const char *text) {
     pthread_once(&ready_once, get_ready);
-    return scrubber ? rh_scrubber_apply(scrubber, text, &options.style) : NULL;
+    return scrubber ? rh_scrubber_apply_remembering(scrubber, text, &options.style) : NULL;
 }
 
 /* What replaces the value of an attribute whose key names a secret, as `method` says; NULL

@@ -1,6 +1,8 @@
 /* A property test for rh_scrub: random inputs built from the characters the matchers care
- * about, checked under AddressSanitizer for memory errors and for idempotence
- * (scrubbing a scrubbed text changes nothing). Usage: scrub_fuzz ITERATIONS SEED */
+ * about, checked under AddressSanitizer for memory errors, for idempotence (scrubbing a
+ * scrubbed text changes nothing), for the memo of clean texts (a text seen again is scrubbed
+ * as the first time) and for the saved rules (a scrubber that loads each rule's database from
+ * the cache folder on first use scrubs as one that compiled them). Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +16,32 @@ static const char *const pieces[] = {
     "alice@example.com", "x.y@z.co", "@@", "..", "é", "\xff",
 };
 
+/* Two scrubbers of every rule sharing a fresh cache folder: the first compiles and saves each
+   rule's own database, the second finds them saved and loads each when its rule first matches. */
+static struct rh_scrubber *saved_rules(const char *folder) {
+    char error[512];
+    struct rh_scrubber *compiling = rh_scrubber_new(NULL, 0, NULL, 0, folder, error, sizeof error);
+    if (!compiling) return NULL;
+    rh_scrubber_prepare_every_rule(compiling);
+    rh_scrubber_free(compiling);
+    struct rh_scrubber *loading = rh_scrubber_new(NULL, 0, NULL, 0, folder, error, sizeof error);
+    if (loading) rh_scrubber_prepare_every_rule(loading);
+    return loading;
+}
+
+static int differs(const char *what, const char *input, const char *once, const char *other) {
+    printf("%s:\n  input: [%s]\n  once:  [%s]\n  then:  [%s]\n", what, input, once, other);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     long iterations = argc > 1 ? atol(argv[1]) : 10000;
     srand(argc > 2 ? (unsigned)atol(argv[2]) : 1u);
+    struct rh_scrubber *loading = argc > 3 ? saved_rules(argv[3]) : NULL;
+    if (!loading) {
+        printf("no scrubber from a cache folder (usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER)\n");
+        return 1;
+    }
     char input[512];
     for (long n = 0; n < iterations; n++) {
         size_t length = 0;
@@ -31,15 +56,19 @@ int main(int argc, char **argv) {
         }
         char *once = rh_scrub(input);
         char *twice = once ? rh_scrub(once) : NULL;
-        if (!once || !twice || strcmp(once, twice) != 0) {
-            printf("not idempotent:\n  input: [%s]\n  once:  [%s]\n  twice: [%s]\n", input, once, twice);
-            free(once);
-            free(twice);
-            return 1;
-        }
+        char *loaded = rh_scrubber_apply_remembering(loading, input, NULL);
+        char *again = rh_scrubber_apply_remembering(loading, input, NULL);
+        int failed = 0;
+        if (!once || !twice || strcmp(once, twice) != 0) failed = differs("not idempotent", input, once, twice);
+        else if (!loaded || strcmp(once, loaded) != 0) failed = differs("not the same from saved rules", input, once, loaded);
+        else if (!again || strcmp(once, again) != 0) failed = differs("not the same when seen again", input, once, again);
         free(once);
         free(twice);
+        free(again);
+        free(loaded);
+        if (failed) return 1;
     }
-    printf("%ld inputs: no memory errors, idempotent\n", iterations);
+    rh_scrubber_free(loading);
+    printf("%ld inputs: no memory errors, idempotent, the same when seen again and from saved rules\n", iterations);
     return 0;
 }
