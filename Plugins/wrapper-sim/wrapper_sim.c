@@ -1,10 +1,12 @@
 /* wrapper-sim: stands in for a cross-platform wrapper's handler (React Native, Flutter...)
  * in the wrapper slot. It records which wrapper made the report, assigns a `wrapper` label
- * idempotently, and completes from a thread of its own, as wrappers that hop to their own
- * runtime do. */
+ * idempotently, and completes from its runtime's thread, as wrappers that hop to their own
+ * runtime do: one long-lived thread, started at the first report, that calls the completions
+ * handed to it in order. */
 #include <reporthost/plugin.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,9 +29,44 @@ static bool collect_label(void *context, const char *label) {
     return true;
 }
 
-static void *complete_later(void *completion) {
-    ((rh_completion)completion)();
+/* The runtime's thread and the completions waiting for it (a wrapper's message queue). */
+enum { QUEUE_MAX = 64 };
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t queue_ready = PTHREAD_COND_INITIALIZER;
+static rh_completion queue[QUEUE_MAX];
+static size_t queue_head, queue_count;
+static bool runtime_started;
+
+static void *runtime(void *unused) {
+    (void)unused;
+    for (;;) {
+        pthread_mutex_lock(&queue_lock);
+        while (queue_count == 0) pthread_cond_wait(&queue_ready, &queue_lock);
+        rh_completion completion = queue[queue_head];
+        queue_head = (queue_head + 1) % QUEUE_MAX;
+        queue_count--;
+        pthread_mutex_unlock(&queue_lock);
+        completion();
+    }
     return NULL;
+}
+
+/* Hands `completion` to the runtime's thread; false when it cannot (no thread, queue full). */
+static bool complete_on_runtime(rh_completion completion) {
+    pthread_mutex_lock(&queue_lock);
+    if (!runtime_started) {
+        pthread_t thread;
+        runtime_started = pthread_create(&thread, NULL, runtime, NULL) == 0;
+        if (runtime_started) pthread_detach(thread);
+    }
+    bool queued = runtime_started && queue_count < QUEUE_MAX;
+    if (queued) {
+        queue[(queue_head + queue_count) % QUEUE_MAX] = completion;
+        queue_count++;
+        pthread_cond_signal(&queue_ready);
+    }
+    pthread_mutex_unlock(&queue_lock);
+    return queued;
 }
 
 static void on_before(void *context, rh_report *r, bool is_terminating, rh_completion completion) {
@@ -51,12 +88,7 @@ static void on_before(void *context, rh_report *r, bool is_terminating, rh_compl
         completion();
         return;
     }
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, complete_later, (void *)completion) == 0) {
-        pthread_detach(thread);
-    } else {
-        completion();
-    }
+    if (!complete_on_runtime(completion)) completion();
 }
 
 static rh_handler handler = {
