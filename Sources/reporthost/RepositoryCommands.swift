@@ -157,7 +157,7 @@ struct StatusReport {
     let windowDays: Int
 
     /// Records that still wait to be sent (a first attempt, a retry, or held).
-    var waiting: [Repository.Summary] { records.filter { [.awaitingFirstAttempt, .retry, .held, .submitting].contains($0.state) } }
+    var waiting: [Repository.Summary] { records.filter { $0.state.isWaiting } }
 
     /// Counts by a record's key, in the order of `keys`, the ones that occur.
     func counts(_ keys: [String], of key: (Repository.Summary) -> String) -> [(String, Int)] {

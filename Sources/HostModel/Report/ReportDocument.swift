@@ -79,22 +79,24 @@ public struct ReportDocument: Sendable, Equatable {
         gmtime_r(&time, &parts)
         return String(unsafeUninitializedCapacity: 24) { buffer in
             var at = 0
-            func put(_ value: Int32, _ digits: Int, then: Character) {
+            // The separator as a byte: a Character's `asciiValue` checks grapheme boundaries
+            // at every call.
+            func put(_ value: Int32, _ digits: Int, then: UInt8) {
                 var value = max(0, value)
                 for position in stride(from: at + digits - 1, through: at, by: -1) {
                     buffer[position] = UInt8(ascii: "0") + UInt8(value % 10)
                     value /= 10
                 }
-                buffer[at + digits] = then.asciiValue ?? 0
+                buffer[at + digits] = then
                 at += digits + 1
             }
-            put(parts.tm_year + 1900, 4, then: "-")
-            put(parts.tm_mon + 1, 2, then: "-")
-            put(parts.tm_mday, 2, then: "T")
-            put(parts.tm_hour, 2, then: ":")
-            put(parts.tm_min, 2, then: ":")
-            put(parts.tm_sec, 2, then: milliseconds == nil ? "Z" : ".")
-            if let milliseconds { put(Int32(milliseconds), 3, then: "Z") }
+            put(parts.tm_year + 1900, 4, then: UInt8(ascii: "-"))
+            put(parts.tm_mon + 1, 2, then: UInt8(ascii: "-"))
+            put(parts.tm_mday, 2, then: UInt8(ascii: "T"))
+            put(parts.tm_hour, 2, then: UInt8(ascii: ":"))
+            put(parts.tm_min, 2, then: UInt8(ascii: ":"))
+            put(parts.tm_sec, 2, then: UInt8(ascii: milliseconds == nil ? "Z" : "."))
+            if let milliseconds { put(Int32(milliseconds), 3, then: UInt8(ascii: "Z")) }
             return at
         }
     }

@@ -16,6 +16,15 @@ package enum RecordState: String, Sendable, CaseIterable {
     /// Stored, and not sent until its reason clears (`ReportRecord.held`): a configuration
     /// failure found only at delivery (D-9).
     case held
+
+    /// Whether a record in this state still waits to be sent (a first attempt, a retry, held,
+    /// or being sent now).
+    package var isWaiting: Bool {
+        switch self {
+        case .awaitingFirstAttempt, .retry, .held, .submitting: true
+        case .pendingPurge, .pendingChain, .terminal: false
+        }
+    }
 }
 
 /// Why a record is `held`. Stored as `<kind>: <details>`, so the kind that releases it can
