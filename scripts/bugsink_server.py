@@ -129,10 +129,16 @@ def start(folder):
 
 
 def stop(folder):
+    """SIGTERM to the server's process group; SIGKILL after 10 s if any of it is left."""
     try:
         with open(os.path.join(folder, "server.pid")) as f:
-            pid = int(f.read())
-        os.killpg(pid, signal.SIGTERM)
+            group = int(f.read())
+        os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            os.killpg(group, 0)
+            time.sleep(0.05)
+        os.killpg(group, signal.SIGKILL)
     except (FileNotFoundError, ValueError, ProcessLookupError):
         pass
 
@@ -141,6 +147,9 @@ def main():
     if len(sys.argv) != 3 or sys.argv[1] not in ("start", "events", "stop"):
         raise SystemExit(__doc__)
     folder = os.path.abspath(sys.argv[2])
+    # A blocked signal stays blocked across exec: a caller that blocks SIGTERM on the thread
+    # that spawned this (a test process does) would leave a server `stop` cannot end.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     if sys.argv[1] == "start":
         start(folder)
     elif sys.argv[1] == "events":
