@@ -46,6 +46,17 @@ public struct Breadcrumb: Sendable, Equatable {
         ])
     }
 
+    /// `json`, written into `out` (`ReportDocument.serialized`).
+    package func write(to out: inout JSONWriter) {
+        out.openObject()
+        out.member("timestamp", Self.timestamp(timestamp))
+        out.member("level", level.name)
+        out.member("category", category)
+        out.member("message", message)
+        out.member("sequence", int: Int(clamping: sequence))
+        out.closeObject()
+    }
+
     package init?(json: JSONValue) {
         guard let stamp = json["timestamp"]?.stringValue, let timestamp = Self.parseTimestamp(stamp),
             let message = json["message"]?.stringValue

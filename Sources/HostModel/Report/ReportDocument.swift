@@ -65,6 +65,65 @@ public struct ReportDocument: Sendable, Equatable {
         ])
     }
 
+    /// `json.serialized()`, written without building `json`: the repository writes each
+    /// report's document twice (its journal and its final form), and building the value
+    /// (mostly breadcrumbs) was half of a report's second write. A test holds the two equal.
+    package func serialized() -> String {
+        var out = JSONWriter(reservingCapacity: 1_024 + 192 * content.breadcrumbs.count)
+        out.openObject()
+        out.member("report_id", id)
+        out.member("type", type.name)
+        out.member("trigger", trigger.name)
+        out.member("summary", optional: content.summary)
+        out.member("description", optional: content.description)
+        out.member("email", optional: content.email)
+        out.member("severity", int: content.severity)
+        out.key("attributes")
+        out.openObject()
+        for (key, value) in content.attributes.sorted(by: { $0.key < $1.key }) {
+            out.member(key, value)
+        }
+        out.closeObject()
+        out.key("labels")
+        out.openArray()
+        for label in content.labels { out.string(label) }
+        out.closeArray()
+        out.key("attachments")
+        out.openArray()
+        for attachment in content.attachments {
+            out.openObject()
+            out.member("name", attachment.name)
+            out.member("filename", attachment.filename)
+            out.member("size", int: attachment.size)
+            out.member("sha256", attachment.sha256)
+            out.member("source", attachment.source.rawValue)
+            out.closeObject()
+        }
+        out.closeArray()
+        out.key("internal_log")
+        out.openArray()
+        for entry in internalLog {
+            out.openObject()
+            out.member("level", entry.level.name)
+            out.member("handler", entry.handler)
+            out.member("message", entry.message)
+            out.closeObject()
+        }
+        out.closeArray()
+        out.key("changes")
+        out.openArray()
+        for change in changes { out.value(change.json) }
+        out.closeArray()
+        out.key("breadcrumbs")
+        out.openArray()
+        for breadcrumb in content.breadcrumbs { breadcrumb.write(to: &out) }
+        out.closeArray()
+        out.member("duplicates", int: duplicates)
+        out.member("created_at", Self.timestamp(createdAt))
+        out.closeObject()
+        return out.text
+    }
+
     /// ISO 8601 in UTC with seconds, e.g. 2026-01-01T00:00:00Z.
     public static func timestamp(_ date: Date) -> String {
         utc(seconds: Int64(date.timeIntervalSince1970.rounded(.down)), milliseconds: nil)

@@ -104,7 +104,7 @@ extension Repository {
                     held_reruns = CASE WHEN ? IS NULL THEN 0 ELSE held_reruns + 1 END, next_attempt_at = ?
                 WHERE rowid = ?
                 """,
-                [.text(document.json.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
+                [.text(document.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
                  .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(system.now())),
                  .optional(rerunAt.map { Self.milliseconds($0) }), .optional(rerunAt.map { Self.milliseconds($0) }), .integer(rowID)])
             if let session { try setChainRecord(nil, session: session) }

@@ -77,7 +77,7 @@ extension Repository {
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
         session: String? = nil, dialogPending: Bool = false, fingerprint: String? = nil, omitting: Bool = false
     ) throws(StorageError) -> (Int64, AttachmentCopies) {
-        let text = document.json.serialized()  // once: the column and the size
+        let text = document.serialized()  // once: the column and the size
         try database.query(
             """
             INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
@@ -97,7 +97,7 @@ extension Repository {
     /// Replaces a row's document in place, inside the caller's transaction (the attachments
     /// a full disk left out are gone from it).
     func rewrite(_ rowID: Int64, _ document: ReportDocument) throws(StorageError) {
-        let text = document.json.serialized()
+        let text = document.serialized()
         try database.query(
             "UPDATE reports SET document = ?, bytes = ? WHERE rowid = ?",
             [.text(text), .integer(Int64(Self.size(of: document, serialized: text))), .integer(rowID)])
@@ -125,7 +125,7 @@ extension Repository {
         _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String?, flush: Bool, omitting: Bool
     ) throws(StorageError) {
         var copies = AttachmentCopies()
-        let text = document.json.serialized()  // once: the column and the size
+        let text = document.serialized()  // once: the column and the size
         do throws(StorageError) {
             try database.transaction(flush ? .flushed : .committed) { () throws(StorageError) in
                 try database.query(

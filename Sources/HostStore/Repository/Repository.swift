@@ -344,7 +344,7 @@ package final class Repository: Sendable {
     }
 
     static func size(of document: ReportDocument, serialized: String? = nil) -> Int {
-        (serialized ?? document.json.serialized()).utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
+        (serialized ?? document.serialized()).utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
     }
 
     /// Milliseconds since 1970, saturating: no date, however far off, traps. A due time is

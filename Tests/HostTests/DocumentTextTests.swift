@@ -1,0 +1,129 @@
+import Foundation
+import HostModel
+import HostSupport
+import Testing
+
+/// The repository writes a document with `ReportDocument.serialized()`, which writes the text
+/// directly; everything else reads `json`. The two must never differ.
+@Suite struct DocumentTextTests {
+    /// Pieces a random text is made of: escapes, control bytes, multi-byte and combining
+    /// characters, a CR LF pair, JSON's own punctuation.
+    static let pieces = [
+        "a", "Z", "0", " ", "\"", "\\", "/", "\n", "\r\n", "\t", "\u{0}", "\u{1}", "\u{1f}", "\u{7f}", "é", "e\u{301}", "😀",
+        "{", "}", "[", "]", ",", ":", "null", "report", "\u{2028}",
+    ]
+
+    static func text(_ random: inout SplitMix64) -> String {
+        (0..<random.int(0..<12)).map { _ in pieces[random.int(0..<pieces.count)] }.joined()
+    }
+
+    static func instant(_ random: inout SplitMix64) -> Date {
+        // Before 1970, now, far ahead, and with milliseconds.
+        let seconds = [-86_400.5, 0, 1_796_400_000.123, 9.9e10, Double(random.int(0..<2_000_000_000)) + 0.001 * Double(random.int(0..<1000))]
+        return Date(timeIntervalSince1970: seconds[random.int(0..<seconds.count)])
+    }
+
+    static func document(_ random: inout SplitMix64) -> ReportDocument {
+        var content = ReportContent()
+        content.summary = random.int(0..<4) == 0 ? nil : text(&random)
+        content.description = random.int(0..<4) == 0 ? nil : text(&random)
+        content.email = random.int(0..<2) == 0 ? nil : text(&random)
+        content.severity = Int32(truncatingIfNeeded: Int(bitPattern: UInt(random.next())))
+        for _ in 0..<random.int(0..<6) { content.attributes[text(&random)] = text(&random) }
+        content.labels = (0..<random.int(0..<4)).map { _ in text(&random) }
+        content.attachments = (0..<random.int(0..<3)).map { _ in
+            Attachment(
+                name: text(&random), filename: text(&random), data: Data(text(&random).utf8),
+                source: AttachmentSource.allCases[random.int(0..<AttachmentSource.allCases.count)])
+        }
+        content.breadcrumbs = (0..<random.int(0..<40)).map { _ in
+            let sequences: [UInt64] = [1, UInt64(random.int(0..<1_000_000)), 1 << 53 + 1, UInt64.max]
+            return Breadcrumb(
+                sequence: sequences[random.int(0..<sequences.count)], timestamp: instant(&random),
+                level: LogLevel.allCases[random.int(0..<LogLevel.allCases.count)], category: text(&random), message: text(&random))
+        }
+        let log = (0..<random.int(0..<3)).map { _ in
+            InternalLogEntry(level: LogLevel.allCases[random.int(0..<LogLevel.allCases.count)], handler: text(&random), message: text(&random))
+        }
+        let changes = (0..<random.int(0..<4)).map { _ in
+            TrailEntry(
+                plugin: text(&random), slot: text(&random), step: text(&random), field: text(&random),
+                operation: [.set, .added, .removed, .cleared, .dropped][random.int(0..<5)],
+                ranges: random.int(0..<2) == 0 ? nil : [0..<random.int(0..<9), 9..<9],
+                wasLength: random.int(0..<2) == 0 ? nil : random.int(0..<100),
+                droppedCount: random.int(0..<4) == 0 ? random.int(1..<50) : nil)
+        }
+        var document = ReportDocument(
+            id: UUID().uuidString.lowercased(), trigger: Trigger.allCases[random.int(0..<Trigger.allCases.count)], content: content,
+            internalLog: log, createdAt: instant(&random), changes: changes)
+        document.duplicates = random.int(1..<5)
+        return document
+    }
+
+    /// Where two texts part, with a little of each from there.
+    static func firstDifference(_ a: String, _ b: String) -> String {
+        let at = zip(a.utf8, b.utf8).prefix { $0 == $1 }.count
+        return "they part at byte \(at): \(String(decoding: a.utf8.dropFirst(at).prefix(60), as: UTF8.self)) | \(String(decoding: b.utf8.dropFirst(at).prefix(60), as: UTF8.self))"
+    }
+
+    @Test("report document: the text the repository stores is json.serialized(), byte for byte, for 2,000 random documents (escapes, control bytes, combining characters, empty and missing fields, times before 1970, sequences past 2^53)")
+    func writerMatchesJSON() {
+        var random = SplitMix64(seed: 20_261_204)
+        for round in 0..<2_000 {
+            let document = Self.document(&random)
+            let direct = document.serialized()
+            let built = document.json.serialized()
+            #expect(direct == built, "document \(round): \(Self.firstDifference(direct, built))")
+            if direct != built { return }
+        }
+    }
+
+    @Test("report document: a stored document reads back as the same document")
+    func writtenTextParses() throws {
+        var random = SplitMix64(seed: 7)
+        for _ in 0..<200 {
+            let document = Self.document(&random)
+            let text = document.serialized()
+            #expect(try JSONValue.parse(text) == document.json, "\(text.prefix(200))")
+        }
+    }
+
+    /// JSON's escaping written the plain way, one character at a time.
+    static func escaped(_ text: String) -> String {
+        var out = "\""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out += "\\\""
+            case UInt8(ascii: "\\"): out += "\\\\"
+            case UInt8(ascii: "\n"): out += "\\n"
+            case UInt8(ascii: "\r"): out += "\\r"
+            case UInt8(ascii: "\t"): out += "\\t"
+            case 0..<0x20: out += "\\u00" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
+            default: out.unicodeScalars.append(UnicodeScalar(byte))
+            }
+        }
+        return out + "\""
+    }
+
+    @Test("JSON: a string is escaped as the plain one-byte-at-a-time writer does, whatever byte needs it at whatever place (the writer looks eight bytes at a time)")
+    func escapesAtEveryPlace() {
+        // Every byte that needs an escape, and its neighbours that do not, at every place in
+        // texts of 0 to 24 bytes (three words and their ends).
+        let probes: [UInt8] = Array(0..<0x20) + [0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F]
+        for length in 0...24 {
+            for place in 0..<max(length, 1) {
+                for probe in probes where length > 0 {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[place] = probe
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    let written = JSONValue.string(text).serialized()
+                    #expect(written == Self.escaped(text), "byte \(probe) at \(place) of \(length)")
+                }
+            }
+        }
+        #expect(JSONValue.string("").serialized() == "\"\"")
+        // Multi-byte characters around an escape are copied whole.
+        let mixed = "é\"😀\\\u{1}e\u{301}\r\nabcdefgh\u{2028}"
+        #expect(JSONValue.string(mixed).serialized() == "\"é\\\"😀\\\\\\u0001e\u{301}\\r\\nabcdefgh\u{2028}\"")
+    }
+}
