@@ -69,8 +69,8 @@ extension JSONValue {
     }
 
     /// Appended byte by byte and run by run into one buffer, with no string built on the way:
-    /// a recovered crash's payload has thousands of values.
-    fileprivate func write(to out: inout [UInt8], pretty: Bool, indent: Int) {
+    /// a recovered crash's payload has thousands of values. (`JSONWriter` writes with it too.)
+    func write(to out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
         case .null: out += "null".utf8
         case .bool(let b): out += (b ? "true" : "false").utf8
@@ -111,7 +111,8 @@ extension JSONValue {
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * level))
     }
 
-    fileprivate static func writeString(_ s: String, to out: inout [UInt8]) {
+    /// A string with its quotes and escapes (`JSONWriter` writes with it too).
+    static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Runs of bytes that need no escape are appended whole, found eight bytes at a time;
         // only `"`, `\` and controls (all ASCII, so never inside a multi-byte character) are
@@ -156,87 +157,6 @@ extension JSONValue {
         func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
         let hasControl = (word &- ones &* 0x20) & ~word & highs != 0
         return hasControl || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
-    }
-}
-
-/// Compact JSON written straight into bytes, for a value written too often to be built as a
-/// `JSONValue` first: a report's document is written twice per report, and most of it is
-/// breadcrumbs. What it writes is what `JSONValue.serialized()` writes for the same value;
-/// a writer that builds one must say so in a test.
-package struct JSONWriter {
-    private var bytes: [UInt8] = []
-    /// Whether the next value or key follows another in the same object or array.
-    private var follows = false
-
-    package init(reservingCapacity capacity: Int) { bytes.reserveCapacity(capacity) }
-
-    package mutating func openObject() { open(UInt8(ascii: "{")) }
-    package mutating func closeObject() { close(UInt8(ascii: "}")) }
-    package mutating func openArray() { open(UInt8(ascii: "[")) }
-    package mutating func closeArray() { close(UInt8(ascii: "]")) }
-
-    /// An object's key; its value comes next.
-    package mutating func key(_ key: String) {
-        separate()
-        JSONValue.writeString(key, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        follows = false
-    }
-
-    /// An object's member whose value is a string, null (`optional`) or a number (`int`).
-    package mutating func member(_ key: String, _ value: String) {
-        self.key(key)
-        string(value)
-    }
-
-    package mutating func member(_ key: String, optional value: String?) {
-        self.key(key)
-        optional(value)
-    }
-
-    package mutating func member<I: BinaryInteger>(_ key: String, int value: I) {
-        self.key(key)
-        int(value)
-    }
-
-    package mutating func string(_ value: String) {
-        separate()
-        JSONValue.writeString(value, to: &bytes)
-        follows = true
-    }
-
-    /// A string, or null.
-    package mutating func optional(_ value: String?) { self.value(.optional(value)) }
-
-    /// A number as `JSONValue.int` writes it: below 9·10¹⁵ (exact in a Double) its digits.
-    package mutating func int<I: BinaryInteger>(_ value: I) {
-        guard let exact = Int64(exactly: value), exact.magnitude < 9_000_000_000_000_000 else { return self.value(.int(value)) }
-        separate()
-        bytes += String(exact).utf8
-        follows = true
-    }
-
-    package mutating func value(_ value: JSONValue) {
-        separate()
-        value.write(to: &bytes, pretty: false, indent: 0)
-        follows = true
-    }
-
-    package var text: String { String(decoding: bytes, as: UTF8.self) }
-
-    private mutating func open(_ bracket: UInt8) {
-        separate()
-        bytes.append(bracket)
-        follows = false
-    }
-
-    private mutating func close(_ bracket: UInt8) {
-        bytes.append(bracket)
-        follows = true
-    }
-
-    private mutating func separate() {
-        if follows { bytes.append(UInt8(ascii: ",")) }
     }
 }
 
