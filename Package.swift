@@ -131,7 +131,7 @@ let package = Package(
             exclude: ["README.md", "exports.map"], linkerSettings: exportsOnlyEntry("async-example")),
         .target(name: "BenchPlugin", dependencies: ["PluginAPI"], path: "Benchmarks/BenchPlugin"),
         .executableTarget(
-            name: "reporthost-bench", dependencies: ["Host", "Receiver", "HostSupport", "HostPlugins", "HostStore", "HostDelivery"],
+            name: "reporthost-bench", dependencies: ["Host", "Receiver", "HostSupport", "HostModel", "HostPlugins", "HostStore", "HostDelivery"],
             path: "Benchmarks/reporthost-bench"),
         .target(name: "HostTestSupport", dependencies: ["Host", "HostSupport", "HostPlugins", "HostStore"], path: "Tests/HostTestSupport"),
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),

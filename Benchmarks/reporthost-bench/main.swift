@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Host
 import HostDelivery
+import HostModel
 import HostPlugins
 import HostStore
 import HostSupport
@@ -12,6 +13,7 @@ import Receiver
 // (the chain, the host call, JSON keys) interleave them in rounds themselves.
 //
 //   reporthost-bench chain N           reports through 2 C plugins, 2 Swift handlers, none
+//   reporthost-bench trail N           the change trail's work for a chain's changes, against that chain
 //   reporthost-bench hostcall N        set_attribute through the C table against the Swift call
 //   reporthost-bench json              a JSON object repeating its keys against distinct keys
 //   reporthost-bench fill REPO N       stores N reports awaiting their first attempt
@@ -56,6 +58,72 @@ func chain(reports: Int) throws {
     print("chain_empty_per_s", Double(reports) / (try run(emptyHost)))
     print("chain_swift_callbacks_per_s", Double(reports * 4) / (try run(swiftHost)))
     print("chain_c_callbacks_per_s", Double(reports * 4) / (try run(pluginHost)))
+}
+
+/// The change trail's share of a chain that changes text: a handler replaces a name in the
+/// summary, the description (2.7 KB, 80 places) and four attributes, as a scrubber does; the
+/// trail's own work for those six changes (`ChangeTrail.record`: the comparison and the
+/// ranges) is then replayed alone. Rounds alternate the two.
+func trail(reports: Int) throws {
+    let lines = (0..<40).map { "line \($0): alice\($0)@example.com paid from 10.0.0.\($0) at /home/alice/cart" }
+    /// Every `alice` as `[user]`, byte by byte (Foundation's search would cost more than the
+    /// chain it stands in).
+    @Sendable func scrubbed(_ text: String) -> String {
+        let name = Array("alice".utf8)
+        var out: [UInt8] = []
+        var bytes = Array(text.utf8)[...]
+        while let first = bytes.first {
+            if bytes.starts(with: name) {
+                out += "[user]".utf8
+                bytes = bytes.dropFirst(name.count)
+            } else {
+                out.append(first)
+                bytes = bytes.dropFirst()
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+    let host = try makeHost()
+    let scrubbing = SwiftHandler.Callback.completion { report, _, completion in
+        if let text = try? report.summary() { try? report.setSummary(scrubbed(text)) }
+        if let text = try? report.description() { try? report.setDescription(scrubbed(text)) }
+        for key in ["user", "email", "path", "note"] {
+            if let text = try? report.attribute(key) { try? report.setAttribute(key, scrubbed(text)) }
+        }
+        completion()
+    }
+    host.setHandler(.swift(SwiftHandler(name: "bench-scrub", before: scrubbing, after: nil)), for: .handler)
+    var request = ReportRequest(trigger: .logError)
+    request.summary = "checkout failed for alice@example.com"
+    request.description = lines.joined(separator: "\n")
+    request.attributes = ["user": "alice", "email": "alice@example.com", "path": "/home/alice/cart", "note": lines[0]]
+    let changes = [("summary", request.summary!), ("description", request.description!)]
+        + request.attributes.sorted { $0.key < $1.key }.map { ("attribute:\($0.key)", $0.value) }
+    let scrubber = Contributor(handler: "bench-scrub", slot: "handler", step: "handler.before", source: .handlerBefore, budgetKey: "handler.before")
+    let replayed = changes.map { (field: $0.0, old: $0.1, new: scrubbed($0.1)) }
+    func chain() throws -> Double { try seconds { for _ in 0..<reports { _ = try host.raise(request) } } }
+    func trail() -> Double {
+        seconds {
+            for _ in 0..<reports {
+                var trail = ChangeTrail()
+                for change in replayed { trail.record(scrubber, field: change.field, from: change.old, to: change.new) }
+                precondition(trail.entries.count == replayed.count)
+            }
+        }
+    }
+    _ = try (chain(), trail())  // warm-up
+    var times: (chain: Double, trail: Double) = (0, 0)
+    for round in 0..<4 {
+        if round % 2 == 0 {
+            times.chain += try chain()
+            times.trail += trail()
+        } else {
+            times.trail += trail()
+            times.chain += try chain()
+        }
+    }
+    print("trail_chain_us", times.chain / Double(4 * reports) * 1e6)
+    print("trail_record_us", times.trail / Double(4 * reports) * 1e6)
 }
 
 /// The ABI table's setter against the Swift call it wraps, on one open handle.
@@ -136,6 +204,7 @@ func count(_ index: Int) -> Int {
 
 switch (arguments.first, arguments.count) {
 case ("chain", 2): try chain(reports: count(1))
+case ("trail", 2): try trail(reports: count(1))
 case ("hostcall", 2): try hostCall(calls: count(1))
 case ("json", 1): try json()
 case ("fill", 3): try fill(arguments[1], count: count(2))

@@ -243,6 +243,35 @@ import Testing
         #expect(document.changes.first { $0.plugin == "trail-second" }?.ranges == [0..<11])
     }
 
+    /// A text of words, spaces, punctuation and multi-byte characters, and a copy with
+    /// scrubber-like edits: values replaced, inserted or cut, at the ends too.
+    static func editedPair(_ random: inout SplitMix64) -> (old: String, new: String) {
+        let pieces = ["alice", "bob@x.io", " ", "  ", "\n", "4111", "-", ".", "=", "é", "😀", "token", "[email]", "a", "_", "\t"]
+        let words = (0..<random.int(0..<120)).map { _ in pieces[random.int(0..<pieces.count)] }
+        var edited = words
+        for _ in 0..<random.int(0..<8) where !edited.isEmpty {
+            let place = random.int(0..<edited.count)
+            switch random.int(0..<3) {
+            case 0: edited[place] = ["[secret]", "[card]", "", "x"][random.int(0..<4)]
+            case 1: edited.insert(pieces[random.int(0..<pieces.count)], at: place)
+            default: edited.remove(at: place)
+            }
+        }
+        return (words.joined(), edited.joined())
+    }
+
+    @Test("T-1 ranges: the comparison that reads tokens only after a difference finds the hunks the whole-list comparison found, for 5,000 edited texts")
+    func sameAsWholeLists() {
+        var random = SplitMix64(seed: 20_261_204)
+        for round in 0..<5_000 {
+            let (old, new) = Self.editedPair(&random)
+            let lazy = TextDiff.hunks(from: Array(old.utf8), to: Array(new.utf8))
+            let whole = ReferenceTextDiff.hunks(from: Array(old.utf8), to: Array(new.utf8))
+            #expect(lazy == whole, "round \(round): \(old.debugDescription) → \(new.debugDescription)")
+            if lazy != whole { return }
+        }
+    }
+
     @Test("T-1 ranges: texts with nothing in common are one range, found in linear time")
     func unrelated() {
         let old = String(repeating: "abc def ", count: 8_000)

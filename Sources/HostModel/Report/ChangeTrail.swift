@@ -93,7 +93,7 @@ package struct ChangeTrail: Sendable, Equatable {
 
     /// Records a change of a text field from `old` to `new` (nil: absent); `operation` says
     /// how when the change itself does not (a value cleared with its list).
-    mutating func record(
+    package mutating func record(
         _ who: Contributor, field: String, from old: String?, to new: String?, as operation: TrailEntry.Operation? = nil
     ) {
         let operation = operation ?? (new == nil ? .removed : (old == nil && field.hasPrefix("attribute:") ? .added : .set))

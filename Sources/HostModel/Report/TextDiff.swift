@@ -1,3 +1,4 @@
+import Glibc
 import HostSupport
 /// Where one text was changed into another, as byte ranges: what the change trail records
 /// (SPEC T-1), never the text itself.
@@ -36,11 +37,23 @@ package enum TextDiff {
         let widen = min(suffix, max(
             tokenEnd(old, after: oldMiddle.upperBound) - oldMiddle.upperBound,
             tokenEnd(new, after: newMiddle.upperBound) - newMiddle.upperBound))
-        var known: [ArraySlice<UInt8>: Int] = [:]
-        let oldTokens = Tokens(old, start..<(oldMiddle.upperBound + widen), known: &known)
-        let newTokens = Tokens(new, start..<(newMiddle.upperBound + widen), known: &known)
-        return compare(oldTokens, newTokens).map { hunk in
-            Hunk(old: oldTokens.bytes(hunk.old), new: newTokens.bytes(hunk.new))
+        return old.withUnsafeBufferPointer { old in
+            new.withUnsafeBufferPointer { new in
+                var a = Reader(old, from: start, to: oldMiddle.upperBound + widen)
+                var b = Reader(new, from: start, to: newMiddle.upperBound + widen)
+                var hunks: [Hunk] = []
+                while true {
+                    skipEqual(&a, &b)
+                    if a.atEnd && b.atEnd { return hunks }
+                    // Where both agree again; with none within the window, the rest of both is one change.
+                    let skip = resync(&a, &b)
+                    let oldEnd = skip.flatMap { a.boundary($0.0) } ?? a.end
+                    let newEnd = skip.flatMap { b.boundary($0.1) } ?? b.end
+                    hunks.append(Hunk(old: a.position..<oldEnd, new: b.position..<newEnd))
+                    a.move(to: oldEnd)
+                    b.move(to: newEnd)
+                }
+            }
         }
     }
 
@@ -87,32 +100,98 @@ package enum TextDiff {
 
     // MARK: Tokens
 
-    /// The tokens of `bytes[span]`, each as an id and where it starts; `known` gives the ids,
-    /// so that equal tokens of two texts read with it have equal ids.
-    struct Tokens {
-        var ids: [Int] = []
-        var starts: [Int] = []
+    /// One text's tokens from `position` on, read as the comparison needs them: equal
+    /// stretches are passed byte for byte, and only the tokens after a difference are read
+    /// (at most `window` + `resyncTokens` of them), so a scrubber's few edits in a long text
+    /// cost about a pass over its bytes. Tokens end at `end`.
+    struct Reader {
+        /// The text (alive while `hunks` runs).
+        let bytes: UnsafeBufferPointer<UInt8>
         let end: Int
+        /// Where the current token starts.
+        private(set) var position: Int
+        /// Where each of the first `read` tokens after `position` ends.
+        private var ends: [Int] = []
+        private var read = 0
 
-        init(_ bytes: [UInt8], _ span: Range<Int>, known: inout [ArraySlice<UInt8>: Int]) {
-            end = span.upperBound
-            var at = span.lowerBound
-            while at < span.upperBound {
-                let next = min(tokenEnd(bytes, after: at + 1), span.upperBound)
-                let token = bytes[at..<next]
-                let id = known[token] ?? known.count
-                known[token] = id
-                ids.append(id)
-                starts.append(at)
-                at = next
-            }
+        init(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) {
+            self.bytes = bytes
+            self.end = end
+            position = start
+            ends.reserveCapacity(window + resyncTokens)
         }
 
-        /// The bytes of tokens `range`.
-        func bytes(_ range: Range<Int>) -> Range<Int> {
-            let start = range.lowerBound < starts.count ? starts[range.lowerBound] : end
-            let stop = range.upperBound < starts.count ? starts[range.upperBound] : end
-            return start..<stop
+        var atEnd: Bool { position >= end }
+
+        mutating func move(to start: Int) {
+            position = start
+            read = 0
+        }
+
+        /// Where the text is after `count` tokens from `position`; nil when fewer are left.
+        mutating func boundary(_ count: Int) -> Int? {
+            while read < count {
+                let from = read > 0 ? ends[read - 1] : position
+                guard from < end else { return nil }
+                // A run of letters and digits, or of white space, or one other byte.
+                var stop = from + 1
+                let kind = TextDiff.tokenClass(bytes[from])
+                if kind != .other {
+                    while stop < end, TextDiff.tokenClass(bytes[stop]) == kind { stop += 1 }
+                }
+                if read == ends.count { ends.append(stop) } else { ends[read] = stop }
+                read += 1
+            }
+            return count == 0 ? position : ends[count - 1]
+        }
+
+        /// Reads up to `count` tokens after `position` (fewer when the text ends first).
+        mutating func readAhead(_ count: Int) { _ = boundary(count) }
+
+        /// How many tokens after `position` were read, and whether they reach the end.
+        var readCount: Int { read }
+        var readsToEnd: Bool { (read > 0 ? ends[read - 1] : position) >= end }
+
+        /// Whether read tokens `i` of this text and `j` of `other` hold the same bytes.
+        func same(_ i: Int, as other: Reader, _ j: Int) -> Bool {
+            let x = (i > 0 ? ends[i - 1] : position)..<ends[i]
+            let y = (j > 0 ? other.ends[j - 1] : other.position)..<other.ends[j]
+            guard x.count == y.count, bytes[x.lowerBound] == other.bytes[y.lowerBound] else { return false }
+            return memcmp(bytes.baseAddress! + x.lowerBound, other.bytes.baseAddress! + y.lowerBound, x.count) == 0
+        }
+
+        /// The bytes of token `index` (from `position`); nil past the end.
+        mutating func token(_ index: Int) -> Range<Int>? {
+            guard let stop = boundary(index + 1) else { return nil }
+            return boundary(index)!..<stop
+        }
+    }
+
+    /// Whether token `i` of `a` and token `j` of `b` hold the same bytes.
+    static func same(_ a: inout Reader, _ i: Int, _ b: inout Reader, _ j: Int) -> Bool {
+        guard a.token(i) != nil, b.token(j) != nil else { return false }
+        return a.same(i, as: b, j)
+    }
+
+    /// Moves both readers past the tokens they agree on. The bytes are compared first; the
+    /// token holding the first difference (or the last equal byte, when its run may go on
+    /// differently in the two texts) starts where the comparison by tokens takes over: each
+    /// token before it is the same in both, so it is passed as a token comparison would.
+    static func skipEqual(_ a: inout Reader, _ b: inout Reader) {
+        while !a.atEnd && !b.atEnd {
+            let limit = min(a.end - a.position, b.end - b.position)
+            var equal = 0
+            while equal < limit, a.bytes[a.position + equal] == b.bytes[b.position + equal] { equal += 1 }
+            if equal > 0, tokenClass(a.bytes[a.position + equal - 1]) != .other {
+                let kind = tokenClass(a.bytes[a.position + equal - 1])
+                while equal > 0, tokenClass(a.bytes[a.position + equal - 1]) == kind { equal -= 1 }
+            }
+            a.move(to: a.position + equal)
+            b.move(to: b.position + equal)
+            guard same(&a, 0, &b, 0) else { return }
+            let next = (a.boundary(1)!, b.boundary(1)!)
+            a.move(to: next.0)
+            b.move(to: next.1)
         }
     }
 
@@ -150,41 +229,32 @@ package enum TextDiff {
 
     // MARK: Comparing
 
-    /// The differing stretches of two token lists, as token ranges.
-    static func compare(_ old: Tokens, _ new: Tokens) -> [Hunk] {
-        let a = old.ids
-        let b = new.ids
-        var hunks: [Hunk] = []
-        var i = 0
-        var j = 0
-        while i < a.count || j < b.count {
-            if i < a.count, j < b.count, a[i] == b[j] {
-                i += 1
-                j += 1
-                continue
-            }
-            let (skipOld, skipNew) = resync(a, i, b, j) ?? (a.count - i, b.count - j)
-            hunks.append(Hunk(old: i..<(i + skipOld), new: j..<(j + skipNew)))
-            i += skipOld
-            j += skipNew
-        }
-        return hunks
-    }
-
-    /// The nearest skip (fewest tokens in all) after which both lists agree again for
-    /// `resyncTokens` tokens (fewer where a list ends first, but at least one), or both are
-    /// at their ends; nil when there is none within `window`.
-    static func resync(_ a: [Int], _ i: Int, _ b: [Int], _ j: Int) -> (Int, Int)? {
-        func agrees(_ p: Int, _ q: Int) -> Bool {
-            if p == a.count && q == b.count { return true }
-            let count = min(resyncTokens, a.count - p, b.count - q)
-            return count > 0 && (0..<count).allSatisfy { a[p + $0] == b[q + $0] }
-        }
+    /// The nearest skip (fewest tokens in all) after which both texts agree again for
+    /// `resyncTokens` tokens (fewer where a text ends first, but at least one), or both are
+    /// at their ends; nil when there is none within `window` tokens of each.
+    static func resync(_ a: inout Reader, _ b: inout Reader) -> (Int, Int)? {
         for total in 1...(2 * window) {
+            // Each skip of this total compares its first tokens; most differ there.
+            a.readAhead(min(total, window) + 1)
+            b.readAhead(min(total, window) + 1)
             for skipOld in max(0, total - window)...min(total, window) {
                 let skipNew = total - skipOld
-                guard i + skipOld <= a.count, j + skipNew <= b.count else { continue }
-                if agrees(i + skipOld, j + skipNew) { return (skipOld, skipNew) }
+                guard skipOld <= a.readCount, skipNew <= b.readCount else { continue }
+                let atEnds = (skipOld == a.readCount && a.readsToEnd, skipNew == b.readCount && b.readsToEnd)
+                if atEnds.0 && atEnds.1 { return (skipOld, skipNew) }
+                if atEnds.0 || atEnds.1 || !a.same(skipOld, as: b, skipNew) { continue }
+                a.readAhead(skipOld + resyncTokens)
+                b.readAhead(skipNew + resyncTokens)
+                var agreed = 1
+                while agreed < resyncTokens, skipOld + agreed < a.readCount, skipNew + agreed < b.readCount,
+                    a.same(skipOld + agreed, as: b, skipNew + agreed)
+                {
+                    agreed += 1
+                }
+                // All of them, or as many as there are before a text ends (at least one).
+                if agreed == resyncTokens || skipOld + agreed == a.readCount || skipNew + agreed == b.readCount {
+                    return (skipOld, skipNew)
+                }
             }
         }
         return nil
