@@ -60,15 +60,29 @@ func chain(reports: Int) throws {
     print("chain_c_callbacks_per_s", Double(reports * 4) / (try run(pluginHost)))
 }
 
-/// The change trail's share of a chain that changes text: a handler replaces a name in the
-/// summary, the description (2.7 KB, 80 places) and four attributes, as a scrubber does; the
-/// trail's own work for those six changes (`ChangeTrail.record`: the comparison and the
-/// ranges) is then replayed alone. Rounds alternate the two.
+/// The change trail's share of a chain that changes text: the trail's own work for the
+/// chain's text changes (`ChangeTrail.record`: the comparison and the ranges), replayed
+/// alone, against the chain. Two chains: the samples' (wrapper-sim and scrub-pii, through the
+/// C ABI) on a report whose 2.7 KB description holds 80 values to scrub, the figure; and a
+/// Swift handler that replaces a name in the same report, cheaper than any plugin. Rounds
+/// alternate the chain and the replay.
 func trail(reports: Int) throws {
     let lines = (0..<40).map { "line \($0): alice\($0)@example.com paid from 10.0.0.\($0) at /home/alice/cart" }
+    var request = ReportRequest(trigger: .logError)
+    request.summary = "checkout failed for alice@example.com"
+    request.description = lines.joined(separator: "\n")
+    request.attributes = ["user": "alice", "email": "alice@example.com", "path": "/home/alice/cart", "note": lines[0]]
+
+    let samples = try makeHost()
+    try samples.loadPlugin(at: directory.appendingPathComponent("libwrapper-sim.so").path, into: .wrapper)
+    try samples.loadPlugin(at: directory.appendingPathComponent("libscrub-pii.so").path, into: .handler)
+    let (chain, record) = try trailShare(samples, request, reports: reports)
+    print("trail_chain_us", chain)
+    print("trail_record_us", record)
+
     /// Every `alice` as `[user]`, byte by byte (Foundation's search would cost more than the
     /// chain it stands in).
-    @Sendable func scrubbed(_ text: String) -> String {
+    @Sendable func named(_ text: String) -> String {
         let name = Array("alice".utf8)
         var out: [UInt8] = []
         var bytes = Array(text.utf8)[...]
@@ -83,47 +97,55 @@ func trail(reports: Int) throws {
         }
         return String(decoding: out, as: UTF8.self)
     }
-    let host = try makeHost()
-    let scrubbing = SwiftHandler.Callback.completion { report, _, completion in
-        if let text = try? report.summary() { try? report.setSummary(scrubbed(text)) }
-        if let text = try? report.description() { try? report.setDescription(scrubbed(text)) }
+    let swift = try makeHost()
+    let replacing = SwiftHandler.Callback.completion { report, _, completion in
+        if let text = try? report.summary() { try? report.setSummary(named(text)) }
+        if let text = try? report.description() { try? report.setDescription(named(text)) }
         for key in ["user", "email", "path", "note"] {
-            if let text = try? report.attribute(key) { try? report.setAttribute(key, scrubbed(text)) }
+            if let text = try? report.attribute(key) { try? report.setAttribute(key, named(text)) }
         }
         completion()
     }
-    host.setHandler(.swift(SwiftHandler(name: "bench-scrub", before: scrubbing, after: nil)), for: .handler)
-    var request = ReportRequest(trigger: .logError)
-    request.summary = "checkout failed for alice@example.com"
-    request.description = lines.joined(separator: "\n")
-    request.attributes = ["user": "alice", "email": "alice@example.com", "path": "/home/alice/cart", "note": lines[0]]
-    let changes = [("summary", request.summary!), ("description", request.description!)]
-        + request.attributes.sorted { $0.key < $1.key }.map { ("attribute:\($0.key)", $0.value) }
-    let scrubber = Contributor(handler: "bench-scrub", slot: "handler", step: "handler.before", source: .handlerBefore, budgetKey: "handler.before")
-    let replayed = changes.map { (field: $0.0, old: $0.1, new: scrubbed($0.1)) }
+    swift.setHandler(.swift(SwiftHandler(name: "bench-replace", before: replacing, after: nil)), for: .handler)
+    let (swiftChain, swiftRecord) = try trailShare(swift, request, reports: reports)
+    print("trail_swift_chain_us", swiftChain)
+    print("trail_swift_record_us", swiftRecord)
+}
+
+/// Microseconds per report of `host`'s chain over `request`, and of the trail's work for the
+/// text changes that chain makes (read from its document), replayed alone.
+func trailShare(_ host: ReportHost, _ request: ReportRequest, reports: Int) throws -> (chain: Double, record: Double) {
+    guard let document = try host.raise(request) else { fatalError("reporthost-bench: the chain dropped the report") }
+    let before = [("summary", request.summary), ("description", request.description)]
+        + request.attributes.map { ("attribute:\($0.key)", Optional($0.value)) }
+    let after = [("summary", document.content.summary), ("description", document.content.description)]
+        + document.content.attributes.map { ("attribute:\($0.key)", Optional($0.value)) }
+    let old = Dictionary(uniqueKeysWithValues: before)
+    let changes = after.filter { old[$0.0] ?? nil != $0.1 }.sorted { $0.0 < $1.0 }.map { (field: $0.0, old: old[$0.0] ?? nil, new: $0.1) }
+    precondition(!changes.isEmpty, "the chain changed no text")
+    let who = Contributor(handler: "bench", slot: "handler", step: "handler.before", source: .handlerBefore, budgetKey: "handler.before")
     func chain() throws -> Double { try seconds { for _ in 0..<reports { _ = try host.raise(request) } } }
-    func trail() -> Double {
+    func replay() -> Double {
         seconds {
             for _ in 0..<reports {
                 var trail = ChangeTrail()
-                for change in replayed { trail.record(scrubber, field: change.field, from: change.old, to: change.new) }
-                precondition(trail.entries.count == replayed.count)
+                for change in changes { trail.record(who, field: change.field, from: change.old, to: change.new) }
+                precondition(trail.entries.count == changes.count)
             }
         }
     }
-    _ = try (chain(), trail())  // warm-up
-    var times: (chain: Double, trail: Double) = (0, 0)
+    _ = try (chain(), replay())  // warm-up
+    var times: (chain: Double, record: Double) = (0, 0)
     for round in 0..<4 {
         if round % 2 == 0 {
             times.chain += try chain()
-            times.trail += trail()
+            times.record += replay()
         } else {
-            times.trail += trail()
+            times.record += replay()
             times.chain += try chain()
         }
     }
-    print("trail_chain_us", times.chain / Double(4 * reports) * 1e6)
-    print("trail_record_us", times.trail / Double(4 * reports) * 1e6)
+    return (times.chain / Double(4 * reports) * 1e6, times.record / Double(4 * reports) * 1e6)
 }
 
 /// The ABI table's setter against the Swift call it wraps, on one open handle.
