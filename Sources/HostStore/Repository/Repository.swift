@@ -148,7 +148,14 @@ package final class Repository: Sendable {
     // RecordLifecycle.swift; attachment copies, the admission window, sessions and eviction
     // each in a file of their own)
 
-    var columns: String {
+    var columns: String { columns(crash: "crash") }
+    /// `columns` with NULL for the crash payload.
+    var columnsWithoutCrash: String { columns(crash: "NULL") }
+
+    /// The record columns, `crash` in the payload's place. Written whole, not edited with
+    /// `replacing`: that is `_StringProcessing`'s code, which a start ran for this alone
+    /// (recovery's first read of records, on the delivery thread).
+    private func columns(crash: String) -> String {
         // `status` and `show` read a repository an older host made without migrating it:
         // one without the column reads every record as unique.
         let duplicates = duplicatesColumn.withLock { known in
@@ -157,11 +164,9 @@ package final class Repository: Sendable {
             known = present
             return present
         }
-        return "rowid, document, state, attempts, next_attempt_at, crash, crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
+        return "rowid, document, state, attempts, next_attempt_at, \(crash), crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
             + (duplicates ? "duplicates" : "1")
     }
-    /// `columns` with NULL for the crash payload.
-    var columnsWithoutCrash: String { columns.replacing(" crash,", with: " NULL,") }
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
