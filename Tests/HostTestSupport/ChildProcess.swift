@@ -42,7 +42,7 @@ package enum ChildProcess {
         process.standardInput = inPipe.child
         // Closed once more at the end, whatever happened (a handle closed twice stays closed).
         defer { [out, err, inPipe].forEach { try? $0.ours.close(); try? $0.child.close() } }
-        try process.run()
+        try withNoSignalsBlocked { try process.run() }
         // The child's ends are the child's now: at its exit, the reads below see end of file.
         [out.child, err.child, inPipe.child].forEach { try? $0.close() }
         if let input { inPipe.ours.write(input) }
@@ -64,6 +64,20 @@ package enum ChildProcess {
             status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
             stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self),
             signal: signalled ? process.terminationStatus : nil)
+    }
+
+    /// Runs `body` (a spawn) with no signal blocked on this thread, then puts the mask back.
+    /// A child keeps the blocked signals of the thread that spawned it: Foundation's `Process`
+    /// does not clear them, and a test running on a thread the host started (all blocked) gave
+    /// its children a SIGTERM they never received (every run left a Bugsink server behind).
+    /// A child starts as it would from a shell.
+    static func withNoSignalsBlocked<T>(_ body: () throws -> T) rethrows -> T {
+        var none = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        return try body()
     }
 
     /// A connected pair for a child's standard stream, close-on-exec from the start, as

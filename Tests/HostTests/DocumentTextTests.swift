@@ -126,4 +126,18 @@ import Testing
         let mixed = "é\"😀\\\u{1}e\u{301}\r\nabcdefgh\u{2028}"
         #expect(JSONValue.string(mixed).serialized() == "\"é\\\"😀\\\\\\u0001e\u{301}\\r\\nabcdefgh\u{2028}\"")
     }
+
+    @Test("report document: a breadcrumb's time reads back as it was written: 100,000 millisecond times as a ring gives them (2026, and before 1970), written, parsed and written again (one in nine came back 1 ms early)")
+    func breadcrumbTimesRoundTrip() {
+        var changed: [Int64] = []
+        for step in Int64(0)..<100_000 {
+            for base in [Int64(1_796_400_000_000), -86_400_000] {
+                let milliseconds = base + step * 7 + 3
+                let written = Breadcrumb.timestamp(Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000))
+                let again = Breadcrumb.parseTimestamp(written).map(Breadcrumb.timestamp)
+                if again != written { changed.append(milliseconds) }
+            }
+        }
+        #expect(changed.isEmpty, "\(changed.count) times changed, first \(changed.prefix(3))")
+    }
 }
