@@ -1,28 +1,19 @@
 @testable import HostModel
 
-/// The trail's comparison as it was before it read tokens lazily (every token of both texts
-/// interned, then compared as lists): the oracle the lazy one must agree with, hunk for hunk.
+/// The trail's comparison by tokens as it was before it read them lazily (every token of both
+/// texts interned, then compared as lists): the oracle the lazy one must agree with, hunk for
+/// hunk. Where the texts differ (`TextDiff.middle`) is shared.
 enum ReferenceTextDiff {
     static func hunks(from old: [UInt8], to new: [UInt8]) -> [TextDiff.Hunk] {
-        var prefix = 0
-        while prefix < old.count, prefix < new.count, old[prefix] == new[prefix] { prefix += 1 }
-        var suffix = 0
-        while suffix < old.count - prefix, suffix < new.count - prefix, old[old.count - 1 - suffix] == new[new.count - 1 - suffix] {
-            suffix += 1
+        let (start, oldEnd, newEnd): (Int, Int, Int)
+        switch TextDiff.middle(of: old, new) {
+        case .equal: return []
+        case .oneSided(let hunk): return [hunk]
+        case .tokens(let first, let oldStop, let newStop): (start, oldEnd, newEnd) = (first, oldStop, newStop)
         }
-        let oldMiddle = prefix..<(old.count - suffix)
-        let newMiddle = prefix..<(new.count - suffix)
-        if oldMiddle.isEmpty && newMiddle.isEmpty { return [] }
-        if oldMiddle.isEmpty || newMiddle.isEmpty { return [TextDiff.Hunk(old: oldMiddle, new: newMiddle)] }
-        // Widened to whole tokens, so that a token the common prefix or suffix cut in two
-        // compares whole; by as many bytes in both texts, as those bytes are the same in both.
-        let start = min(TextDiff.tokenStart(old, before: prefix), TextDiff.tokenStart(new, before: prefix))
-        let widen = min(suffix, max(
-            TextDiff.tokenEnd(old, after: oldMiddle.upperBound) - oldMiddle.upperBound,
-            TextDiff.tokenEnd(new, after: newMiddle.upperBound) - newMiddle.upperBound))
         var known: [ArraySlice<UInt8>: Int] = [:]
-        let oldTokens = Tokens(old, start..<(oldMiddle.upperBound + widen), known: &known)
-        let newTokens = Tokens(new, start..<(newMiddle.upperBound + widen), known: &known)
+        let oldTokens = Tokens(old, start..<oldEnd, known: &known)
+        let newTokens = Tokens(new, start..<newEnd, known: &known)
         return compare(oldTokens, newTokens).map { hunk in
             TextDiff.Hunk(old: oldTokens.bytes(hunk.old), new: newTokens.bytes(hunk.new))
         }

@@ -79,7 +79,8 @@ public struct Breadcrumb: Sendable, Equatable {
     /// matches what it was given) may hold any time, and none traps.
     public static func milliseconds(_ date: Date) -> Int64 {
         // A time within a microsecond of a whole millisecond is that millisecond: a Date holds
-        // its time as a Double, and rounding down what reads 9.999999 would lose one.
+        // its time as a Double, and rounding down what reads 9.999999 lost one (a breadcrumb
+        // parsed back from a document came back 1 ms early for one time in nine).
         let exact = date.timeIntervalSince1970 * 1000
         let value = abs(exact - exact.rounded()) < 0.001 ? exact.rounded() : exact.rounded(.down)
         guard value.isFinite else { return 0 }
@@ -91,13 +92,10 @@ public struct Breadcrumb: Sendable, Equatable {
     public static func parseTimestamp(_ text: String) -> Date? {
         guard let dot = text.firstIndex(of: ".") else { return ReportDocument.parseTimestamp(text) }
         let fraction = text[text.index(after: dot)...].dropLast()
-        guard text.hasSuffix("Z"), fraction.count == 3, let milliseconds = Int64(fraction),
+        guard text.hasSuffix("Z"), fraction.count == 3, let milliseconds = Int(fraction),
             let seconds = ReportDocument.parseTimestamp(String(text[..<dot]) + "Z")
         else { return nil }
-        // From whole milliseconds, as a breadcrumb read from its ring is made: adding the
-        // fraction to the second read back 1 ms early for one time in nine (a document's
-        // breadcrumbs changed each time it was read and written again).
-        return Date(timeIntervalSince1970: TimeInterval(Int64(seconds.timeIntervalSince1970) * 1000 + milliseconds) / 1000)
+        return seconds.addingTimeInterval(TimeInterval(milliseconds) / 1000)
     }
 }
 

@@ -21,6 +21,44 @@ package enum TextDiff {
 
     /// The stretches that differ, in order.
     package static func hunks(from old: [UInt8], to new: [UInt8]) -> [Hunk] {
+        switch middle(of: old, new) {
+        case .equal: return []
+        case .oneSided(let hunk): return [hunk]
+        case .tokens(let start, let oldEnd, let newEnd):
+            return old.withUnsafeBufferPointer { old in
+                new.withUnsafeBufferPointer { new in
+                    var a = Reader(old, from: start, to: oldEnd)
+                    var b = Reader(new, from: start, to: newEnd)
+                    var hunks: [Hunk] = []
+                    while true {
+                        skipEqual(&a, &b)
+                        if a.atEnd && b.atEnd { return hunks }
+                        // Where both agree again; with none within the window, the rest of both is one change.
+                        let skip = resync(&a, &b)
+                        let oldEnd = skip.flatMap { a.boundary($0.0) } ?? a.end
+                        let newEnd = skip.flatMap { b.boundary($0.1) } ?? b.end
+                        hunks.append(Hunk(old: a.position..<oldEnd, new: b.position..<newEnd))
+                        a.move(to: oldEnd)
+                        b.move(to: newEnd)
+                    }
+                }
+            }
+        }
+    }
+
+    /// What lies between the bytes two texts share at their start and at their end.
+    enum Middle: Equatable {
+        /// The texts are the same.
+        case equal
+        /// Only one text has bytes there: that is the one change.
+        case oneSided(Hunk)
+        /// Both have: they are compared by tokens from `start` to their ends, widened to whole
+        /// tokens so that a token the shared bytes cut in two compares whole (by as many bytes
+        /// in both texts, as those bytes are the same in both).
+        case tokens(start: Int, oldEnd: Int, newEnd: Int)
+    }
+
+    static func middle(of old: [UInt8], _ new: [UInt8]) -> Middle {
         var prefix = 0
         while prefix < old.count, prefix < new.count, old[prefix] == new[prefix] { prefix += 1 }
         var suffix = 0
@@ -29,32 +67,13 @@ package enum TextDiff {
         }
         let oldMiddle = prefix..<(old.count - suffix)
         let newMiddle = prefix..<(new.count - suffix)
-        if oldMiddle.isEmpty && newMiddle.isEmpty { return [] }
-        if oldMiddle.isEmpty || newMiddle.isEmpty { return [Hunk(old: oldMiddle, new: newMiddle)] }
-        // Widened to whole tokens, so that a token the common prefix or suffix cut in two
-        // compares whole; by as many bytes in both texts, as those bytes are the same in both.
+        if oldMiddle.isEmpty && newMiddle.isEmpty { return .equal }
+        if oldMiddle.isEmpty || newMiddle.isEmpty { return .oneSided(Hunk(old: oldMiddle, new: newMiddle)) }
         let start = min(tokenStart(old, before: prefix), tokenStart(new, before: prefix))
         let widen = min(suffix, max(
             tokenEnd(old, after: oldMiddle.upperBound) - oldMiddle.upperBound,
             tokenEnd(new, after: newMiddle.upperBound) - newMiddle.upperBound))
-        return old.withUnsafeBufferPointer { old in
-            new.withUnsafeBufferPointer { new in
-                var a = Reader(old, from: start, to: oldMiddle.upperBound + widen)
-                var b = Reader(new, from: start, to: newMiddle.upperBound + widen)
-                var hunks: [Hunk] = []
-                while true {
-                    skipEqual(&a, &b)
-                    if a.atEnd && b.atEnd { return hunks }
-                    // Where both agree again; with none within the window, the rest of both is one change.
-                    let skip = resync(&a, &b)
-                    let oldEnd = skip.flatMap { a.boundary($0.0) } ?? a.end
-                    let newEnd = skip.flatMap { b.boundary($0.1) } ?? b.end
-                    hunks.append(Hunk(old: a.position..<oldEnd, new: b.position..<newEnd))
-                    a.move(to: oldEnd)
-                    b.move(to: newEnd)
-                }
-            }
-        }
+        return .tokens(start: start, oldEnd: oldMiddle.upperBound + widen, newEnd: newMiddle.upperBound + widen)
     }
 
     /// `ranges` of a text carried through the change `hunks` made to it, joined with the
@@ -133,12 +152,7 @@ package enum TextDiff {
             while read < count {
                 let from = read > 0 ? ends[read - 1] : position
                 guard from < end else { return nil }
-                // A run of letters and digits, or of white space, or one other byte.
-                var stop = from + 1
-                let kind = TextDiff.tokenClass(bytes[from])
-                if kind != .other {
-                    while stop < end, TextDiff.tokenClass(bytes[stop]) == kind { stop += 1 }
-                }
+                let stop = min(TextDiff.tokenEnd(bytes, after: from + 1), end)
                 if read == ends.count { ends.append(stop) } else { ends[read] = stop }
                 read += 1
             }
@@ -160,17 +174,6 @@ package enum TextDiff {
             return memcmp(bytes.baseAddress! + x.lowerBound, other.bytes.baseAddress! + y.lowerBound, x.count) == 0
         }
 
-        /// The bytes of token `index` (from `position`); nil past the end.
-        mutating func token(_ index: Int) -> Range<Int>? {
-            guard let stop = boundary(index + 1) else { return nil }
-            return boundary(index)!..<stop
-        }
-    }
-
-    /// Whether token `i` of `a` and token `j` of `b` hold the same bytes.
-    static func same(_ a: inout Reader, _ i: Int, _ b: inout Reader, _ j: Int) -> Bool {
-        guard a.token(i) != nil, b.token(j) != nil else { return false }
-        return a.same(i, as: b, j)
     }
 
     /// Moves both readers past the tokens they agree on. The bytes are compared first; the
@@ -188,10 +191,9 @@ package enum TextDiff {
             }
             a.move(to: a.position + equal)
             b.move(to: b.position + equal)
-            guard same(&a, 0, &b, 0) else { return }
-            let next = (a.boundary(1)!, b.boundary(1)!)
-            a.move(to: next.0)
-            b.move(to: next.1)
+            guard let nextOld = a.boundary(1), let nextNew = b.boundary(1), a.same(0, as: b, 0) else { return }
+            a.move(to: nextOld)
+            b.move(to: nextNew)
         }
     }
 
@@ -208,7 +210,7 @@ package enum TextDiff {
     }
 
     /// Where the token holding `bytes[position - 1]` ends (a position inside a run: the run's end).
-    static func tokenEnd(_ bytes: [UInt8], after position: Int) -> Int {
+    static func tokenEnd<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, after position: Int) -> Int where Bytes.Index == Int {
         guard position > 0, position < bytes.count else { return min(max(position, 0), bytes.count) }
         let kind = tokenClass(bytes[position - 1])
         guard kind != .other else { return position }

@@ -74,8 +74,7 @@ extension JSONValue {
         switch self {
         case .null: out += "null".utf8
         case .bool(let b): out += (b ? "true" : "false").utf8
-        case .number(let d):
-            if d.rounded() == d && abs(d) < 9.0e15 { out += String(Int64(d)).utf8 } else { out += "\(d)".utf8 }
+        case .number(let d): JSONValue.writeNumber(d, to: &out)
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             if items.isEmpty { out += "[]".utf8; return }
@@ -109,6 +108,12 @@ extension JSONValue {
     private static func newline(_ out: inout [UInt8], _ level: Int) {
         out.append(UInt8(ascii: "\n"))
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * level))
+    }
+
+    /// A whole number below 9·10¹⁵ as its digits, any other as Swift prints a Double
+    /// (`JSONWriter` writes with it too).
+    static func writeNumber(_ d: Double, to out: inout [UInt8]) {
+        if d.rounded() == d && abs(d) < 9.0e15 { out += String(Int64(d)).utf8 } else { out += "\(d)".utf8 }
     }
 
     /// A string with its quotes and escapes (`JSONWriter` writes with it too).

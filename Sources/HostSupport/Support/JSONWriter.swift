@@ -47,11 +47,10 @@ package struct JSONWriter {
     /// A string, or null.
     package mutating func optional(_ value: String?) { self.value(.optional(value)) }
 
-    /// A number as `JSONValue.int` writes it: below 9·10¹⁵ (exact in a Double) its digits.
+    /// A number as `JSONValue.int` writes it.
     package mutating func int<I: BinaryInteger>(_ value: I) {
-        guard let exact = Int64(exactly: value), exact.magnitude < 9_000_000_000_000_000 else { return self.value(.int(value)) }
         separate()
-        bytes += String(exact).utf8
+        JSONValue.writeNumber(Double(value), to: &bytes)
         follows = true
     }
 
