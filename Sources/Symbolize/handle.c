@@ -144,6 +144,24 @@ static image *cached_image(rh_symbol_cache *cache, const char *path, const char 
     return made;
 }
 
+/* The cache's image of `path` with `build_id` while the file at `path` is still the one vetted
+   for it (the same device, inode, size and change time): a recovery's thousands of crash
+   files vet each library once, not once per crash (an open, a map of the whole file and a
+   read of its ELF headers each). A file replaced or written since is vetted again. */
+static image *vetted_image(const rh_symbol_cache *cache, const char *path, const char *build_id) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    for (size_t i = 0; i < cache->count; i++) {
+        image *found = cache->images[i];
+        const elf_facts *facts = &found->facts;
+        if (strcmp(found->path, path) == 0 && strcmp(found->build_id, build_id) == 0 && facts->device == st.st_dev
+            && facts->inode == st.st_ino && facts->bytes == st.st_size && facts->changed.tv_sec == st.st_ctim.tv_sec
+            && facts->changed.tv_nsec == st.st_ctim.tv_nsec)
+            return found;
+    }
+    return NULL;
+}
+
 bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base, const char *build_id,
                               char *why, size_t why_cap) {
     sym_copy_str(why, why_cap, "");
@@ -158,15 +176,19 @@ bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base,
     }
     if (build_id == NULL) build_id = "";
     elf_facts facts;
-    int fd = sym_vet_file(path, build_id, &facts, why, why_cap);
-    if (fd < 0) return false;
+    int fd = -1;
+    image *vetted = vetted_image(h->cache, path, build_id);
+    if (vetted != NULL)
+        facts = vetted->facts;
+    else if ((fd = sym_vet_file(path, build_id, &facts, why, why_cap)) < 0)
+        return false;
 
     /* A non-PIE executable sits at its link-time addresses, whatever base says. */
     uint64_t start = facts.type == ET_EXEC ? facts.first : base;
     if (start + facts.size < start) {
         sym_set_why(why, why_cap, "%s: base 0x%llx leaves no room for its %llu bytes", path,
                     (unsigned long long)base, (unsigned long long)facts.size);
-        close(fd);
+        if (fd >= 0) close(fd);
         return false;
     }
     /* An address must name one module: a second module on the same addresses is refused, and
@@ -175,13 +197,13 @@ bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base,
     for (size_t i = 0; i < h->count; i++) {
         mapping *m = &h->maps[i];
         if (m->end <= start || m->start >= end) continue;
-        close(fd);
+        if (fd >= 0) close(fd);
         if (m->start == start && strcmp(m->image->path, path) == 0) return true;
         sym_set_why(why, why_cap, "%s: its addresses 0x%llx-0x%llx overlap %s", path, (unsigned long long)start,
                     (unsigned long long)end, m->image->path);
         return false;
     }
-    image *found = cached_image(h->cache, path, build_id, &facts, fd, why, why_cap);
+    image *found = vetted != NULL ? vetted : cached_image(h->cache, path, build_id, &facts, fd, why, why_cap);
     if (found == NULL) return false;
     if (h->count == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 8;

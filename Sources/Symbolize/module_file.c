@@ -170,6 +170,8 @@ int sym_vet_file(const char *path, const char *wanted, elf_facts *facts, char *w
     }
     facts->device = st.st_dev;
     facts->inode = st.st_ino;
+    facts->bytes = st.st_size;
+    facts->changed = st.st_ctim;
     return fd;
 }
 

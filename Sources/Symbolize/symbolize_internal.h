@@ -100,6 +100,8 @@ typedef struct elf_facts {
     size_t id_len;
     dev_t device;   /* which file was vetted (see report_module) */
     ino_t inode;
+    off_t bytes;    /* its size and last change when vetted: a later stat that differs is another file */
+    struct timespec changed;
 } elf_facts;
 
 /* One module file, opened once for a whole cache and reported at its link-time addresses:

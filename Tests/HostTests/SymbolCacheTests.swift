@@ -14,13 +14,13 @@ import Testing
 /// once, and each crash looks its frames up from wherever its process had the library mapped.
 @Suite struct SymbolCacheTests {
     /// A crash whose process had `library` mapped at `start` and faulted at `start + offset`.
-    func crash(_ library: String, at start: UInt64, offset: UInt64) throws -> CrashFile {
+    /// `buildID`: the build id the crash recorded for it (none: any file at that path is it).
+    func crash(_ library: String, at start: UInt64, offset: UInt64, buildID: String? = nil) throws -> CrashFile {
         let pc = "0x" + String(start + offset, radix: 16)
         let lines = [
             "reporthost-crash 1", "session s", "signal 11", "code 1", "address 0x0", "thread 7", "time 1700000000",
             "register rip \(pc)", "module 0x\(String(start, radix: 16)) 0x\(String(start + 0x100000, radix: 16)) \(library)",
-            "frame \(pc)", "end",
-        ]
+        ] + (buildID.map { ["build_id \($0)"] } ?? []) + ["frame \(pc)", "end"]
         return try #require(CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date(), now: Date()))
     }
 
@@ -45,6 +45,35 @@ import Testing
             // An address outside the library's mapping names nothing.
             #expect(symbolizer.symbols(at: start - 0x1000, isReturnAddress: false).isEmpty)
         }
+    }
+
+    /// The GNU build id of the ELF file at `path`, in hex.
+    func buildID(_ path: String) throws -> String {
+        let notes = try ChildProcess.run("/usr/bin/readelf", ["-n", path]).stdout
+        let line = try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") })
+        return String(try #require(line.split(separator: " ").last))
+    }
+
+    @Test("D-1: a library is vetted once per cache, and again once the file at its path is another: a crash that recorded the old file's build id is refused the new file")
+    func replacedLibraryVettedAgain() throws {
+        let folder = makeTemporaryDirectory("replaced-library")
+        let path = folder.appendingPathComponent("libmodule.so").path
+        let original = Products.directory.appendingPathComponent("libwrapper-sim.so").path
+        try FileManager.default.copyItem(atPath: original, toPath: path)
+        let offset = try entryOffset(original)
+        let crashed = try crash(path, at: 0x7f00_0000_0000, offset: offset, buildID: try buildID(original))
+        let cache = try #require(SymbolCache())
+        for _ in 0..<2 {
+            let symbolizer = try #require(ElfSymbols(for: crashed, cache: cache))
+            #expect(symbolizer.refusals.isEmpty, "\(symbolizer.refusals)")
+            #expect(symbolizer.symbols(at: 0x7f00_0000_0000 + offset, isReturnAddress: false).last?.function == "rh_plugin_entry")
+        }
+        // Another library renamed over it (as a package upgrade installs one).
+        let other = folder.appendingPathComponent("new.so").path
+        try FileManager.default.copyItem(atPath: Products.directory.appendingPathComponent("libscrub-pii.so").path, toPath: other)
+        #expect(rename(other, path) == 0)
+        let symbolizer = try #require(ElfSymbols(for: crashed, cache: cache))
+        #expect(symbolizer.refusals.count == 1 && symbolizer.refusals[0].contains("differs"), "\(symbolizer.refusals)")
     }
 
     @Test("D-1: a frame is looked up once per library file and offset: another library's frame at the same offset is its own")
