@@ -1,7 +1,8 @@
 /* The compiled rule set, kept in the plugin's data folder: compiling takes about a second,
  * loading the saved database about a millisecond. The file is named by a digest of what was
  * compiled (every pattern and its flags, and the Hyperscan version), so a changed rule, option
- * or library never loads a stale database. It ends with the SHA-256 of its bytes: a torn or
+ * or library never loads a stale database. It ends with the SHA-256 of its bytes, which older
+ * versions of the plugin check; Hyperscan checks the CRC32C it keeps of the database: a torn or
  * altered file is recompiled, never loaded. Written to a fresh temporary file (O_EXCL,
  * O_NOFOLLOW) and renamed, so two hosts starting at once both end with a whole file.
  * The memo of clean texts is at the end. */
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,19 +61,20 @@ hs_database_t *scrub_cache_load(const char *folder, const uint8_t digest[32]) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return NULL;
     struct stat status;
-    char *bytes = NULL;
     hs_database_t *database = NULL;
-    if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size > 32 && status.st_size < CACHE_MAX_BYTES &&
-        (bytes = malloc((size_t)status.st_size)) && read_all(fd, bytes, (size_t)status.st_size)) {
-        size_t length = (size_t)status.st_size - 32;
-        uint8_t sum[32];
-        rh_sha256 context;
-        rh_sha256_init(&context);
-        rh_sha256_update(&context, bytes, length);
-        rh_sha256_final(&context, sum);
-        if (memcmp(sum, bytes + length, 32) != 0 || hs_deserialize_database(bytes, length, &database) != HS_SUCCESS) database = NULL;
+    if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size > 32 && status.st_size < CACHE_MAX_BYTES) {
+        /* Read into pages the kernel provides at once (the rule set's megabyte, a fault per
+           page otherwise), never mapped from the file: a file cut short meanwhile fails the
+           read, where a mapping would end the host with SIGBUS. */
+        size_t size = (size_t)status.st_size;
+        char *bytes = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        /* The SHA-256 at the end is not read again (it cost a start a millisecond): Hyperscan
+           checks the database's header and the CRC32C of its bytecode, and refuses a torn or
+           altered one (the fuzz driver damages saved files to hold it to that). */
+        if (bytes != MAP_FAILED && read_all(fd, bytes, size) && hs_deserialize_database(bytes, size - 32, &database) != HS_SUCCESS)
+            database = NULL;
+        if (bytes != MAP_FAILED) munmap(bytes, size);
     }
-    free(bytes);
     close(fd);
     return database;
 }

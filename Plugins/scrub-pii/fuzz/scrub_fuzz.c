@@ -2,11 +2,14 @@
  * about, checked under AddressSanitizer for memory errors, for idempotence (scrubbing a
  * scrubbed text changes nothing), for the memo of clean texts (a text seen again is scrubbed
  * as the first time) and for the saved rules (a scrubber that loads each rule's database from
- * the cache folder on first use scrubs as one that compiled them). Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER */
+ * the cache folder on first use scrubs as one that compiled them, and a saved database that was
+ * damaged is compiled again, never loaded). Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine.h"
 #include "../scrub.h"
 
 static const char *const pieces[] = {
@@ -16,16 +19,82 @@ static const char *const pieces[] = {
     "alice@example.com", "x.y@z.co", "@@", "..", "é", "\xff",
 };
 
+/* A saved database, as damage left it. */
+struct damaged {
+    char path[4200];
+    char *bytes;
+    long size;
+};
+
+static char *read_file(const char *path, long *size) {
+    FILE *f = fopen(path, "rb");
+    char *bytes = NULL;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (*size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc((size_t)*size)) &&
+        fread(bytes, 1, (size_t)*size, f) != (size_t)*size) {
+        free(bytes);
+        bytes = NULL;
+    }
+    if (f) fclose(f);
+    return bytes;
+}
+
+/* Damages every saved database in `folder`, one in two with a byte flipped in the middle of
+   its database, the others cut short (a torn write): what each file holds then. */
+static size_t damage_saved(const char *folder, struct damaged *out, size_t cap) {
+    DIR *dir = opendir(folder);
+    size_t count = 0;
+    for (struct dirent *entry; dir && count < cap && (entry = readdir(dir));) {
+        if (strncmp(entry->d_name, "rules-", 6) != 0 || !strstr(entry->d_name, ".hsdb")) continue;
+        struct damaged *file = &out[count];
+        snprintf(file->path, sizeof file->path, "%s/%s", folder, entry->d_name);
+        if (!(file->bytes = read_file(file->path, &file->size)) || file->size < 200) continue;
+        if (count % 2 == 0) file->bytes[file->size / 2] ^= 0x10;
+        else file->size -= 100;
+        FILE *f = fopen(file->path, "wb");
+        if (!f || fwrite(file->bytes, 1, (size_t)file->size, f) != (size_t)file->size) abort();
+        fclose(f);
+        count++;
+    }
+    if (dir) closedir(dir);
+    return count;
+}
+
 /* Two scrubbers of every rule sharing a fresh cache folder: the first compiles and saves each
-   rule's own database, the second finds them saved and loads each when its rule first matches. */
+   rule's own database, the second finds them saved and loads them. Every saved database is
+   damaged in between: the second must refuse each, compile it again and save it whole, or it would scrub with a broken database (which this driver's checks and
+   AddressSanitizer catch) or leave the file damaged (checked here). */
 static struct rh_scrubber *saved_rules(const char *folder) {
     char error[512];
     struct rh_scrubber *compiling = rh_scrubber_new(NULL, 0, NULL, 0, folder, error, sizeof error);
-    if (!compiling) return NULL;
+    if (!compiling) {
+        printf("no scrubber: %s\n", error);
+        return NULL;
+    }
     rh_scrubber_prepare_every_rule(compiling);
     rh_scrubber_free(compiling);
+    static struct damaged files[512];
+    size_t damaged = damage_saved(folder, files, sizeof files / sizeof *files);
     struct rh_scrubber *loading = rh_scrubber_new(NULL, 0, NULL, 0, folder, error, sizeof error);
-    if (loading) rh_scrubber_prepare_every_rule(loading);
+    if (!loading) {
+        printf("no scrubber from the saved rules: %s\n", error);
+        return NULL;
+    }
+    /* Every rule's own database now, not when it first matches: each damaged file is read. */
+    for (unsigned id = 0; id < loading->count; id++) scrub_alone(loading, id);
+    for (size_t k = 0; k < damaged; k++) {
+        long size = 0;
+        char *now = read_file(files[k].path, &size);
+        if (!now || (size == files[k].size && memcmp(now, files[k].bytes, (size_t)size) == 0)) {
+            printf("a damaged saved database was loaded, not compiled again: %s\n", files[k].path);
+            return NULL;
+        }
+        free(now);
+        free(files[k].bytes);
+    }
+    if (damaged < 2) {
+        printf("no saved databases to damage in %s\n", folder);
+        return NULL;
+    }
     return loading;
 }
 
@@ -37,11 +106,12 @@ static int differs(const char *what, const char *input, const char *once, const 
 int main(int argc, char **argv) {
     long iterations = argc > 1 ? atol(argv[1]) : 10000;
     srand(argc > 2 ? (unsigned)atol(argv[2]) : 1u);
-    struct rh_scrubber *loading = argc > 3 ? saved_rules(argv[3]) : NULL;
-    if (!loading) {
-        printf("no scrubber from a cache folder (usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER)\n");
-        return 1;
+    if (argc <= 3) {
+        printf("usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER\n");
+        return 2;
     }
+    struct rh_scrubber *loading = saved_rules(argv[3]);
+    if (!loading) return 1;
     char input[512];
     for (long n = 0; n < iterations; n++) {
         size_t length = 0;
@@ -69,6 +139,7 @@ int main(int argc, char **argv) {
         if (failed) return 1;
     }
     rh_scrubber_free(loading);
-    printf("%ld inputs: no memory errors, idempotent, the same when seen again and from saved rules\n", iterations);
+    printf("%ld inputs: no memory errors, idempotent, the same when seen again and from saved rules (each damaged, then compiled again)\n",
+           iterations);
     return 0;
 }
