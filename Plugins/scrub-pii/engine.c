@@ -17,7 +17,9 @@
  *   4. a part inside what a replacement wrote (`[email]`, `[github_token:0a1b…]`) is dropped;
  *   5. a part dropped in step 3 that ran past the one kept may hide another that starts after
  *      it (only the leftmost start of each end is reported): then its line is scrubbed again
- *      (the whole text, when the rule can span lines), so scrubbing twice changes nothing. */
+ *      (the whole text, when the rule can span lines), so scrubbing twice changes nothing; a
+ *      part dropped in step 4 that runs on past the replacement it starts in may too: then
+ *      the whole text is scrubbed again. */
 #define _GNU_SOURCE
 #include "scrub.h"
 
@@ -203,7 +205,13 @@ static bool select_matches(const struct rh_scrubber *scrubber, struct matches *f
     qsort(found->items, kept, sizeof *found->items, by_start);
     size_t out = 0, end = 0;
     for (size_t i = 0; i < kept; i++) {
-        if (inside_replacement(scrubber, text, found->items[i].from)) continue;
+        if (inside_replacement(scrubber, text, found->items[i].from)) {
+            /* Step 5 too: a part that starts in a replacement and runs on past it may hide a
+               match ending where it ends (`[email]token=@` behind `=[email]token=@`). */
+            const char *close = memchr(text + found->items[i].from, ']', found->items[i].to - found->items[i].from);
+            hidden |= close && (size_t)(close - text) + 1 < found->items[i].to;
+            continue;
+        }
         if (out > 0 && found->items[i].from < end) {
             if (found->items[i].to > end && scrubber->rules[found->items[i].id].one_line) found->items[out - 1].hides = true;
             else hidden |= found->items[i].to > end;

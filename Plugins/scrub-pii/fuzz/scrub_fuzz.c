@@ -98,6 +98,14 @@ static struct rh_scrubber *saved_rules(const char *folder) {
     return loading;
 }
 
+/* Inputs earlier runs found wanting, checked before the random ones. */
+static const char *const found_before[] = {
+    /* seed 7: `=[email]token=@` (the secret rule, dropped where it starts inside a mask) hid
+       `token=@`, which ends where it ends: left for a second scrub. */
+    "bearer\t_key==[email]token=@",
+    "Zapi_key=[ip]Ztoken==0255.255.255.255[card]bearer\tapi_key==[email]192.168.0.1secret=a@@token=..@",
+};
+
 static int differs(const char *what, const char *input, const char *once, const char *other) {
     printf("%s:\n  input: [%s]\n  once:  [%s]\n  then:  [%s]\n", what, input, once, other);
     return 1;
@@ -113,10 +121,11 @@ int main(int argc, char **argv) {
     struct rh_scrubber *loading = saved_rules(argv[3]);
     if (!loading) return 1;
     char input[512];
-    for (long n = 0; n < iterations; n++) {
+    size_t known = sizeof found_before / sizeof *found_before;
+    for (long n = 0; n < iterations + (long)known; n++) {
         size_t length = 0;
-        int count = rand() % 24;
-        input[0] = '\0';
+        int count = n < (long)known ? 0 : rand() % 24;
+        snprintf(input, sizeof input, "%s", n < (long)known ? found_before[n] : "");
         for (int k = 0; k < count; k++) {
             const char *piece = pieces[rand() % (sizeof pieces / sizeof *pieces)];
             size_t size = strlen(piece);
