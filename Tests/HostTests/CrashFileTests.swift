@@ -44,6 +44,28 @@ import Testing
         #expect(try !#require(Self.file(pc: "0x5010", frames: ["0x5010"], plugin: false)).blamesPlugin(hostModules: host))
     }
 
+    @Test("D-1: a line read as bytes gives the fields, numbers and build ids its text gives: 20,000 random lines of hex digits, prefixes, signs, spaces and bytes that are not UTF-8")
+    func bytesAsText() {
+        let alphabet: [[UInt8]] = [
+            Array("0".utf8), Array("9".utf8), Array("a".utf8), Array("f".utf8), Array("A".utf8), Array("F".utf8), Array("g".utf8),
+            Array("0x".utf8), Array("x".utf8), Array("X".utf8), Array("+".utf8), Array("-".utf8), Array(" ".utf8), Array("  ".utf8),
+            Array("é".utf8), [0xFF], [0xC3], Array("ffffffffffffffff".utf8), Array("%20".utf8),
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int.random(in: 0...8, using: &generator)).flatMap { _ in alphabet.randomElement(using: &generator)! }
+            let text = String(decoding: bytes, as: UTF8.self)
+            bytes.withUnsafeBytes { raw in
+                #expect(CrashFile.hex(raw) == CrashFile.hex(text), "\(bytes)")
+                #expect(CrashFile.isBuildID(raw) == CrashFile.isBuildID(text), "\(bytes)")
+                for limit in [1, 2, 3, Int.max] {
+                    let cut = CrashFile.fieldRanges(raw, limit: limit).map { String(decoding: raw[$0], as: UTF8.self) }
+                    #expect(cut == CrashFile.fields(text, limit: limit), "\(bytes) limit \(limit)")
+                }
+            }
+        }
+    }
+
     @Test("D-1: module and register lines are cut into fields exactly as String.split cuts them, multi-byte text included")
     func fieldsAsSplit() {
         let samples = [

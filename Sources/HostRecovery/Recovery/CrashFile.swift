@@ -152,32 +152,13 @@ package struct CrashFile: Sendable {
         package var transient = false
     }
 
-    /// Parses crash-file text; nil when it does not start with the crash-file header. Any
-    /// other line may be missing, repeated, garbled or out of range: what cannot be read is
+    /// Parses crash-file text; nil when its first non-empty line is not the crash-file header.
+    /// Any other line may be missing, repeated, garbled or out of range: what cannot be read is
     /// left at its default.
-    /// The non-empty lines of `data`, each without its "\n" or "\r\n".
-    private static func lines(of data: Data) -> [String] {
-        data.withUnsafeBytes { bytes in
-            var lines: [String] = []
-            var start = 0
-            for end in 0...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: "\n") {
-                let stop = end > start && bytes[end - 1] == UInt8(ascii: "\r") ? end - 1 : end
-                if stop > start { lines.append(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<stop]), as: UTF8.self)) }
-                start = end + 1
-            }
-            return lines
-        }
-    }
-
     /// - Parameter now: the wall clock's time, for what is a plausible crash time.
     package init?(path: String, data: Data, modifiedAt fileTime: Date, now: Date) {
         // The file's own time stands in for a missing `time` line: only when plausible too.
         let fallbackTime = Self.plausible(fileTime, now: now) ?? now
-        // Lines end at "\n" or "\r\n" and nowhere else, a lone CR included: the writer encodes
-        // every control byte of a value (%XX), so a value can neither end a line nor start a
-        // field. Split as bytes: a backlog holds thousands of files of a hundred lines.
-        let lines = Self.lines(of: data)
-        guard lines.first == "reporthost-crash 1" else { return nil }
         self.path = path
         signal = 0
         code = 0
@@ -185,55 +166,92 @@ package struct CrashFile: Sendable {
         thread = 0
         time = fallbackTime
         var pluginFields: [String: String] = [:]
-        for line in lines.dropFirst() {
-            // Cut at the first space as bytes: a String subscript would round a cut before a
-            // combining mark to a Character boundary.
-            let utf8 = line.utf8
-            let space = utf8.firstIndex(of: UInt8(ascii: " "))
-            let key = space.map { String(decoding: utf8[..<$0], as: UTF8.self) } ?? line
-            let raw = space.map { String(decoding: utf8[utf8.index(after: $0)...], as: UTF8.self) } ?? ""
-            let value = Self.encodedFields.contains(key) ? PercentEncoding.decoded(raw) : raw
-            switch key {
-            case "session": session = value
-            case "signal": signal = Int32(value) ?? 0
-            case "code": code = Int64(value).map { $0 > Int64(UInt32.max) ? 0 : Int64(Int32(truncatingIfNeeded: $0)) } ?? 0
-            case "sender_pid": senderPID = Int32(value)
-            case "sender_uid": senderUID = UInt32(value)
-            case "address": address = value
-            case "thread": thread = Int64(value) ?? 0
-            case "pid": processID = Int32(value)
-            case "time": time = Self.plausibleTime(value, now: now) ?? fallbackTime
-            case "register":
-                let pair = Self.fields(value)
-                if pair.count == 2 { registers.append((pair[0], pair[1])) }
-            case "frame": if frames.count < Self.maxFrames, let address = Self.hex(value) { frames.append(address) }
-            case "module":
-                let fields = Self.fields(raw, limit: 3)
-                if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(fields[0]), let end = Self.hex(fields[1]) {
-                    modules.append(Module(start: start, end: end, path: PercentEncoding.decoded(fields[2])))
+        // Lines end at "\n" or "\r\n" and nowhere else, a lone CR included: the writer encodes
+        // every control byte of a value (%XX), so a value can neither end a line nor start a
+        // field. Read as bytes, a String made only for a value kept as text: a backlog holds
+        // thousands of files of a hundred lines, most of them module and build id lines.
+        let isCrashFile = data.withUnsafeBytes { bytes -> Bool in
+            var header = false
+            var start = 0
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+                let stop = end > start && bytes[end - 1] == UInt8(ascii: "\r") ? end - 1 : end
+                if stop > start {
+                    let line = UnsafeRawBufferPointer(rebasing: bytes[start..<stop])
+                    if header {
+                        read(line, pluginFields: &pluginFields, now: now, fallbackTime: fallbackTime)
+                    } else {
+                        guard line.elementsEqual("reporthost-crash 1".utf8) else { return false }
+                        header = true
+                    }
                 }
-            case "build_id":
-                if !modules.isEmpty, modules[modules.count - 1].buildID == nil, Self.isBuildID(value) {
-                    modules[modules.count - 1].buildID = value
-                }
-            // The writer's map of what is mapped at the crash replaces the one taken before.
-            case "modules_at_crash": modules = []
-            case "attribute":
-                // Split before decoding: an encoded key holds no '='.
-                if let equals = raw.firstIndex(of: "=") {
-                    attributes[PercentEncoding.decoded(String(raw[..<equals]))] = PercentEncoding.decoded(String(raw[raw.index(after: equals)...]))
-                }
-            case "attachment":
-                if attachmentPaths.count < Self.maxAttachments { attachmentPaths.append(value) } else { ignoredAttachments += 1 }
-            case "plugin_path", "plugin_digest", "plugin_name", "callback": pluginFields[key] = value
-            case "end": complete = true
-            default: break
+                start = end + 1
             }
+            return header
         }
+        guard isCrashFile else { return nil }
         if let path = pluginFields["plugin_path"], let digest = pluginFields["plugin_digest"],
             let callback = pluginFields["callback"], !path.isEmpty, !callback.isEmpty
         {
             plugin = PluginCall(path: path, digest: digest, name: pluginFields["plugin_name"], callback: callback)
+        }
+    }
+
+    /// One line after the header: its key, up to the first space, says what its value is.
+    private mutating func read(_ line: UnsafeRawBufferPointer, pluginFields: inout [String: String], now: Date, fallbackTime: Date) {
+        // Cut at the first space as bytes: a String subscript would round a cut before a
+        // combining mark to a Character boundary.
+        let space = line.firstIndex(of: UInt8(ascii: " "))
+        let keyBytes = UnsafeRawBufferPointer(rebasing: line[..<(space ?? line.count)])
+        let rawBytes = UnsafeRawBufferPointer(rebasing: line[(space.map { $0 + 1 } ?? line.count)...])
+        // The lines of every file, first and without a String for the line.
+        if keyBytes.elementsEqual("module".utf8) {
+            let fields = Self.fieldRanges(rawBytes, limit: 3)
+            if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(UnsafeRawBufferPointer(rebasing: rawBytes[fields[0]])),
+                let end = Self.hex(UnsafeRawBufferPointer(rebasing: rawBytes[fields[1]]))
+            {
+                modules.append(Module(start: start, end: end, path: PercentEncoding.decoded(String(decoding: rawBytes[fields[2]], as: UTF8.self))))
+            }
+            return
+        }
+        if keyBytes.elementsEqual("build_id".utf8) {
+            if !modules.isEmpty, modules[modules.count - 1].buildID == nil, Self.isBuildID(rawBytes) {
+                modules[modules.count - 1].buildID = String(decoding: rawBytes, as: UTF8.self)
+            }
+            return
+        }
+        if keyBytes.elementsEqual("frame".utf8) {
+            if frames.count < Self.maxFrames, let address = Self.hex(rawBytes) { frames.append(address) }
+            return
+        }
+        let key = String(decoding: keyBytes, as: UTF8.self)
+        let raw = String(decoding: rawBytes, as: UTF8.self)
+        let value = Self.encodedFields.contains(key) ? PercentEncoding.decoded(raw) : raw
+        switch key {
+        case "session": session = value
+        case "signal": signal = Int32(value) ?? 0
+        case "code": code = Int64(value).map { $0 > Int64(UInt32.max) ? 0 : Int64(Int32(truncatingIfNeeded: $0)) } ?? 0
+        case "sender_pid": senderPID = Int32(value)
+        case "sender_uid": senderUID = UInt32(value)
+        case "address": address = value
+        case "thread": thread = Int64(value) ?? 0
+        case "pid": processID = Int32(value)
+        case "time": time = Self.plausibleTime(value, now: now) ?? fallbackTime
+        case "register":
+            let pair = Self.fields(value)
+            if pair.count == 2 { registers.append((pair[0], pair[1])) }
+        // The writer's map of what is mapped at the crash replaces the one taken before.
+        case "modules_at_crash": modules = []
+        case "attribute":
+            // Split before decoding: an encoded key holds no '='.
+            if let equals = raw.firstIndex(of: "=") {
+                attributes[PercentEncoding.decoded(String(raw[..<equals]))] = PercentEncoding.decoded(String(raw[raw.index(after: equals)...]))
+            }
+        case "attachment":
+            if attachmentPaths.count < Self.maxAttachments { attachmentPaths.append(value) } else { ignoredAttachments += 1 }
+        case "plugin_path", "plugin_digest", "plugin_name", "callback": pluginFields[key] = value
+        case "end": complete = true
+        default: break
         }
     }
 
@@ -319,10 +337,14 @@ package struct CrashFile: Sendable {
     static let encodedFields: Set<String> = ["session", "attachment", "plugin_path", "plugin_digest", "plugin_name", "callback"]
 
     /// 2 to 128 lowercase hex digits, an even number.
-    static func isBuildID(_ text: String) -> Bool {
-        // Bytes, not Characters: a backlog of crash files holds tens of thousands of these.
-        (2...128).contains(text.utf8.count) && text.utf8.count % 2 == 0
-            && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    package static func isBuildID(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { isBuildID(UnsafeRawBufferPointer($0)) }
+    }
+
+    package static func isBuildID(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        (2...128).contains(bytes.count) && bytes.count % 2 == 0
+            && bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
     /// `text` cut at spaces into at most `limit` fields, as String's `split(separator: " ",
@@ -346,8 +368,46 @@ package struct CrashFile: Sendable {
         }
     }
 
-    static func hex(_ text: String) -> UInt64? {
+    package static func hex(_ text: String) -> UInt64? {
         text.hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text, radix: 16)
+    }
+
+    /// `hex` of text given as bytes: 1 to 16 hex digits after an optional `0x` are read here,
+    /// anything else as `hex` reads it.
+    package static func hex(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        let prefixed = bytes.count > 2 && bytes[0] == UInt8(ascii: "0") && bytes[1] == UInt8(ascii: "x")
+        let digits = UnsafeRawBufferPointer(rebasing: bytes[(prefixed ? 2 : 0)...])
+        guard (1...16).contains(digits.count) else { return hex(String(decoding: bytes, as: UTF8.self)) }
+        var value: UInt64 = 0
+        for byte in digits {
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return hex(String(decoding: bytes, as: UTF8.self))
+            }
+            value = value << 4 | UInt64(digit)
+        }
+        return value
+    }
+
+    /// Where `fields` would cut `bytes` (the same fields, as ranges of `bytes`).
+    package static func fieldRanges(_ bytes: UnsafeRawBufferPointer, limit: Int) -> [Range<Int>] {
+        let space = UInt8(ascii: " ")
+        var ranges: [Range<Int>] = []
+        var at = 0
+        while true {
+            let last = ranges.count == limit - 1
+            if !last { while at < bytes.count && bytes[at] == space { at += 1 } }
+            guard at < bytes.count else { return ranges }
+            guard !last, let end = bytes[at...].firstIndex(of: space) else {
+                ranges.append(at..<bytes.count)
+                return ranges
+            }
+            ranges.append(at..<end)
+            at = end + 1
+        }
     }
 
     package var signalName: String { Self.signalNames[signal] ?? "signal \(signal)" }
