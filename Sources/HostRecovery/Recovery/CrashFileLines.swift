@@ -1,0 +1,140 @@
+import FoundationEssentials
+import HostSupport
+
+/// Reading a crash file's lines: a line's key, its fields and its numbers, as bytes.
+extension CrashFile {
+    /// The keys whose values the writer encodes (%XX for control bytes, DEL and '%').
+    static let encodedFields: Set<String> = ["session", "attachment", "plugin_path", "plugin_digest", "plugin_name", "callback"]
+
+    /// One line after the header: its key, up to the first space, says what its value is.
+    mutating func read(_ line: UnsafeRawBufferPointer, pluginFields: inout [String: String], now: Date, fallbackTime: Date) {
+        // Cut at the first space as bytes: a String subscript would round a cut before a
+        // combining mark to a Character boundary.
+        let space = line.firstIndex(of: UInt8(ascii: " "))
+        let keyBytes = UnsafeRawBufferPointer(rebasing: line[..<(space ?? line.count)])
+        let rawBytes = UnsafeRawBufferPointer(rebasing: line[(space.map { $0 + 1 } ?? line.count)...])
+        // The lines of every file, first and without a String for the line.
+        if keyBytes.elementsEqual("module".utf8) {
+            let fields = Self.fieldRanges(rawBytes, limit: 3)
+            if modules.count < Self.maxModules, fields.count == 3, let start = Self.hex(UnsafeRawBufferPointer(rebasing: rawBytes[fields[0]])),
+                let end = Self.hex(UnsafeRawBufferPointer(rebasing: rawBytes[fields[1]]))
+            {
+                modules.append(Module(start: start, end: end, path: PercentEncoding.decoded(String(decoding: rawBytes[fields[2]], as: UTF8.self))))
+            }
+            return
+        }
+        if keyBytes.elementsEqual("build_id".utf8) {
+            if !modules.isEmpty, modules[modules.count - 1].buildID == nil, Self.isBuildID(rawBytes) {
+                modules[modules.count - 1].buildID = String(decoding: rawBytes, as: UTF8.self)
+            }
+            return
+        }
+        if keyBytes.elementsEqual("frame".utf8) {
+            if frames.count < Self.maxFrames, let address = Self.hex(rawBytes) { frames.append(address) }
+            return
+        }
+        let key = String(decoding: keyBytes, as: UTF8.self)
+        let raw = String(decoding: rawBytes, as: UTF8.self)
+        let value = Self.encodedFields.contains(key) ? PercentEncoding.decoded(raw) : raw
+        switch key {
+        case "session": session = value
+        case "signal": signal = Int32(value) ?? 0
+        case "code": code = Int64(value).map { $0 > Int64(UInt32.max) ? 0 : Int64(Int32(truncatingIfNeeded: $0)) } ?? 0
+        case "sender_pid": senderPID = Int32(value)
+        case "sender_uid": senderUID = UInt32(value)
+        case "address": address = value
+        case "thread": thread = Int64(value) ?? 0
+        case "pid": processID = Int32(value)
+        case "time": time = Self.plausibleTime(value, now: now) ?? fallbackTime
+        case "register":
+            let pair = Self.fields(value)
+            if pair.count == 2 { registers.append((pair[0], pair[1])) }
+        // The writer's map of what is mapped at the crash replaces the one taken before.
+        case "modules_at_crash": modules = []
+        case "attribute":
+            // Split before decoding: an encoded key holds no '='.
+            if let equals = raw.firstIndex(of: "=") {
+                attributes[PercentEncoding.decoded(String(raw[..<equals]))] = PercentEncoding.decoded(String(raw[raw.index(after: equals)...]))
+            }
+        case "attachment":
+            if attachmentPaths.count < Self.maxAttachments { attachmentPaths.append(value) } else { ignoredAttachments += 1 }
+        case "plugin_path", "plugin_digest", "plugin_name", "callback": pluginFields[key] = value
+        case "end": complete = true
+        default: break
+        }
+    }
+
+    /// 2 to 128 lowercase hex digits, an even number.
+    package static func isBuildID(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { isBuildID(UnsafeRawBufferPointer($0)) }
+    }
+
+    package static func isBuildID(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        (2...128).contains(bytes.count) && bytes.count % 2 == 0
+            && bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    }
+
+    /// `text` cut at spaces into at most `limit` fields, as String's `split(separator: " ",
+    /// maxSplits: limit - 1)` cuts it: runs of spaces cut once, no empty field, and the last
+    /// field the rest from just after its space. As bytes: `split` compares Characters, and a
+    /// backlog's module and register lines are most of its lines.
+    package static func fields(_ text: String, limit: Int = .max) -> [String] {
+        let space = UInt8(ascii: " ")
+        var rest = text.utf8[...]
+        var fields: [String] = []
+        while true {
+            let last = fields.count == limit - 1
+            if !last { rest = rest.drop { $0 == space } }
+            guard !rest.isEmpty else { return fields }
+            guard !last, let end = rest.firstIndex(of: space) else {
+                fields.append(String(decoding: rest, as: UTF8.self))
+                return fields
+            }
+            fields.append(String(decoding: rest[..<end], as: UTF8.self))
+            rest = rest[rest.index(after: end)...]
+        }
+    }
+
+    package static func hex(_ text: String) -> UInt64? {
+        text.hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text, radix: 16)
+    }
+
+    /// `hex` of text given as bytes: 1 to 16 hex digits after an optional `0x` are read here,
+    /// anything else as `hex` reads it.
+    package static func hex(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        let prefixed = bytes.count > 2 && bytes[0] == UInt8(ascii: "0") && bytes[1] == UInt8(ascii: "x")
+        let digits = UnsafeRawBufferPointer(rebasing: bytes[(prefixed ? 2 : 0)...])
+        guard (1...16).contains(digits.count) else { return hex(String(decoding: bytes, as: UTF8.self)) }
+        var value: UInt64 = 0
+        for byte in digits {
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return hex(String(decoding: bytes, as: UTF8.self))
+            }
+            value = value << 4 | UInt64(digit)
+        }
+        return value
+    }
+
+    /// Where `fields` would cut `bytes` (the same fields, as ranges of `bytes`).
+    package static func fieldRanges(_ bytes: UnsafeRawBufferPointer, limit: Int) -> [Range<Int>] {
+        let space = UInt8(ascii: " ")
+        var ranges: [Range<Int>] = []
+        var at = 0
+        while true {
+            let last = ranges.count == limit - 1
+            if !last { while at < bytes.count && bytes[at] == space { at += 1 } }
+            guard at < bytes.count else { return ranges }
+            guard !last, let end = bytes[at...].firstIndex(of: space) else {
+                ranges.append(at..<bytes.count)
+                return ranges
+            }
+            ranges.append(at..<end)
+            at = end + 1
+        }
+    }
+}
