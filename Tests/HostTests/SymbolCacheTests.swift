@@ -54,7 +54,7 @@ import Testing
         return String(try #require(line.split(separator: " ").last))
     }
 
-    @Test("D-1: a library is vetted once per cache, and again once the file at its path is another: a crash that recorded the old file's build id is refused the new file")
+    @Test("D-1: a library vetted for one crash serves the next while the same file is at its path; a file renamed over it is vetted again, and a crash that recorded the old file's build id is refused the new one")
     func replacedLibraryVettedAgain() throws {
         let folder = makeTemporaryDirectory("replaced-library")
         let path = folder.appendingPathComponent("libmodule.so").path

@@ -61,8 +61,9 @@ static size_t damage_saved(const char *folder, struct damaged *out, size_t cap) 
 
 /* Two scrubbers of every rule sharing a fresh cache folder: the first compiles and saves each
    rule's own database, the second finds them saved and loads them. Every saved database is
-   damaged in between: the second must refuse each, compile it again and save it whole, or it would scrub with a broken database (which this driver's checks and
-   AddressSanitizer catch) or leave the file damaged (checked here). */
+   damaged in between: the second must refuse each, compile it again and save it whole. Else
+   it would scrub with a broken database (which this driver's checks and AddressSanitizer
+   catch) or leave the file damaged (checked here). */
 static struct rh_scrubber *saved_rules(const char *folder) {
     char error[512];
     struct rh_scrubber *compiling = rh_scrubber_new(NULL, 0, NULL, 0, folder, error, sizeof error);

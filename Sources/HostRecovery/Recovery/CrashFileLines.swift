@@ -80,19 +80,10 @@ extension CrashFile {
     /// field the rest from just after its space. As bytes: `split` compares Characters, and a
     /// backlog's module and register lines are most of its lines.
     package static func fields(_ text: String, limit: Int = .max) -> [String] {
-        let space = UInt8(ascii: " ")
-        var rest = text.utf8[...]
-        var fields: [String] = []
-        while true {
-            let last = fields.count == limit - 1
-            if !last { rest = rest.drop { $0 == space } }
-            guard !rest.isEmpty else { return fields }
-            guard !last, let end = rest.firstIndex(of: space) else {
-                fields.append(String(decoding: rest, as: UTF8.self))
-                return fields
-            }
-            fields.append(String(decoding: rest[..<end], as: UTF8.self))
-            rest = rest[rest.index(after: end)...]
+        var text = text
+        return text.withUTF8 { utf8 in
+            let bytes = UnsafeRawBufferPointer(utf8)
+            return fieldRanges(bytes, limit: limit).map { String(decoding: bytes[$0], as: UTF8.self) }
         }
     }
 
@@ -120,7 +111,7 @@ extension CrashFile {
         return value
     }
 
-    /// Where `fields` would cut `bytes` (the same fields, as ranges of `bytes`).
+    /// Where `fields` cuts `bytes`, as ranges of `bytes`.
     package static func fieldRanges(_ bytes: UnsafeRawBufferPointer, limit: Int) -> [Range<Int>] {
         let space = UInt8(ascii: " ")
         var ranges: [Range<Int>] = []
