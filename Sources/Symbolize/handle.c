@@ -81,17 +81,22 @@ static Dwfl_Module *report_module(image *made, const char *path, int fd) {
     return mod;
 }
 
+/* The image the cache holds of `path` with `build_id`, or NULL. */
+static image *held_image(const rh_symbol_cache *cache, const char *path, const char *build_id) {
+    for (size_t i = 0; i < cache->count; i++)
+        if (strcmp(cache->images[i]->path, path) == 0 && strcmp(cache->images[i]->build_id, build_id) == 0) return cache->images[i];
+    return NULL;
+}
+
 /* The cache's image of `path` with `build_id` (vetted: `facts` are its, `fd` is open on it and
    always consumed), opened and reported at its link-time addresses when it is not there yet;
    NULL with `why` when libdwfl refuses it. */
 static image *cached_image(rh_symbol_cache *cache, const char *path, const char *build_id, const elf_facts *facts,
                            int fd, char *why, size_t why_cap) {
-    for (size_t i = 0; i < cache->count; i++) {
-        image *found = cache->images[i];
-        if (strcmp(found->path, path) == 0 && strcmp(found->build_id, build_id) == 0) {
-            close(fd);
-            return found;
-        }
+    image *held = held_image(cache, path, build_id);
+    if (held != NULL) {
+        close(fd);
+        return held;
     }
     if (cache->count == cache->cap) {
         size_t cap = cache->cap ? cache->cap * 2 : 16;
@@ -149,17 +154,13 @@ static image *cached_image(rh_symbol_cache *cache, const char *path, const char 
    files vet each library once, not once per crash (an open, a map of the whole file and a
    read of its ELF headers each). A file replaced or written since is vetted again. */
 static image *vetted_image(const rh_symbol_cache *cache, const char *path, const char *build_id) {
+    image *held = held_image(cache, path, build_id);
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-    for (size_t i = 0; i < cache->count; i++) {
-        image *found = cache->images[i];
-        const elf_facts *facts = &found->facts;
-        if (strcmp(found->path, path) == 0 && strcmp(found->build_id, build_id) == 0 && facts->device == st.st_dev
-            && facts->inode == st.st_ino && facts->bytes == st.st_size && facts->changed.tv_sec == st.st_ctim.tv_sec
-            && facts->changed.tv_nsec == st.st_ctim.tv_nsec)
-            return found;
-    }
-    return NULL;
+    if (held == NULL || stat(path, &st) != 0) return NULL;
+    const elf_facts *facts = &held->facts;
+    bool same = S_ISREG(st.st_mode) && facts->device == st.st_dev && facts->inode == st.st_ino && facts->bytes == st.st_size
+                && facts->changed.tv_sec == st.st_ctim.tv_sec && facts->changed.tv_nsec == st.st_ctim.tv_nsec;
+    return same ? held : NULL;
 }
 
 bool rh_symbolizer_add_module(rh_symbolizer *h, const char *path, uint64_t base, const char *build_id,
