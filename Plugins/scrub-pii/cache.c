@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,7 +110,10 @@ void scrub_cache_store(const char *folder, const uint8_t digest[32], const hs_da
 
 void scrub_memo_init(struct scrub_memo *memo) {
     pthread_mutex_init(&memo->lock, NULL);
-    memo->slots = calloc(MEMO_SLOTS, sizeof *memo->slots);
+    /* Without a key there is no memo: a known key would let a text be made to match one. */
+    memset(memo->key, 0, sizeof memo->key);
+    bool keyed = getrandom(memo->key, sizeof memo->key, 0) == (ssize_t)sizeof memo->key;
+    memo->slots = keyed ? calloc(MEMO_SLOTS, sizeof *memo->slots) : NULL;
 }
 
 void scrub_memo_free(struct scrub_memo *memo) {
@@ -121,13 +125,45 @@ static size_t memo_slot(const uint8_t digest[16]) {
     return ((size_t)digest[0] | (size_t)digest[1] << 8) % MEMO_SLOTS;
 }
 
+#define ROTATE(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                                               \
+    do {                                                                                                                       \
+        v0 += v1, v1 = ROTATE(v1, 13), v1 ^= v0, v0 = ROTATE(v0, 32);                                                          \
+        v2 += v3, v3 = ROTATE(v3, 16), v3 ^= v2;                                                                               \
+        v0 += v3, v3 = ROTATE(v3, 21), v3 ^= v0;                                                                               \
+        v2 += v1, v1 = ROTATE(v1, 17), v1 ^= v2, v2 = ROTATE(v2, 32);                                                          \
+    } while (0)
+
+void scrub_siphash128(const uint64_t key[2], const char *text, size_t length, uint8_t out[16]) {
+    uint64_t v0 = 0x736f6d6570736575ull ^ key[0], v1 = 0x646f72616e646f6dull ^ key[1] ^ 0xee;
+    uint64_t v2 = 0x6c7967656e657261ull ^ key[0], v3 = 0x7465646279746573ull ^ key[1];
+    size_t whole = length - length % 8;
+    for (size_t at = 0; at < whole; at += 8) {
+        uint64_t m;
+        memcpy(&m, text + at, 8);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t last = (uint64_t)length << 56;
+    for (size_t k = 0; k < length % 8; k++) last |= (uint64_t)(uint8_t)text[whole + k] << (8 * k);
+    v3 ^= last;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= last;
+    v2 ^= 0xee;
+    for (int k = 0; k < 4; k++) SIPROUND;
+    uint64_t first = v0 ^ v1 ^ v2 ^ v3;
+    v1 ^= 0xdd;
+    for (int k = 0; k < 4; k++) SIPROUND;
+    uint64_t second = v0 ^ v1 ^ v2 ^ v3;
+    memcpy(out, &first, 8);
+    memcpy(out + 8, &second, 8);
+}
+
 bool scrub_memo_knows(struct scrub_memo *memo, const char *text, size_t length, uint8_t digest[16]) {
-    uint8_t full[32];
-    rh_sha256 context;
-    rh_sha256_init(&context);
-    rh_sha256_update(&context, text, length);
-    rh_sha256_final(&context, full);
-    memcpy(digest, full, 16);
+    scrub_siphash128(memo->key, text, length, digest);
     digest[15] |= 1;
     if (!memo->slots) return false;
     pthread_mutex_lock(&memo->lock);

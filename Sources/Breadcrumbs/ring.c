@@ -201,6 +201,28 @@ static uint64_t slot_checksum(uint32_t version, uint64_t sequence, const ring_sl
     return finish(text_hash, sequence, copy->timestamp_ms, copy->level, copy->category_len, copy->message_len);
 }
 
+static ring_slot *slot_at(const void *base, uint32_t index) {
+    return (ring_slot *)((char *)base + RH_CRUMB_HEADER_BYTES + (size_t)index * RH_CRUMB_SLOT_BYTES);
+}
+
+/* Copies the slot that held `sequence` when its sequence was read (acquire) into `copy`: its
+ * fields and only as much text as they name. Whether the copy is that breadcrumb, whole: the
+ * sequence unchanged after the copy, the lengths in bounds and the checksum matching. */
+static bool copy_slot(uint32_t version, ring_slot *shared, uint64_t sequence, ring_slot *copy) {
+    memcpy(copy, shared, RH_CRUMB_SLOT_FIELDS);
+    size_t text = (size_t)copy->category_len + copy->message_len;
+    if (text > RH_CRUMB_TEXT_MAX) return false;
+    memcpy(copy->text, shared->text, text);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t after = atomic_load_explicit(&shared->sequence, memory_order_relaxed);
+    return after == sequence && slot_checksum(version, sequence, copy) == copy->checksum;
+}
+
+static rh_crumb crumb_of(uint64_t sequence, const ring_slot *copy) {
+    return (rh_crumb){sequence, copy->timestamp_ms, copy->level, copy->text, copy->category_len, copy->text + copy->category_len,
+                      copy->message_len};
+}
+
 void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx, const rh_crumb *crumb), void *ctx,
                         uint64_t *torn_out) {
     uint32_t slots = 0;
@@ -208,24 +230,43 @@ void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx,
     if (rh_crumb_ring_valid(base, bytes, &slots)) {
         uint32_t version = ((const ring_header *)base)->version;
         for (uint32_t index = 0; index < slots; index++) {
-            ring_slot *shared = (ring_slot *)((char *)base + RH_CRUMB_HEADER_BYTES + (size_t)index * RH_CRUMB_SLOT_BYTES);
-            uint64_t before = atomic_load_explicit(&shared->sequence, memory_order_acquire);
-            if (before == 0) continue;
+            ring_slot *shared = slot_at(base, index);
+            uint64_t sequence = atomic_load_explicit(&shared->sequence, memory_order_acquire);
+            if (sequence == 0) continue;
             ring_slot copy;
-            memcpy(&copy, shared, sizeof copy);
-            atomic_thread_fence(memory_order_acquire);
-            uint64_t after = atomic_load_explicit(&shared->sequence, memory_order_relaxed);
-            if (after != before || (size_t)copy.category_len + copy.message_len > RH_CRUMB_TEXT_MAX
-                || slot_checksum(version, before, &copy) != copy.checksum) {
+            if (!copy_slot(version, shared, sequence, &copy)) {
                 torn++;
                 continue;
             }
-            rh_crumb crumb = {before, copy.timestamp_ms, copy.level, copy.text, copy.category_len,
-                              copy.text + copy.category_len, copy.message_len};
+            rh_crumb crumb = crumb_of(sequence, &copy);
             visit(ctx, &crumb);
         }
     }
     if (torn_out) *torn_out = torn;
+}
+
+size_t rh_crumb_ring_sequences(const void *base, size_t bytes, uint64_t *out, size_t capacity) {
+    uint32_t slots = 0;
+    size_t count = 0;
+    if (!rh_crumb_ring_valid(base, bytes, &slots)) return 0;
+    for (uint32_t index = 0; index < slots && count < capacity; index++) {
+        uint64_t sequence = atomic_load_explicit(&slot_at(base, index)->sequence, memory_order_acquire);
+        if (sequence != 0) out[count++] = sequence;
+    }
+    return count;
+}
+
+bool rh_crumb_ring_read_one(const void *base, size_t bytes, uint64_t sequence, rh_crumb_text *text, rh_crumb *crumb) {
+    uint32_t slots = 0;
+    if (sequence == 0 || !rh_crumb_ring_valid(base, bytes, &slots)) return false;
+    ring_slot *shared = slot_at(base, (uint32_t)((sequence - 1) & (slots - 1)));
+    if (atomic_load_explicit(&shared->sequence, memory_order_acquire) != sequence) return false;
+    ring_slot copy;
+    if (!copy_slot(((const ring_header *)base)->version, shared, sequence, &copy)) return false;
+    memcpy(text->bytes, copy.text, (size_t)copy.category_len + copy.message_len);
+    *crumb = (rh_crumb){sequence, copy.timestamp_ms, copy.level, text->bytes, copy.category_len, text->bytes + copy.category_len,
+                        copy.message_len};
+    return true;
 }
 
 bool rh_crumb_valid_utf8(const char *text, size_t len) {

@@ -62,9 +62,37 @@ import Testing
         let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
         #expect(read.torn == 1)
         #expect(read.entries.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
+        // A reader that reads slot by slot (a session's, keeping what it read) skips it too.
+        let bySlot = ring.read(last: 100, known: { _ in nil }, make: { $0 })
+        #expect(bySlot.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
     }
 
-    @Test("B-1: eight threads writing while another reads: every breadcrumb read is one that was written")
+    @Test("B-1: a reader that keeps what it read (a session's, report after report) gets what a fresh read gets, and copies only the breadcrumbs written since, as the ring laps")
+    func keptBreadcrumbsReused() throws {
+        let ring = try ring(slots: 16)
+        var random = SplitMix64(seed: 51)
+        var kept: [BreadcrumbRing.Entry] = []
+        var written = 0
+        for round in 0..<300 {
+            for _ in 0..<random.int(0..<(round % 10 == 0 ? 40 : 6)) {
+                written += 1
+                ring.write(level: Int32(written % 5), category: "c\(written % 3)", "breadcrumb \(written)")
+            }
+            var made = 0
+            let limit = 12
+            let read = ring.read(last: limit, known: { sequence in kept.first { $0.sequence == sequence } }) { entry in
+                made += 1
+                return entry
+            }
+            #expect(read == ring.read(last: limit), "round \(round)")
+            let new = read.filter { entry in !kept.contains { $0.sequence == entry.sequence } }.count
+            #expect(made == new, "round \(round): \(made) slots copied for \(new) new breadcrumbs")
+            kept = read
+        }
+        #expect(kept.last?.sequence == UInt64(written) && kept.count == 12)
+    }
+
+    @Test("B-1: eight threads writing while another reads, afresh and keeping what it read: every breadcrumb read is one that was written")
     func concurrentWritersNeverTorn() async throws {
         let ring = try ring(slots: 64)
         // Each message says who wrote it and carries a payload its number determines.
@@ -77,8 +105,15 @@ import Testing
                 group.addTask { for index in 0..<written { ring.write(level: 1, category: "t\(thread)", message(thread, index)) } }
             }
             group.addTask {
-                for _ in 0..<200 {
-                    for crumb in ring.read(last: 64) {
+                var kept: [BreadcrumbRing.Entry] = []
+                for pass in 0..<200 {
+                    // A fresh read, and one that keeps what the last read found (by sequence).
+                    let known = kept
+                    let read = pass % 2 == 0
+                        ? ring.read(last: 64)
+                        : ring.read(last: 64, known: { sequence in known.first { $0.sequence == sequence } }, make: { $0 })
+                    kept = read
+                    for crumb in read {
                         let fields = crumb.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
                         guard fields.count >= 2, let thread = Int(fields[0].dropFirst()), let index = Int(fields[1].dropFirst()) else {
                             Issue.record("a breadcrumb no writer wrote: \(crumb.message.prefix(80))")

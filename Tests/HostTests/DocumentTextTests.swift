@@ -1,6 +1,6 @@
 import Foundation
 import HostModel
-import HostSupport
+@testable import HostSupport
 import Testing
 
 /// The repository writes a document with `ReportDocument.serialized()`, which writes the text
@@ -74,6 +74,41 @@ import Testing
             let direct = document.serialized()
             let built = document.json.serialized()
             #expect(direct == built, "document \(round): \(Self.firstDifference(direct, built))")
+            if direct != built { return }
+        }
+    }
+
+    @Test("report document: breadcrumbs read from a ring (written once, kept as text) write what they would write made field by field, and one changed after it was read (a scrubber's set_breadcrumb_message, any field) writes its new value")
+    func renderedBreadcrumbsMatch() {
+        var random = SplitMix64(seed: 20_261_205)
+        for round in 0..<1_000 {
+            var document = Self.document(&random)
+            let plain = document.content.breadcrumbs
+            document.content.breadcrumbs = plain.map { crumb in
+                var read = Breadcrumb(
+                    BreadcrumbRing.Entry(
+                        sequence: crumb.sequence, timestampMs: Breadcrumb.milliseconds(crumb.timestamp),
+                        level: crumb.level.rawValue, category: crumb.category, message: crumb.message))
+                switch random.int(0..<8) {
+                case 0: read.message = Self.text(&random)
+                case 1: read.category = Self.text(&random)
+                case 2: read.level = LogLevel.allCases[random.int(0..<LogLevel.allCases.count)]
+                case 3: read.timestamp = Self.instant(&random)
+                case 4: read.sequence = UInt64(random.int(0..<1_000_000))
+                default: break
+                }
+                return read
+            }
+            let direct = document.serialized()
+            let built = document.json.serialized()
+            #expect(direct == built, "document \(round): \(Self.firstDifference(direct, built))")
+            // The same breadcrumbs made field by field (never rendered) write the same text.
+            var unrendered = document
+            unrendered.content.breadcrumbs = document.content.breadcrumbs.map {
+                Breadcrumb(sequence: $0.sequence, timestamp: $0.timestamp, level: $0.level, category: $0.category, message: $0.message)
+            }
+            #expect(direct == unrendered.serialized(), "document \(round): \(Self.firstDifference(direct, unrendered.serialized()))")
+            #expect(document.content.breadcrumbs.map(\.timestampText) == document.content.breadcrumbs.map { Breadcrumb.timestamp($0.timestamp) })
             if direct != built { return }
         }
     }

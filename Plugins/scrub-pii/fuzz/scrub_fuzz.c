@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cache.h"
 #include "../engine.h"
 #include "../scrub.h"
 
@@ -112,6 +113,36 @@ static int differs(const char *what, const char *input, const char *once, const 
     return 1;
 }
 
+/* The memo's hash against the SipHash reference's 128-bit vectors (key 00..0f, input 00 01 ..
+ * of each length). */
+static bool siphash_matches_reference(void) {
+    static const struct {
+        size_t length;
+        const char *hex;
+    } vectors[] = {
+        {0, "a3817f04ba25a8e66df67214c7550293"},
+        {1, "da87c1d86b99af44347659119b22fc45"},
+        {8, "3b62a9ba6258f5610f83e264f31497b4"},
+        {15, "5493e99933b0a8117e08ec0f97cfc3d9"},
+        {63, "5150d1772f50834a503e069a973fbd7c"},
+    };
+    uint64_t key[2];
+    char input[64];
+    for (int k = 0; k < 64; k++) input[k] = (char)k;
+    for (int k = 0; k < 16; k++) ((uint8_t *)key)[k] = (uint8_t)k;
+    for (size_t v = 0; v < sizeof vectors / sizeof *vectors; v++) {
+        uint8_t out[16];
+        char hex[33];
+        scrub_siphash128(key, input, vectors[v].length, out);
+        for (int k = 0; k < 16; k++) snprintf(hex + 2 * k, 3, "%02x", out[k]);
+        if (strcmp(hex, vectors[v].hex) != 0) {
+            printf("the memo's SipHash of %zu bytes is %s, not the reference's %s\n", vectors[v].length, hex, vectors[v].hex);
+            return false;
+        }
+    }
+    return true;
+}
+
 int main(int argc, char **argv) {
     long iterations = argc > 1 ? atol(argv[1]) : 10000;
     srand(argc > 2 ? (unsigned)atol(argv[2]) : 1u);
@@ -119,6 +150,7 @@ int main(int argc, char **argv) {
         printf("usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER\n");
         return 2;
     }
+    if (!siphash_matches_reference()) return 1;
     struct rh_scrubber *loading = saved_rules(argv[3]);
     if (!loading) return 1;
     char input[512];

@@ -67,6 +67,22 @@ typedef struct rh_crumb {
 void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx, const rh_crumb *crumb), void *ctx,
                         uint64_t *torn_out);
 
+/* The sequences of the slots that hold a breadcrumb now (or held one a moment ago: one being
+ * written over may be among them), in slot order, at most `capacity` (the ring's slot count
+ * is enough); returns how many. */
+size_t rh_crumb_ring_sequences(const void *base, size_t bytes, uint64_t *out, size_t capacity);
+
+/* Room for one breadcrumb's text (rh_crumb_ring_read_one's crumb points into it). */
+typedef struct rh_crumb_text {
+    char bytes[RH_CRUMB_TEXT_MAX];
+} rh_crumb_text;
+
+/* Breadcrumb `sequence` into *crumb, its text copied into *text, when its slot holds it whole;
+ * false when the slot holds another one by now, or a torn one. Reads only that slot: a
+ * reader that keeps the breadcrumbs it read before (a slot holds one unchanged until the
+ * ring laps it) copies only the new ones. */
+bool rh_crumb_ring_read_one(const void *base, size_t bytes, uint64_t sequence, rh_crumb_text *text, rh_crumb *crumb);
+
 /* Whether text of `len` bytes is valid UTF-8 (the embedding API refuses text that is not). */
 bool rh_crumb_valid_utf8(const char *text, size_t len);
 

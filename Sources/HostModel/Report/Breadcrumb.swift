@@ -7,11 +7,16 @@ import HostSupport
 /// watched program's standard error (category `stderr`).
 public struct Breadcrumb: Sendable, Equatable {
     /// Its place in its session's ring (1 for the session's first): Backtrace's breadcrumb id.
-    public var sequence: UInt64
-    public var timestamp: Date
-    public var level: LogLevel
-    public var category: String
-    public var message: String
+    public var sequence: UInt64 { didSet { rendering = nil } }
+    public var timestamp: Date { didSet { rendering = nil } }
+    public var level: LogLevel { didSet { rendering = nil } }
+    public var category: String { didSet { rendering = nil } }
+    public var message: String { didSet { rendering = nil } }
+    /// Its timestamp's text and its JSON, made once for a breadcrumb read from its ring: it
+    /// rides on every report of its session until the ring drops it, each report's document
+    /// is written twice, and a scrubber reads every breadcrumb at each of its steps. A change
+    /// to any field drops it.
+    private var rendering: Rendering?
 
     public init(sequence: UInt64, timestamp: Date, level: LogLevel, category: String, message: String) {
         self.sequence = sequence
@@ -22,12 +27,25 @@ public struct Breadcrumb: Sendable, Equatable {
     }
 
     /// A breadcrumb as its session's ring holds it: Unix milliseconds and an `RH_LOG_*` level
-    /// (an unknown one reads as info).
+    /// (an unknown one reads as info), rendered at once.
     package init(_ entry: BreadcrumbRing.Entry) {
         self.init(
             sequence: entry.sequence, timestamp: Date(timeIntervalSince1970: TimeInterval(entry.timestampMs) / 1000),
             level: LogLevel(rawValue: entry.level) ?? .info, category: entry.category, message: entry.message)
+        let stamp = Self.timestamp(timestamp)
+        var out = JSONWriter(reservingCapacity: 112 + category.utf8.count + message.utf8.count)
+        writeFields(to: &out, timestamp: stamp)
+        rendering = Rendering(timestamp: stamp, json: out.utf8)
     }
+
+    /// The fields, as breadcrumbs are compared: how one was rendered is not one of them.
+    public static func == (a: Breadcrumb, b: Breadcrumb) -> Bool {
+        a.sequence == b.sequence && a.timestamp == b.timestamp && a.level == b.level && a.category == b.category
+            && a.message == b.message
+    }
+
+    /// `Breadcrumb.timestamp(timestamp)`, made once when the breadcrumb was rendered.
+    package var timestampText: String { rendering?.timestamp ?? Self.timestamp(timestamp) }
 
     /// The category of the host's own breadcrumbs.
     public static let hostCategory = "reporthost"
@@ -38,7 +56,7 @@ public struct Breadcrumb: Sendable, Equatable {
     /// `sequence`, which the wire format sends as Backtrace's breadcrumb `id`).
     package var json: JSONValue {
         .object([
-            ("timestamp", .string(Self.timestamp(timestamp))),
+            ("timestamp", .string(timestampText)),
             ("level", .string(level.name)),
             ("category", .string(category)),
             ("message", .string(message)),
@@ -48,8 +66,16 @@ public struct Breadcrumb: Sendable, Equatable {
 
     /// `json`, written into `out` (`ReportDocument.serialized`).
     package func write(to out: inout JSONWriter) {
+        if let rendering {
+            out.written(rendering.json)
+        } else {
+            writeFields(to: &out, timestamp: Self.timestamp(timestamp))
+        }
+    }
+
+    private func writeFields(to out: inout JSONWriter, timestamp: String) {
         out.openObject()
-        out.member("timestamp", Self.timestamp(timestamp))
+        out.member("timestamp", timestamp)
         out.member("level", level.name)
         out.member("category", category)
         out.member("message", message)
@@ -104,5 +130,16 @@ extension Int64 {
     fileprivate func floorDivided(by divisor: Int64) -> Int64 {
         let quotient = self / divisor
         return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}
+
+/// A breadcrumb's timestamp text and its JSON object (`Breadcrumb.rendering`).
+private final class Rendering: Sendable {
+    let timestamp: String
+    let json: [UInt8]
+
+    init(timestamp: String, json: [UInt8]) {
+        self.timestamp = timestamp
+        self.json = json
     }
 }

@@ -153,7 +153,7 @@ extension HostAPITable {
             guard let visit else { return RH_ERR_INVALID }
             do throws(ReportError) {
                 for (index, crumb) in try h.breadcrumbs().enumerated() {
-                    let goOn = Breadcrumb.timestamp(crumb.timestamp).withCString { stamp in
+                    let goOn = crumb.timestampText.withCString { stamp in
                         crumb.category.withCString { category in
                             crumb.message.withCString { message in visit(ctx, index, stamp, crumb.level.rawValue, category, message) }
                         }

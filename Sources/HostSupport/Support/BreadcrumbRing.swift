@@ -73,6 +73,29 @@ package final class BreadcrumbRing: Sendable {
         Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit).entries
     }
 
+    /// The last `limit` breadcrumbs, oldest first, as `make` makes them, except those `known`
+    /// holds already (by sequence): a slot keeps its breadcrumb unchanged until the ring laps
+    /// it, so a reader that keeps what it read copies only the breadcrumbs written since.
+    /// The same breadcrumbs as `read(last:)`, but for one being written over meanwhile.
+    package func read<Item>(last limit: Int, known: (UInt64) -> Item?, make: (Entry) -> Item) -> [Item] {
+        let base = UnsafeRawPointer(address)
+        var sequences = [UInt64](repeating: 0, count: (bytes - Int(RH_CRUMB_HEADER_BYTES)) / Int(RH_CRUMB_SLOT_BYTES))
+        let count = sequences.withUnsafeMutableBufferPointer { rh_crumb_ring_sequences(base, bytes, $0.baseAddress, $0.count) }
+        var newestFirst: [Item] = []
+        newestFirst.reserveCapacity(min(limit, count))
+        var text = rh_crumb_text()
+        for sequence in sequences[..<count].sorted(by: >) where newestFirst.count < limit {
+            if let item = known(sequence) {
+                newestFirst.append(item)
+                continue
+            }
+            var crumb = rh_crumb()
+            guard rh_crumb_ring_read_one(base, bytes, sequence, &text, &crumb) else { continue }  // torn
+            newestFirst.append(make(Entry(crumb)))
+        }
+        return newestFirst.reversed()
+    }
+
     /// The last `limit` breadcrumbs of the ring file at `path`, oldest first, and how many
     /// slots were torn (skipped); nil when there is no readable ring there.
     package static func read(fileAt path: String, last limit: Int, system: SystemCalls) -> (entries: [Entry], torn: Int)? {
@@ -98,16 +121,23 @@ package final class BreadcrumbRing: Sendable {
         withExtendedLifetime(collected) {
             rh_crumb_ring_read(base, bytes, { context, crumb in
                 guard let context, let crumb = crumb?.pointee else { return }
-                func text(_ pointer: UnsafePointer<CChar>?, _ count: Int) -> String {
-                    guard let pointer else { return "" }
-                    return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
-                }
-                Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue().entries.append(Entry(
-                    sequence: crumb.sequence, timestampMs: crumb.timestamp_ms, level: crumb.level,
-                    category: text(crumb.category, crumb.category_len), message: text(crumb.message, crumb.message_len)))
+                Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue().entries.append(Entry(crumb))
             }, Unmanaged.passUnretained(collected).toOpaque(), &torn)
         }
         let ordered = collected.entries.sorted { $0.sequence < $1.sequence }
         return (Array(ordered.suffix(max(0, limit))), Int(torn))
+    }
+}
+
+extension BreadcrumbRing.Entry {
+    /// A breadcrumb the ring's reader handed over (its text points into the reader's copy).
+    fileprivate init(_ crumb: rh_crumb) {
+        func text(_ pointer: UnsafePointer<CChar>?, _ count: Int) -> String {
+            guard let pointer else { return "" }
+            return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
+        }
+        self.init(
+            sequence: crumb.sequence, timestampMs: crumb.timestamp_ms, level: crumb.level,
+            category: text(crumb.category, crumb.category_len), message: text(crumb.message, crumb.message_len))
     }
 }

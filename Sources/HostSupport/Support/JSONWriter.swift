@@ -60,7 +60,15 @@ package struct JSONWriter {
         follows = true
     }
 
+    /// A value another `JSONWriter` wrote (its `utf8`), as it stands.
+    package mutating func written(_ json: [UInt8]) {
+        separate()
+        bytes.append(contentsOf: json)
+        follows = true
+    }
+
     package var text: String { String(decoding: bytes, as: UTF8.self) }
+    package var utf8: [UInt8] { bytes }
 
     private mutating func open(_ bracket: UInt8) {
         separate()
