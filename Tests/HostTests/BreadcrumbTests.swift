@@ -79,12 +79,8 @@ import Testing
                 ring.write(level: Int32(written % 5), category: "c\(written % 3)", "breadcrumb \(written)")
             }
             var made = 0
-            let limit = 12
-            let read = ring.read(last: limit, known: { sequence in kept.first { $0.sequence == sequence } }) { entry in
-                made += 1
-                return entry
-            }
-            #expect(read == ring.read(last: limit), "round \(round)")
+            let read = ring.read(last: 12, known: { sequence in kept.first { $0.sequence == sequence } }) { made += 1; return $0 }
+            #expect(read == ring.read(last: 12), "round \(round)")
             let new = read.filter { entry in !kept.contains { $0.sequence == entry.sequence } }.count
             #expect(made == new, "round \(round): \(made) slots copied for \(new) new breadcrumbs")
             kept = read
