@@ -11,7 +11,9 @@
  *   embed-bench start CONFIG REPO               rh_embed_start on the calling thread, then
  *                                               rh_embed_stop (which waits for recovery), and
  *                                               the memory before, after start and at peak
- *   embed-bench report CONFIG REPO N            median rh_embed_report, stored durably (ms)
+ *   embed-bench report CONFIG REPO N [WARM]     median rh_embed_report, stored durably (ms), after WARM
+ *                                               untimed reports (each adds a breadcrumb of the host's
+ *                                               own, so 100 fill the ring every document carries)
  *   embed-bench crash CONFIG REPO               dies by SIGSEGV: a real crash file
  *   embed-bench breadcrumb CONFIG REPO N        ns per rh_embed_breadcrumb of a 48-byte
  *                                               message, and per write(2) of the same bytes
@@ -155,10 +157,12 @@ static int start(const char *config, const char *repository) {
     return 0;
 }
 
-static int report(const char *config, const char *repository, int n) {
+static int report(const char *config, const char *repository, int n, int warm) {
     rh_embed *h = start_host(config, repository);
     double *times = calloc((size_t)n, sizeof *times);
     char id[37];
+    for (int i = 0; i < warm; i++)
+        if (rh_embed_report(h, "error", "bench", "latency", id) != RH_EMBED_OK) { fprintf(stderr, "report failed\n"); exit(1); }
     for (int i = 0; i < n; i++) {
         double a = now_ms();
         if (rh_embed_report(h, "error", "bench", "latency", id) != RH_EMBED_OK) { fprintf(stderr, "report failed\n"); exit(1); }
@@ -246,7 +250,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "list") == 0 && argc == 3) return list(argv[2]);
 #ifdef WITH_HOST
     if (strcmp(mode, "start") == 0 && argc == 4) return start(argv[2], argv[3]);
-    if (strcmp(mode, "report") == 0 && argc == 5) return report(argv[2], argv[3], atoi(argv[4]));
+    if (strcmp(mode, "report") == 0 && (argc == 5 || argc == 6)) return report(argv[2], argv[3], atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
     if (strcmp(mode, "crash") == 0 && argc == 4) return crash(argv[2], argv[3]);
     if (strcmp(mode, "breadcrumb") == 0 && argc == 5) return breadcrumb(argv[2], argv[3], atoi(argv[4]));
 #endif
