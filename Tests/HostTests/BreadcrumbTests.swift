@@ -63,7 +63,7 @@ import Testing
         #expect(read.torn == 1)
         #expect(read.entries.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
         // A reader that reads slot by slot (a session's, keeping what it read) skips it too.
-        let bySlot = ring.read(last: 100, known: { _ in nil }, make: { $0 })
+        let bySlot = ring.read(last: 100, isKnown: { _ in false }).compactMap(\.entry)
         #expect(bySlot.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
     }
 
@@ -78,8 +78,9 @@ import Testing
                 written += 1
                 ring.write(level: Int32(written % 5), category: "c\(written % 3)", "breadcrumb \(written)")
             }
-            var made = 0
-            let read = ring.read(last: 12, known: { sequence in kept.first { $0.sequence == sequence } }) { made += 1; return $0 }
+            let slots = ring.read(last: 12) { sequence in kept.contains { $0.sequence == sequence } }
+            let made = slots.filter { $0.entry != nil }.count
+            let read = slots.compactMap { slot in slot.entry ?? kept.first { $0.sequence == slot.sequence } }
             #expect(read == ring.read(last: 12), "round \(round)")
             let new = read.filter { entry in !kept.contains { $0.sequence == entry.sequence } }.count
             #expect(made == new, "round \(round): \(made) slots copied for \(new) new breadcrumbs")
@@ -107,7 +108,8 @@ import Testing
                     let known = kept
                     let read = pass % 2 == 0
                         ? ring.read(last: 64)
-                        : ring.read(last: 64, known: { sequence in known.first { $0.sequence == sequence } }, make: { $0 })
+                        : ring.read(last: 64) { sequence in known.contains { $0.sequence == sequence } }
+                            .compactMap { slot in slot.entry ?? known.first { $0.sequence == slot.sequence } }
                     kept = read
                     for crumb in read {
                         let fields = crumb.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)

@@ -37,8 +37,8 @@ package final class HostSession: Sendable {
     /// This session's breadcrumb ring (SPEC B-1); nil with `breadcrumbs.max` 0, or when the
     /// file could not be made (logged: the session runs without breadcrumbs).
     package let breadcrumbs: BreadcrumbRing?
-    /// The breadcrumbs the last report carried, oldest first (`currentBreadcrumbs`).
-    private let lastBreadcrumbs = Locked<[Breadcrumb]>([])
+    /// Reads `breadcrumbs` for each report, keeping what the last one carried.
+    private let breadcrumbReader: BreadcrumbReader?
     /// SPEC B-3: crashed or abnormally ended sessions in a row before this one.
     package let consecutiveCrashes: Int
 
@@ -54,6 +54,7 @@ package final class HostSession: Sendable {
     ) {
         self.host = host
         self.breadcrumbs = breadcrumbs
+        breadcrumbReader = breadcrumbs.map(BreadcrumbReader.init)
         self.consecutiveCrashes = consecutiveCrashes
         self.watched = watched
         self.repository = repository
@@ -149,18 +150,8 @@ package final class HostSession: Sendable {
     }
 
     /// The breadcrumbs a report of this session carries now, oldest first.
-    /// The ring is read again for each report; breadcrumbs read for the last one, still in
-    /// the ring, are reused, so only those written since are copied and rendered.
     package var currentBreadcrumbs: [Breadcrumb] {
-        guard let breadcrumbs else { return [] }
-        return lastBreadcrumbs.withLock { last in
-            let known = last
-            let current = breadcrumbs.read(
-                last: host.configuration.breadcrumbsMax,
-                known: { known.bisecting(sequence: $0) }, make: Breadcrumb.init)
-            last = current
-            return current
-        }
+        breadcrumbReader?.current(last: host.configuration.breadcrumbsMax) ?? []
     }
 
     /// The rest of `open`, once the session is marked.
@@ -374,18 +365,5 @@ struct JournalingDialog: DialogPresenter {
             }
         }
         return decision
-    }
-}
-
-extension [Breadcrumb] {
-    /// The breadcrumb of `sequence` in breadcrumbs in order of sequence, found by bisection.
-    fileprivate func bisecting(sequence: UInt64) -> Breadcrumb? {
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = (low + high) / 2
-            if self[middle].sequence < sequence { low = middle + 1 } else { high = middle }
-        }
-        return low < count && self[low].sequence == sequence ? self[low] : nil
     }
 }

@@ -73,27 +73,29 @@ package final class BreadcrumbRing: Sendable {
         Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit).entries
     }
 
-    /// The last `limit` breadcrumbs, oldest first, as `make` makes them, except those `known`
-    /// holds already (by sequence): a slot keeps its breadcrumb unchanged until the ring laps
-    /// it, so a reader that keeps what it read copies only the breadcrumbs written since.
-    /// The same breadcrumbs as `read(last:)`, but for one being written over meanwhile.
-    package func read<Item>(last limit: Int, known: (UInt64) -> Item?, make: (Entry) -> Item) -> [Item] {
+    /// The sequences of the last `limit` breadcrumbs, oldest first, each with its breadcrumb
+    /// unless `isKnown` says the caller holds it already: a slot keeps its breadcrumb unchanged
+    /// until the ring laps it, so a reader that keeps what it read copies only the breadcrumbs
+    /// written since. The same breadcrumbs as `read(last:)`, but for one being written over
+    /// meanwhile.
+    package func read(last limit: Int, isKnown: (UInt64) -> Bool) -> [(sequence: UInt64, entry: Entry?)] {
         let base = UnsafeRawPointer(address)
         var sequences = [UInt64](repeating: 0, count: (bytes - Int(RH_CRUMB_HEADER_BYTES)) / Int(RH_CRUMB_SLOT_BYTES))
         let count = sequences.withUnsafeMutableBufferPointer { rh_crumb_ring_sequences(base, bytes, $0.baseAddress, $0.count) }
-        var newestFirst: [Item] = []
+        var newestFirst: [(sequence: UInt64, entry: Entry?)] = []  // oldest first once reversed
         newestFirst.reserveCapacity(min(limit, count))
         var text = rh_crumb_text()
         for sequence in sequences[..<count].sorted(by: >) where newestFirst.count < limit {
-            if let item = known(sequence) {
-                newestFirst.append(item)
+            if isKnown(sequence) {
+                newestFirst.append((sequence, nil))
                 continue
             }
             var crumb = rh_crumb()
             guard rh_crumb_ring_read_one(base, bytes, sequence, &text, &crumb) else { continue }  // torn
-            newestFirst.append(make(Entry(crumb)))
+            newestFirst.append((sequence, Entry(crumb)))
         }
-        return newestFirst.reversed()
+        newestFirst.reverse()
+        return newestFirst
     }
 
     /// The last `limit` breadcrumbs of the ring file at `path`, oldest first, and how many
