@@ -21,11 +21,11 @@ bool scrub_cache_has(const char *folder, const uint8_t digest[32]);
 void scrub_cache_store(const char *folder, const uint8_t digest[32], const hs_database_t *database);
 
 /* Texts a scrubber found nothing in, remembered by digest (their 128-bit SipHash-2-4 under a
-   key drawn at random when the memo is made: no text can be made to share a digest without
-   the key, and the hash costs a fifth of a SHA-256), so one seen again is not scanned again:
-   a breadcrumb is carried by every report until the ring drops it, and the after step reads
-   what the before step scrubbed. A text's result depends only on the scrubber's rules, so
-   the memo is the scrubber's. */
+   key drawn at random when the memo is made: no text can be made to share a digest without the
+   key, and the hash takes a third of a SHA-256's time), so one seen again is not scanned
+   again: a breadcrumb is carried by every report until the ring drops it, and the after step
+   reads what the before step scrubbed. A text's result depends only on the scrubber's rules,
+   so the memo is the scrubber's. */
 struct scrub_memo {
     pthread_mutex_t lock;
     uint8_t (*slots)[16]; /* direct-mapped by the digest's first bytes; NULL: no memo */
