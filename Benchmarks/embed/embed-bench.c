@@ -157,15 +157,18 @@ static int start(const char *config, const char *repository) {
     return 0;
 }
 
+static void report_once(rh_embed *h) {
+    char id[37];
+    if (rh_embed_report(h, "error", "bench", "latency", id) != RH_EMBED_OK) { fprintf(stderr, "report failed\n"); exit(1); }
+}
+
 static int report(const char *config, const char *repository, int n, int warm) {
     rh_embed *h = start_host(config, repository);
     double *times = calloc((size_t)n, sizeof *times);
-    char id[37];
-    for (int i = 0; i < warm; i++)
-        if (rh_embed_report(h, "error", "bench", "latency", id) != RH_EMBED_OK) { fprintf(stderr, "report failed\n"); exit(1); }
+    for (int i = 0; i < warm; i++) report_once(h);
     for (int i = 0; i < n; i++) {
         double a = now_ms();
-        if (rh_embed_report(h, "error", "bench", "latency", id) != RH_EMBED_OK) { fprintf(stderr, "report failed\n"); exit(1); }
+        report_once(h);
         times[i] = now_ms() - a;
     }
     rh_embed_stop(h);

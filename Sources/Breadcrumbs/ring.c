@@ -218,9 +218,9 @@ static bool copy_slot(uint32_t version, ring_slot *shared, uint64_t sequence, ri
     return after == sequence && slot_checksum(version, sequence, copy) == copy->checksum;
 }
 
-static rh_crumb crumb_of(uint64_t sequence, const ring_slot *copy) {
-    return (rh_crumb){sequence, copy->timestamp_ms, copy->level, copy->text, copy->category_len, copy->text + copy->category_len,
-                      copy->message_len};
+/* The breadcrumb `copy` holds, its text read from `text` (the copy's own, or the caller's). */
+static rh_crumb crumb_of(uint64_t sequence, const ring_slot *copy, const char *text) {
+    return (rh_crumb){sequence, copy->timestamp_ms, copy->level, text, copy->category_len, text + copy->category_len, copy->message_len};
 }
 
 void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx, const rh_crumb *crumb), void *ctx,
@@ -238,7 +238,7 @@ void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx,
                 torn++;
                 continue;
             }
-            rh_crumb crumb = crumb_of(sequence, &copy);
+            rh_crumb crumb = crumb_of(sequence, &copy, copy.text);
             visit(ctx, &crumb);
         }
     }
@@ -264,8 +264,7 @@ bool rh_crumb_ring_read_one(const void *base, size_t bytes, uint64_t sequence, r
     ring_slot copy;
     if (!copy_slot(((const ring_header *)base)->version, shared, sequence, &copy)) return false;
     memcpy(text->bytes, copy.text, (size_t)copy.category_len + copy.message_len);
-    *crumb = (rh_crumb){sequence, copy.timestamp_ms, copy.level, text->bytes, copy.category_len, text->bytes + copy.category_len,
-                        copy.message_len};
+    *crumb = crumb_of(sequence, &copy, text->bytes);
     return true;
 }
 
