@@ -121,7 +121,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     bool ok = scrubber && patterns && flags && ids && scrubber->rules && scrubber->owned;
     for (size_t k = 0; ok && k < scrub_rule_count; k++) {
         if (disabled(scrub_rules[k].kind, disable, disable_count)) continue;
-        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, false, 0, SIZE_MAX, false};
+        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, {0}, {0}, false, false, 0, SIZE_MAX, false};
         patterns[scrubber->count++] = scrub_rules[k].pattern;
     }
     for (size_t k = 0; ok && k < extra_count; k++) {
@@ -129,12 +129,14 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         ok = name != NULL;
         if (!ok) break;
         scrubber->owned[scrubber->owned_count++] = name;
-        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, false, 0, SIZE_MAX, false};
+        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, {0}, {0}, false, false, 0, SIZE_MAX, false};
         patterns[scrubber->count++] = extras[k].pattern;
     }
     for (size_t k = 0; ok && k < scrubber->count; k++) {
         ids[k] = (unsigned)k;
-        scrubber->rules[k].one_line = scrub_one_line(patterns[k]);
+        struct compiled *rule = &scrubber->rules[k];
+        rule->has_breaks = scrub_breaks(patterns[k], rule->breaks, rule->starts);
+        rule->one_line = rule->breaks['\n'];
     }
     if (ok) {
         pthread_mutex_init(&scrubber->lock, NULL);

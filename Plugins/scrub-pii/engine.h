@@ -16,7 +16,10 @@ struct compiled {
     const char *group;
     const char *check;
     hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
-    bool one_line;        /* no match holds a '\n' (scrub_one_line) */
+    bool breaks[256];     /* the bytes no match holds (scrub_breaks): a stretch starts after one */
+    bool starts[256];     /* the bytes after which the pattern reads the text as the whole text does */
+    bool has_breaks;      /* some byte is a break */
+    bool one_line;        /* '\n' is one */
     /* Known once the rule first matched (scan.c's `measured`: reading them from the pattern
        costs ~0.2 ms a rule, 17 ms for the table, which a one-shot process would pay whole). */
     int measured;         /* set (atomically, release) once width and fixed are */
@@ -34,12 +37,13 @@ struct rh_scrubber {
     unsigned generation;     /* tells scrubbers apart for each thread's scratch */
     char *cache_folder;      /* where compiled databases are kept; NULL: none */
     struct scrub_memo memo;  /* texts it found nothing in */
+    bool whole_text;         /* each rule that matched scans the whole text: scrub_fuzz's reference */
 };
 
-/* Whether no match of `pattern` can hold a line break, read from its text, conservatively:
-   false when it names \s, \S, \W, \D, \n, \v, a byte by number, a negated class that does
-   not exclude \s or \n, or a flag group (`(?s)` lets `.` take one). */
-bool scrub_one_line(const char *pattern);
+/* Read from `pattern`, conservatively (breaks.c): the bytes after which it reads the text as
+   the whole text does (`starts`), and those of them no match holds (`breaks`); false when
+   there is no break. */
+bool scrub_breaks(const char *pattern, bool breaks[256], bool starts[256]);
 
 struct match {
     unsigned id;
@@ -53,6 +57,7 @@ struct matches {
     bool failed;
     unsigned id;   /* the rule scanned alone */
     size_t offset; /* where the stretch it scans starts in the text */
+    bool trusted;  /* a match at its start counts: the text's start, or after one of the rule's `starts` */
     size_t first;  /* the first item of this stretch's scan */
     bool collapse; /* keep one item per start: its longest end */
 };

@@ -2,11 +2,12 @@
  * where each rule's matches end (a rule whose matches all have one length is done then: each
  * end gives its start), then each other rule that matched alone, for the start of each of its
  * matches, over the stretches that can hold them: up to `width` bytes (16 KB for a rule
- * without a bound) before each end, to that end; for a rule whose matches stay in one line,
- * from the start of that line at most. Stretches that touch are scanned as one, so no byte is
- * scanned twice for a rule, and a text that holds few matches is scanned about once. A
- * stretch starts after a newline where it can, so `^`, `\b` and "not after a letter" read at
- * its start as they read in the whole text. */
+ * without a bound) before each end, to that end, and from after the last of the rule's breaks
+ * (breaks.c: the bytes none of its matches holds, a space for most tokens, a newline for a
+ * rule whose matches stay in one line) at most. Stretches that touch are scanned as one, so
+ * no byte is scanned twice for a rule, and a text that holds few matches is scanned about
+ * once. A stretch starts after a break or a newline where it can, so `^`, `\b` and "not after
+ * a letter" read at its start as they read in the whole text. */
 #define _GNU_SOURCE
 #include "engine.h"
 
@@ -35,6 +36,14 @@ static bool append(struct matches *found, struct match match) {
     }
     found->items[found->count++] = match;
     return true;
+}
+
+/* Whether text[from..to) holds one of the rule's breaks. */
+static bool breaks_between(const struct compiled *rule, const char *text, size_t from, size_t to) {
+    if (rule->has_breaks)
+        for (size_t at = from; at < to; at++)
+            if (rule->breaks[(unsigned char)text[at]]) return true;
+    return false;
 }
 
 /* The first scan: each rule's ends, as runs `[first end, last end]` in which no two ends are
@@ -66,6 +75,13 @@ static const struct compiled *measured(struct rh_scrubber *scrubber, unsigned id
     return rule;
 }
 
+/* Whether an end at `to` joins the rule's open run: within its reach, with none of the rule's
+   breaks between (past one, a stretch of its own starts). */
+static bool joins(const struct runs *runs, const struct compiled *rule, const struct match *open, size_t to) {
+    if (!open) return false;
+    return runs->scrubber->whole_text || (to <= open->to + reach_of(rule) && !breaks_between(rule, runs->text, open->to, to));
+}
+
 static int on_end(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
     (void)from;
     (void)flags;
@@ -73,9 +89,7 @@ static int on_end(unsigned id, unsigned long long from, unsigned long long to, u
     const struct compiled *rule = measured(runs->scrubber, id);
     if (rule->fixed) return append(runs->matches, (struct match){id, (size_t)to - rule->width, (size_t)to, false}) ? 0 : 1;
     struct match *open = runs->last[id] == SIZE_MAX ? NULL : &runs->found->items[runs->last[id]];
-    /* A one-line rule's run stays in a line: its next line starts a stretch of its own. */
-    bool same_line = open && (!rule->one_line || !memchr(runs->text + open->to, '\n', (size_t)to - open->to));
-    if (open && same_line && (size_t)to <= open->to + reach_of(rule)) {
+    if (joins(runs, rule, open, (size_t)to)) {
         open->to = (size_t)to;
         return 0;
     }
@@ -90,6 +104,7 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     (void)id;
     (void)flags;
     struct matches *found = context;
+    if (from == 0 && !found->trusted) return 0; /* read after a boundary the text may not have */
     struct match match = {found->id, found->offset + (size_t)from, found->offset + (size_t)to, false};
     struct match *last = found->count > found->first ? &found->items[found->count - 1] : NULL;
     if (found->collapse && last && last->from == match.from) {
@@ -99,19 +114,19 @@ static int on_match(unsigned id, unsigned long long from, unsigned long long to,
     return append(found, match) ? 0 : 1;
 }
 
-/* Where the stretch for a match ending at `end` starts: for a one-line rule, after the last
-   newline before `end` within `reach`; else after the last newline at or before `end - reach`,
-   when one is within another `reach` bytes; else there. */
-static size_t stretch_start(const char *text, size_t end, size_t reach, bool one_line) {
-    size_t start = end > reach ? end - reach : 0;
-    if (one_line) {
-        const char *newline = memrchr(text + start, '\n', end - start);
-        return newline ? (size_t)(newline - text) + 1 : start;
-    }
-    size_t limit = start > reach ? start - reach : 0;
-    for (size_t at = start; at > limit; at--)
-        if (text[at - 1] == '\n') return at;
-    return limit == 0 && start <= reach ? 0 : start;
+/* Where the stretch for a match ending at `end` starts: after the last of the rule's breaks
+   before `end` within its reach (no match holds one, so none starts before it); without one,
+   a byte before the longest match could start, so that the pattern reads the text before
+   each of those starts as the whole text does (a match at the stretch's first byte, where the
+   pattern reads a boundary the text may not have, counts only when the byte before it is one
+   of breaks.c's `starts`: scan_stretch). */
+static size_t stretch_start(const struct rh_scrubber *scrubber, const struct compiled *rule, const char *text, size_t end) {
+    size_t reach = reach_of(rule), start = end > reach ? end - reach : 0;
+    if (scrubber->whole_text) return 0;
+    if (rule->has_breaks)
+        for (size_t at = end; at > start; at--)
+            if (rule->breaks[(unsigned char)text[at - 1]]) return at;
+    return start > 0 ? start - 1 : 0;
 }
 
 /* What names the rule's own database in the cache. */
@@ -172,40 +187,11 @@ static bool scan_stretch(struct rh_scrubber *scrubber, unsigned id, const char *
     const struct compiled *rule = &scrubber->rules[id];
     found->id = id;
     found->offset = from;
+    found->trusted = from == 0 || rule->starts[(unsigned char)text[from - 1]];
     found->first = found->count;
     found->collapse = strcmp(rule->check, "none") == 0 && strstr(rule->group, "first_end") == NULL;
     return database && ready_for(scrubber, database, (int)id) &&
            hs_scan(database, text + from, (unsigned)(to - from), 0, scratch, on_match, found) == HS_SUCCESS && !found->failed;
-}
-
-bool scrub_one_line(const char *pattern) {
-    /* A leading boundary `(?:^|[^A-Za-z0-9])` may take the newline before a line: a stretch
-       that starts after it reads `^` there instead, the same match. */
-    const char *c = pattern + (strncmp(pattern, "(?i)", 4) == 0 ? 4 : 0);
-    if (strncmp(c, "(?:^|[^", 7) == 0) {
-        const char *close = strchr(c + 7, ']');
-        if (close && close[1] == ')') c = close + 2;
-    }
-    for (; *c; c++) {
-        if (c[0] == '(' && c[1] == '?') {
-            size_t flags = strspn(c + 2, "imsx-");
-            if (memchr(c + 2, 's', flags)) return false;
-        }
-        if (c[0] == '[' && c[1] == '^') {
-            const char *end = c + 2 + (c[2] == ']'); /* a `]` first is a member */
-            while (*end && *end != ']') end += end[0] == '\\' && end[1] ? 2 : 1;
-            bool excluded = false;
-            for (const char *m = c + 2; m + 1 < end; m++) excluded |= m[0] == '\\' && (m[1] == 's' || m[1] == 'n');
-            if (!excluded) return false;
-            c = *end ? end : end - 1;
-            continue;
-        }
-        if (c[0] == '\\') {
-            if (!c[1] || strchr("sSWDnvxR0123456789", c[1])) return false;
-            c++;
-        }
-    }
-    return true;
 }
 
 /* A `first_end` rule (a PEM block) reports each end with its leftmost start only, so the end
@@ -237,7 +223,7 @@ bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, str
         const struct match *run = &ends.items[i];
         const struct compiled *rule = &scrubber->rules[run->id];
         size_t first = found->count;
-        ok = scan_stretch(scrubber, run->id, text, stretch_start(text, run->from, reach_of(rule), rule->one_line), run->to, found);
+        ok = scan_stretch(scrubber, run->id, text, stretch_start(scrubber, rule, text, run->from), run->to, found);
         if (ok && strstr(rule->group, "first_end")) ok = later_blocks(scrubber, run->id, text, found, first);
     }
     free(ends.items);

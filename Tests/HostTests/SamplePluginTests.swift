@@ -97,21 +97,36 @@ import Testing
         }
     }
 
-    @Test("scrub-pii: 50,000 random inputs under AddressSanitizer, after the inputs earlier runs found: no memory errors, scrubbing twice equals once, a text seen again (the memo) and rules loaded from the cache folder scrub as the first time; a damaged saved database is compiled again, never loaded")
+    @Test("scrub-pii: 50,000 random inputs under AddressSanitizer, after the inputs earlier runs found: no memory errors, scrubbing twice equals once, a text seen again (the memo) and rules loaded from the cache folder scrub as the first time, a damaged saved database is compiled again, never loaded; these and the 100 texts check --scrub plants (66 kinds) scrub as when each rule's second scan covers the whole text")
     func scrubFuzz() throws {
         let folder = Products.packageRoot.appendingPathComponent("Plugins/scrub-pii")
         let temporary = makeTemporaryDirectory("scrub-fuzz")
         let binary = temporary.appendingPathComponent("scrub_fuzz")
         let cache = temporary.appendingPathComponent("cache")
         try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: false)
-        let sources = ["fuzz/scrub_fuzz.c", "engine.c", "scan.c", "rules.c", "checks.c", "keys.c", "cache.c"].map { folder.appendingPathComponent($0).path }
+        let sources = ["fuzz/scrub_fuzz.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c"].map { folder.appendingPathComponent($0).path }
         let digest = Products.packageRoot.appendingPathComponent("Sources/Digest")
         try Fixtures.compile(
             ["-std=gnu11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-I", digest.appendingPathComponent("include").path]
                 + sources + [digest.appendingPathComponent("sha256.c").path, "-lhs", "-o", binary.path])
-        let run = try ChildProcess.run(binary.path, ["50000", "20261129", cache.path])
+        let run = try ChildProcess.run(binary.path, ["50000", "20261129", cache.path, try Self.plantedTexts(in: temporary).path])
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
-        #expect(run.stdout.contains("50000 inputs: no memory errors, idempotent, the same when seen again and from saved rules (each damaged, then compiled again)"))
+        #expect(run.stdout.contains(
+            "50000 inputs: no memory errors, idempotent, the same when seen again, from saved rules (each damaged, then compiled again) and as scanning the whole text"))
+        #expect(run.stdout.contains("100 corpus texts: idempotent and the same as scanning the whole text"))
+    }
+
+    /// The texts `check --scrub` plants its values in (`check --write-corpus`), NUL-separated.
+    static func plantedTexts(in folder: URL) throws -> URL {
+        let corpus = folder.appendingPathComponent("corpus.jsonl"), texts = folder.appendingPathComponent("texts")
+        let written = try ChildProcess.reporthost(["check", "--write-corpus", corpus.path, "--seed", "20261205", "--documents", "100"])
+        try #require(written.status == 0, "\(written.stderr)")
+        var bytes = Data()
+        for line in try String(contentsOf: corpus, encoding: .utf8).split(separator: "\n") {
+            bytes += Data(try #require(JSONValue.parse(Data(line.utf8))["text"]?.stringValue).utf8) + [0]
+        }
+        try bytes.write(to: texts)
+        return texts
     }
 
     @Test("wrapper-sim: sets wrapper.name and wrapper.version, assigns the wrapper label once, completes from a thread")

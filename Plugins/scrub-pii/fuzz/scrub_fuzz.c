@@ -1,9 +1,12 @@
 /* A property test for rh_scrub: random inputs built from the characters the matchers care
  * about, checked under AddressSanitizer for memory errors, for idempotence (scrubbing a
  * scrubbed text changes nothing), for the memo of clean texts (a text seen again is scrubbed
- * as the first time) and for the saved rules (a scrubber that loads each rule's database from
+ * as the first time), for the saved rules (a scrubber that loads each rule's database from
  * the cache folder on first use scrubs as one that compiled them, and a saved database that was
- * damaged is compiled again, never loaded). Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER */
+ * damaged is compiled again, never loaded) and for the stretches (scrubbing with each rule's
+ * second scan over the stretches scan.c chooses equals scrubbing with each over the whole
+ * text); the texts of CORPUS (NUL-separated) are checked for idempotence and the stretches.
+ * Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS] */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,9 @@ static const char *const pieces[] = {
     "token=", "Bearer ", "bearer\t", "api_key=", "secret=", "[secret]", "[email]", "[card]", "[ip]",
     "4111 1111 1111 1111", "4111-1111-1111-1111", "378282246310005", "192.168.0.1", "255.255.255.255",
     "alice@example.com", "x.y@z.co", "@@", "..", "é", "\xff",
+    /* around the breaks: what ends a value for some rules and not for others */
+    "\n", "\"", "'", ",", "&", "/", ":", "#", "?", "(", ")", "%", "+", "Authorization: Basic ", "https://", "u:pw@", "/home/al ice",
+    "ghp_", "0a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R", "sk-", "AKIA", "+49 30 1234567", "eyJhbGciOiJIUzI1NiJ9", "password: ",
 };
 
 /* A saved database, as damage left it. */
@@ -108,6 +114,16 @@ static const char *const found_before[] = {
     "Zapi_key=[ip]Ztoken==0255.255.255.255[card]bearer\tapi_key==[email]192.168.0.1secret=a@@token=..@",
 };
 
+/* Every built-in rule, each rule that matched scanning the whole text for the starts of its
+   matches: what scrubbing with stretches must equal. */
+static struct rh_scrubber *whole_text(void) {
+    char error[512];
+    struct rh_scrubber *reference = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
+    if (reference) reference->whole_text = true;
+    else printf("no scrubber: %s\n", error);
+    return reference;
+}
+
 static int differs(const char *what, const char *input, const char *once, const char *other) {
     printf("%s:\n  input: [%s]\n  once:  [%s]\n  then:  [%s]\n", what, input, once, other);
     return 1;
@@ -143,16 +159,42 @@ static bool siphash_matches_reference(void) {
     return true;
 }
 
+/* Each NUL-separated text of the file at `path`: scrubbed twice as once, and as `reference`
+   scrubs it. The number of texts, or -1 (said why). */
+static long corpus_scrubs_alike(const char *path, struct rh_scrubber *reference) {
+    long size = 0, count = 0;
+    char *texts = read_file(path, &size);
+    if (!texts || texts[size - 1] != '\0') {
+        printf("no NUL-separated texts in %s\n", path);
+        return -1;
+    }
+    for (long at = 0; at < size; at += (long)strlen(texts + at) + 1, count++) {
+        char *once = rh_scrub(texts + at), *twice = once ? rh_scrub(once) : NULL;
+        char *whole = rh_scrubber_apply(reference, texts + at, NULL);
+        int failed = 0;
+        if (!once || !twice || strcmp(once, twice) != 0) failed = differs("a corpus text not idempotent", texts + at, once, twice);
+        else if (!whole || strcmp(once, whole) != 0) failed = differs("a corpus text not the same as scanning the whole text", texts + at, once, whole);
+        free(once);
+        free(twice);
+        free(whole);
+        if (failed) return -1;
+    }
+    free(texts);
+    return count;
+}
+
 int main(int argc, char **argv) {
     long iterations = argc > 1 ? atol(argv[1]) : 10000;
     srand(argc > 2 ? (unsigned)atol(argv[2]) : 1u);
     if (argc <= 3) {
-        printf("usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER\n");
+        printf("usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS]\n");
         return 2;
     }
     if (!siphash_matches_reference()) return 1;
-    struct rh_scrubber *loading = saved_rules(argv[3]);
-    if (!loading) return 1;
+    struct rh_scrubber *loading = saved_rules(argv[3]), *reference = whole_text();
+    if (!loading || !reference) return 1;
+    long corpus = argc > 4 ? corpus_scrubs_alike(argv[4], reference) : 0;
+    if (corpus < 0) return 1;
     char input[512];
     size_t known = sizeof found_before / sizeof *found_before;
     for (long n = 0; n < iterations + (long)known; n++) {
@@ -170,18 +212,23 @@ int main(int argc, char **argv) {
         char *twice = once ? rh_scrub(once) : NULL;
         char *loaded = rh_scrubber_apply_remembering(loading, input, NULL);
         char *again = rh_scrubber_apply_remembering(loading, input, NULL);
+        char *whole = rh_scrubber_apply(reference, input, NULL);
         int failed = 0;
         if (!once || !twice || strcmp(once, twice) != 0) failed = differs("not idempotent", input, once, twice);
+        else if (!whole || strcmp(once, whole) != 0) failed = differs("not the same as scanning the whole text", input, once, whole);
         else if (!loaded || strcmp(once, loaded) != 0) failed = differs("not the same from saved rules", input, once, loaded);
         else if (!again || strcmp(once, again) != 0) failed = differs("not the same when seen again", input, once, again);
         free(once);
         free(twice);
         free(again);
         free(loaded);
+        free(whole);
         if (failed) return 1;
     }
     rh_scrubber_free(loading);
-    printf("%ld inputs: no memory errors, idempotent, the same when seen again and from saved rules (each damaged, then compiled again)\n",
-           iterations);
+    rh_scrubber_free(reference);
+    printf("%ld inputs: no memory errors, idempotent, the same when seen again, from saved rules (each damaged, then compiled again) "
+           "and as scanning the whole text\n", iterations);
+    if (argc > 4) printf("%ld corpus texts: idempotent and the same as scanning the whole text\n", corpus);
     return 0;
 }
