@@ -121,7 +121,8 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     bool ok = scrubber && patterns && flags && ids && scrubber->rules && scrubber->owned;
     for (size_t k = 0; ok && k < scrub_rule_count; k++) {
         if (disabled(scrub_rules[k].kind, disable, disable_count)) continue;
-        scrubber->rules[scrubber->count] = (struct compiled){scrub_rules[k].kind, scrub_rules[k].pattern, scrub_rules[k].group, scrub_rules[k].check, NULL, {0}, {0}, false, false, 0, SIZE_MAX, false};
+        scrubber->rules[scrubber->count] = (struct compiled){
+            .kind = scrub_rules[k].kind, .pattern = scrub_rules[k].pattern, .group = scrub_rules[k].group, .check = scrub_rules[k].check};
         patterns[scrubber->count++] = scrub_rules[k].pattern;
     }
     for (size_t k = 0; ok && k < extra_count; k++) {
@@ -129,12 +130,15 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         ok = name != NULL;
         if (!ok) break;
         scrubber->owned[scrubber->owned_count++] = name;
-        scrubber->rules[scrubber->count] = (struct compiled){name, extras[k].pattern, "whole", "none", NULL, {0}, {0}, false, false, 0, SIZE_MAX, false};
+        scrubber->rules[scrubber->count] = (struct compiled){.kind = name, .pattern = extras[k].pattern, .group = "whole", .check = "none"};
         patterns[scrubber->count++] = extras[k].pattern;
     }
     for (size_t k = 0; ok && k < scrubber->count; k++) {
         ids[k] = (unsigned)k;
         struct compiled *rule = &scrubber->rules[k];
+        rule->first_end = strstr(rule->group, "first_end") != NULL;
+        rule->unchecked = strcmp(rule->check, "none") == 0;
+        rule->width = SIZE_MAX;
         rule->has_breaks = scrub_breaks(patterns[k], rule->breaks, rule->starts);
         rule->one_line = rule->breaks['\n'];
     }
@@ -188,12 +192,12 @@ static bool select_matches(const struct rh_scrubber *scrubber, struct matches *f
     bool hidden = false;
     for (size_t i = 0; i < found->count;) {
         const struct compiled *rule = &scrubber->rules[found->items[i].id];
-        bool first_end = strstr(rule->group, "first_end") != NULL, passed = false;
+        bool passed = false;
         struct match best = found->items[i];
         size_t j = i;
         for (; j < found->count && found->items[j].from == found->items[i].from && found->items[j].id == found->items[i].id; j++) {
-            if (passed && !first_end) continue;
-            if (scrub_check(rule->check, text, size, found->items[j].from, found->items[j].to)) {
+            if (passed && !rule->first_end) continue;
+            if (rule->unchecked || scrub_check(rule->check, text, size, found->items[j].from, found->items[j].to)) {
                 best = found->items[j];
                 passed = true;
             }
@@ -249,6 +253,14 @@ static void put(struct out *o, const char *bytes, size_t n) {
     memcpy(o->text + o->length, bytes, n);
     o->length += n;
     o->text[o->length] = '\0';
+}
+
+/* An empty text with room for `size` bytes (a text about as long as the one scrubbed). */
+static struct out sized_for(size_t size) {
+    struct out o = {malloc(size + 1), 0, size + 1, false};
+    if (o.text) o.text[0] = '\0';
+    else o.failed = true;
+    return o;
 }
 
 static void puts_(struct out *o, const char *text) { put(o, text, strlen(text)); }
@@ -307,8 +319,7 @@ static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, c
         }
         *again = select_matches(scrubber, &found, text, size);
     }
-    struct out o = {NULL, 0, 0, false};
-    put(&o, "", 0);
+    struct out o = sized_for(size);
     size_t at = 0;
     for (size_t k = 0; k < found.count; k++) {
         size_t from = found.items[k].from, to = found.items[k].to;
@@ -363,8 +374,7 @@ char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const st
     }
     /* Each line a replacement was written into is scrubbed again, alone, until it settles;
        the others are kept as they are (most of a long text). */
-    struct out o = {NULL, 0, 0, false};
-    put(&o, "", 0);
+    struct out o = sized_for(strlen(first));
     size_t line = 0, mark_index = 0, length = strlen(first);
     while (line < length && !o.failed) {
         const char *newline = memchr(first + line, '\n', length - line);

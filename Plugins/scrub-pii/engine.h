@@ -15,6 +15,8 @@ struct compiled {
     const char *pattern;
     const char *group;
     const char *check;
+    bool first_end;       /* the group says `first_end` (a PEM block: engine.c's step 1) */
+    bool unchecked;       /* the check is `none` */
     hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
     bool breaks[256];     /* the bytes no match holds (scrub_breaks): a stretch starts after one */
     bool starts[256];     /* the bytes after which the pattern reads the text as the whole text does */

@@ -144,21 +144,25 @@ bool scrub_alone_saved(const struct rh_scrubber *scrubber, unsigned id) {
 /* The rule alone, with the start of each match: loaded from the cache folder, or compiled (and
    saved there) on first use; NULL without memory. */
 hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id) {
-    pthread_mutex_lock(&scrubber->lock);
     struct compiled *rule = &scrubber->rules[id];
+    /* Once made, a rule's database stays until the scrubber goes: read without the lock. */
+    hs_database_t *made = __atomic_load_n(&rule->alone, __ATOMIC_ACQUIRE);
+    if (made) return made;
+    pthread_mutex_lock(&scrubber->lock);
     if (!rule->alone) {
         unsigned flags = HS_FLAG_SOM_LEFTMOST;
         uint8_t digest[32];
         alone_digest(rule, digest);
-        if (scrubber->cache_folder) rule->alone = scrub_cache_load(scrubber->cache_folder, digest);
+        hs_database_t *database = scrubber->cache_folder ? scrub_cache_load(scrubber->cache_folder, digest) : NULL;
         hs_compile_error_t *why = NULL;
-        if (!rule->alone && hs_compile(rule->pattern, flags, HS_MODE_BLOCK, NULL, &rule->alone, &why) == HS_SUCCESS && scrubber->cache_folder)
-            scrub_cache_store(scrubber->cache_folder, digest, rule->alone);
+        if (!database && hs_compile(rule->pattern, flags, HS_MODE_BLOCK, NULL, &database, &why) == HS_SUCCESS && scrubber->cache_folder)
+            scrub_cache_store(scrubber->cache_folder, digest, database);
         hs_free_compile_error(why);
+        __atomic_store_n(&rule->alone, database, __ATOMIC_RELEASE);
     }
-    hs_database_t *database = rule->alone;
+    made = rule->alone;
     pthread_mutex_unlock(&scrubber->lock);
-    return database;
+    return made;
 }
 
 /* One scratch per thread, grown to each database it scans. Growing it checks the whole
@@ -189,7 +193,7 @@ static bool scan_stretch(struct rh_scrubber *scrubber, unsigned id, const char *
     found->offset = from;
     found->trusted = from == 0 || rule->starts[(unsigned char)text[from - 1]];
     found->first = found->count;
-    found->collapse = strcmp(rule->check, "none") == 0 && strstr(rule->group, "first_end") == NULL;
+    found->collapse = rule->unchecked && !rule->first_end;
     return database && ready_for(scrubber, database, (int)id) &&
            hs_scan(database, text + from, (unsigned)(to - from), 0, scratch, on_match, found) == HS_SUCCESS && !found->failed;
 }
@@ -224,7 +228,7 @@ bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, str
         const struct compiled *rule = &scrubber->rules[run->id];
         size_t first = found->count;
         ok = scan_stretch(scrubber, run->id, text, stretch_start(scrubber, rule, text, run->from), run->to, found);
-        if (ok && strstr(rule->group, "first_end")) ok = later_blocks(scrubber, run->id, text, found, first);
+        if (ok && rule->first_end) ok = later_blocks(scrubber, run->id, text, found, first);
     }
     free(ends.items);
     return ok;
