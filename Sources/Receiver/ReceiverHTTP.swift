@@ -58,7 +58,7 @@ struct SocketReader {
     private mutating func take(upTo separator: Data, limit: Int, tooLarge: Failure) -> Result<Data, Failure> {
         while true {
             let from = buffer.startIndex + max(0, scanned - (separator.count - 1))
-            if let range = buffer[from...].firstRange(of: separator) {
+            if let range = buffer.firstRange(ofBytes: separator, from: from) {
                 let taken = Data(buffer[buffer.startIndex..<range.lowerBound])
                 buffer.removeSubrange(buffer.startIndex..<range.upperBound)
                 scanned = 0

@@ -30,8 +30,10 @@ extension LocalReceiver {
         var attachments: [String: Data] = [:]
         if contentType.lowercased().hasPrefix("application/json") {
             report = try? JSONValue.parse(body)
-        } else if let boundary = contentType.components(separatedBy: "boundary=").last, contentType.contains("multipart/form-data") {
-            for part in Multipart.parts(of: body, boundary: boundary) {
+        } else if let boundary = contentType.split(separator: "boundary=", omittingEmptySubsequences: false).last,
+            contentType.contains("multipart/form-data")
+        {
+            for part in Multipart.parts(of: body, boundary: String(boundary)) {
                 if part.name == "upload_file" {
                     report = try? JSONValue.parse(part.data)
                 } else if part.name.hasPrefix("attachment_") {

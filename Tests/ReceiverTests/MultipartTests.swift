@@ -41,4 +41,20 @@ struct MultipartTests {
         let truncated = Data("--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nvalue\r\n--b\r\nContent-Disposition: form-data; name=\"cut".utf8)
         #expect(Multipart.parts(of: truncated, boundary: "b").map(\.name) == ["a"])
     }
+
+    @Test("The reader's byte search (memmem) finds what the generic firstRange(of:) finds: 20,000 random texts, needles and starts, slices included")
+    func byteSearch() {
+        var random = SplitMix64(seed: 20261205)
+        for _ in 0..<20_000 {
+            // Few distinct bytes, so needles occur, overlap and repeat.
+            let bytes = Data((0..<Int(random.next() % 64)).map { _ in UInt8(ascii: "a") + UInt8(random.next() % 3) })
+            let dropped = bytes.isEmpty ? 0 : Int(random.next() % UInt64(bytes.count + 1))
+            let text = bytes.dropFirst(dropped)  // a slice: its indices do not start at 0
+            let needle = Data((0..<(1 + Int(random.next() % 4))).map { _ in UInt8(ascii: "a") + UInt8(random.next() % 3) })
+            let from = text.startIndex + Int(random.next() % UInt64(text.count + 1))
+            #expect(text.firstRange(ofBytes: needle, from: from) == text[from...].firstRange(of: needle), "\(Array(text)) \(Array(needle)) \(from)")
+            #expect(text.firstRange(ofBytes: needle) == text.firstRange(of: needle))
+        }
+        #expect(Data("abc".utf8).firstRange(ofBytes: Data()) == nil)
+    }
 }

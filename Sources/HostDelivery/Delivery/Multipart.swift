@@ -110,14 +110,14 @@ package enum Multipart {
         let delimiter = Data("--\(boundary)".utf8)
         var parts: [Part] = []
         var searchStart = body.startIndex
-        guard var current = body[searchStart...].firstRange(of: delimiter) else { return [] }
+        guard var current = body.firstRange(ofBytes: delimiter, from: searchStart) else { return [] }
         while true {
             searchStart = current.upperBound
-            guard let next = body[searchStart...].firstRange(of: delimiter) else { break }
+            guard let next = body.firstRange(ofBytes: delimiter, from: searchStart) else { break }
             var section = body[current.upperBound..<next.lowerBound]
             if section.starts(with: Data("\r\n".utf8)) { section = section.dropFirst(2) }
             if section.count >= 2, section.suffix(2) == Data("\r\n".utf8) { section = section.dropLast(2) }
-            if let split = section.firstRange(of: Data("\r\n\r\n".utf8)) {
+            if let split = section.firstRange(ofBytes: Data("\r\n\r\n".utf8)) {
                 let head = String(decoding: section[section.startIndex..<split.lowerBound], as: UTF8.self)
                 if let nameRange = head.firstRange(of: "name=\"") {
                     let rest = head[nameRange.upperBound...]
