@@ -175,4 +175,27 @@ import Testing
         }
         #expect(changed.isEmpty, "\(changed.count) times changed, first \(changed.prefix(3))")
     }
+
+    @Test("report document: a timestamp read from its bytes is the Date the reading by fields gives, to the last bit: 200,000 random times from year 0 to 9999 (days 1 to 31 of every month, 60 seconds), with and without milliseconds, and texts near the format")
+    func exactTimestampsMatchFields() {
+        var random = SplitMix64(seed: 20261205)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        var differing: [String] = []
+        for _ in 0..<200_000 {
+            let year = String(repeating: "0", count: 3) + "\(random.int(0..<10_000))"
+            let text = "\(year.suffix(4))-\(two(random.int(1..<13)))-\(two(random.int(1..<32)))T\(two(random.int(0..<24))):\(two(random.int(0..<60))):\(two(random.int(0..<61)))Z"
+            let fields = ReportDocument.parseTimestampByFields(text)
+            if ReportDocument.exactTimestamp(text) == nil || ReportDocument.parseTimestamp(text) != fields { differing.append(text) }
+            let milliseconds = "\(random.int(1000..<2000))".dropFirst()
+            let withMilliseconds = text.dropLast() + ".\(milliseconds)Z"
+            let expected = fields.map { $0.addingTimeInterval(TimeInterval(Int(milliseconds)!) / 1000) }
+            if Breadcrumb.parseTimestamp(String(withMilliseconds)) != expected { differing.append(String(withMilliseconds)) }
+        }
+        #expect(differing.isEmpty, "\(differing.count) differ, first \(differing.prefix(3))")
+        // Near the format: what the reading by fields makes of them, never another time.
+        for text in ["2026-13-05T10:00:00Z", "2026-12-05T1:00:000Z", "2026-12-05 10:00:00Z", "2026-12-05T10:00:00", "+026-12-05T10:00:00Z",
+                     "2026-12-05T10:00:00.5Z", "2026-12-05T10:00:00.123Z", "２０26-12-05T10:00:00Z"] {
+            #expect(ReportDocument.parseTimestamp(text) == ReportDocument.parseTimestampByFields(text), "\(text)")
+        }
+    }
 }

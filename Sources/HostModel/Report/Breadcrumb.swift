@@ -113,16 +113,6 @@ public struct Breadcrumb: Sendable, Equatable {
         // Within ±4·10¹⁸: room for the arithmetic that splits it into seconds and milliseconds.
         return Int64(min(max(value, -4e18), 4e18))
     }
-
-    /// Parses `timestamp`'s format (also without the milliseconds).
-    public static func parseTimestamp(_ text: String) -> Date? {
-        guard let dot = text.firstIndex(of: ".") else { return ReportDocument.parseTimestamp(text) }
-        let fraction = text[text.index(after: dot)...].dropLast()
-        guard text.hasSuffix("Z"), fraction.count == 3, let milliseconds = Int(fraction),
-            let seconds = ReportDocument.parseTimestamp(String(text[..<dot]) + "Z")
-        else { return nil }
-        return seconds.addingTimeInterval(TimeInterval(milliseconds) / 1000)
-    }
 }
 
 extension Int64 {

@@ -203,18 +203,4 @@ extension ReportDocument {
         self.init(id: id, trigger: trigger, content: content, internalLog: log, createdAt: createdAt, changes: changes)
         duplicates = max(1, json["duplicates"]?.intValue ?? 1)
     }
-
-    /// Parses `timestamp`'s format (UTC, seconds).
-    public static func parseTimestamp(_ text: String) -> Date? {
-        let fields = text.split(whereSeparator: { "-T:Z".contains($0) }).compactMap { Int32($0) }
-        guard fields.count == 6, text.count == 20, text.hasSuffix("Z") else { return nil }
-        var parts = tm()
-        parts.tm_year = fields[0] - 1900
-        parts.tm_mon = fields[1] - 1
-        parts.tm_mday = fields[2]
-        parts.tm_hour = fields[3]
-        parts.tm_min = fields[4]
-        parts.tm_sec = fields[5]
-        return Date(timeIntervalSince1970: TimeInterval(timegm(&parts)))
-    }
 }
