@@ -6,8 +6,10 @@
  * (breaks.c: the bytes none of its matches holds, a space for most tokens, a newline for a
  * rule whose matches stay in one line) at most. Stretches that touch are scanned as one, so
  * no byte is scanned twice for a rule, and a text that holds few matches is scanned about
- * once. A stretch starts after a break or a newline where it can, so `^`, `\b` and "not after
- * a letter" read at its start as they read in the whole text. */
+ * once. Where a stretch starts (after a break, or a byte before the longest match could) a
+ * match at its first byte counts only after a byte the pattern reads as the whole text does
+ * (breaks.c's `starts`), so `^`, `\b` and "not after a letter" read as in the whole text: the
+ * matches are those of each rule over the whole text (scrub_fuzz checks it). */
 #define _GNU_SOURCE
 #include "engine.h"
 
