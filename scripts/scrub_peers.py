@@ -127,6 +127,8 @@ def main():
     parser.add_argument("--passes", type=int, default=3, help="timed passes of scrub-pii and Relay (their mean)")
     parser.add_argument("--relay-file", help="only time Relay over this file's text: prints `relay_seconds S`")
     options = parser.parse_args()
+    if options.passes < 1:
+        parser.error(f"--passes must be 1 or more, not {options.passes}")
     if options.relay_file:
         print(f"relay_seconds {relay_seconds(options.relay_file)}")
         return 0

@@ -140,7 +140,6 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         rule->unchecked = strcmp(rule->check, "none") == 0;
         rule->width = SIZE_MAX;
         rule->has_breaks = scrub_breaks(patterns[k], rule->breaks, rule->starts);
-        rule->one_line = rule->breaks['\n'];
     }
     if (ok) {
         pthread_mutex_init(&scrubber->lock, NULL);
@@ -219,7 +218,9 @@ static bool select_matches(const struct rh_scrubber *scrubber, struct matches *f
             continue;
         }
         if (out > 0 && found->items[i].from < end) {
-            if (found->items[i].to > end && scrubber->rules[found->items[i].id].one_line) found->items[out - 1].hides = true;
+            /* One-line: a newline is a break of its rule (no match holds one). */
+            bool one_line = scrubber->rules[found->items[i].id].breaks['\n'];
+            if (found->items[i].to > end && one_line) found->items[out - 1].hides = true;
             else hidden |= found->items[i].to > end;
             continue;
         }

@@ -20,8 +20,7 @@ struct compiled {
     hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
     bool breaks[256];     /* the bytes no match holds (scrub_breaks): a stretch starts after one */
     bool starts[256];     /* the bytes after which the pattern reads the text as the whole text does */
-    bool has_breaks;      /* some byte is a break */
-    bool one_line;        /* '\n' is one */
+    bool has_breaks;      /* some byte is a break (one a rule whose matches stay in one line has: '\n') */
     /* Known once the rule first matched (scan.c's `measured`: reading them from the pattern
        costs ~0.2 ms a rule, 17 ms for the table, which a one-shot process would pay whole). */
     int measured;         /* set (atomically, release) once width and fixed are */

@@ -42,7 +42,7 @@ struct MultipartTests {
         #expect(Multipart.parts(of: truncated, boundary: "b").map(\.name) == ["a"])
     }
 
-    @Test("The reader's byte search (memmem) finds what the generic firstRange(of:) finds: 20,000 random texts, needles and starts, slices included")
+    @Test("The reader's byte search (memchr, memcmp) finds what the generic firstRange(of:) finds: 20,000 random texts, needles and starts, slices included")
     func byteSearch() {
         var random = SplitMix64(seed: 20261205)
         for _ in 0..<20_000 {

@@ -44,8 +44,7 @@ extension ReportDocument {
                 }
                 return value
             }
-            let separators: [(Int, Character)] = [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")]
-            guard separators.allSatisfy({ bytes[$0.0] == $0.1.asciiValue }),
+            guard timestampSeparators.allSatisfy({ bytes[$0.at] == $0.byte }),
                 let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
                 let minute = number(14, 2), let second = number(17, 2), (1...12).contains(month)
             else { return nil }
@@ -58,6 +57,11 @@ extension ReportDocument {
             return (((days * 24 + hour) * 60 + minute) * 60 + second, milliseconds)
         }
     }
+
+    /// Where `exactTimestamp`'s format puts its separators.
+    private static let timestampSeparators: [(at: Int, byte: UInt8)] = [
+        (4, UInt8(ascii: "-")), (7, UInt8(ascii: "-")), (10, UInt8(ascii: "T")), (13, UInt8(ascii: ":")), (16, UInt8(ascii: ":")),
+    ]
 
     /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
     /// `days_from_civil`); a day past its month's last runs on into the next month.
