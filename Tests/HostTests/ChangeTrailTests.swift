@@ -272,6 +272,30 @@ import Testing
         }
     }
 
+    /// Long tokens that agree in their length and their first and last 8 bytes (which is all
+    /// the comparison's digest reads) and differ inside, and edits longer than the window.
+    @Test("T-1 ranges: tokens the digest cannot tell apart, and edits past the window, give the hunks the whole-list comparison gives, for 2,000 texts")
+    func sameAsWholeListsForLookalikes() {
+        let lookalikes = ["abcdefgh1ijklmnop", "abcdefgh2ijklmnop", "abcdefgh_ijklmnop", "x", " ", ".", "\n"]
+        var random = SplitMix64(seed: 20_261_205)
+        var hardest = 0
+        for round in 0..<2_000 {
+            let words = (0..<random.int(1..<200)).map { _ in lookalikes[random.int(0..<lookalikes.count)] }
+            var edited = words
+            let start = random.int(0..<words.count)
+            let length = random.int(0..<(words.count - start + 1))
+            let inserted = (0..<random.int(0..<150)).map { _ in lookalikes[random.int(0..<lookalikes.count)] }
+            edited.replaceSubrange(start..<(start + length), with: inserted)
+            let (old, new) = (words.joined(), edited.joined())
+            let lazy = TextDiff.hunks(from: old, to: new)
+            let whole = ReferenceTextDiff.hunks(from: Array(old.utf8), to: Array(new.utf8))
+            #expect(lazy == whole, "round \(round): \(old.debugDescription) → \(new.debugDescription)")
+            if lazy != whole { return }
+            hardest = max(hardest, lazy.count)
+        }
+        #expect(hardest > 1, "some edit gave several hunks")
+    }
+
     @Test("T-1 ranges: texts with nothing in common are one range, found in linear time")
     func unrelated() {
         let old = String(repeating: "abc def ", count: 8_000)

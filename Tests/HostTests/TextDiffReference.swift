@@ -2,11 +2,13 @@
 
 /// The trail's comparison by tokens as it was before it read them lazily (every token of both
 /// texts interned, then compared as lists): the oracle the lazy one must agree with, hunk for
-/// hunk. Where the texts differ (`TextDiff.middle`) is shared.
+/// hunk. Where the texts differ (`TextDiff.middle`) and the classes of bytes are shared;
+/// tokens are split and compared here, byte for byte.
 enum ReferenceTextDiff {
     static func hunks(from old: [UInt8], to new: [UInt8]) -> [TextDiff.Hunk] {
         let (start, oldEnd, newEnd): (Int, Int, Int)
-        switch TextDiff.middle(of: old, new) {
+        let middle = old.withUnsafeBufferPointer { old in new.withUnsafeBufferPointer { new in TextDiff.middle(of: old, new) } }
+        switch middle {
         case .equal: return []
         case .oneSided(let hunk): return [hunk]
         case .tokens(let first, let oldStop, let newStop): (start, oldEnd, newEnd) = (first, oldStop, newStop)
@@ -30,7 +32,9 @@ enum ReferenceTextDiff {
             end = span.upperBound
             var at = span.lowerBound
             while at < span.upperBound {
-                let next = min(TextDiff.tokenEnd(bytes, after: at + 1), span.upperBound)
+                let kind = TextDiff.tokenClass(bytes[at])
+                var next = at + 1
+                while kind != .other, next < span.upperBound, TextDiff.tokenClass(bytes[next]) == kind { next += 1 }
                 let token = bytes[at..<next]
                 let id = known[token] ?? known.count
                 known[token] = id

@@ -97,7 +97,7 @@ package struct ChangeTrail: Sendable, Equatable {
         _ who: Contributor, field: String, from old: String?, to new: String?, as operation: TrailEntry.Operation? = nil
     ) {
         let operation = operation ?? (new == nil ? .removed : (old == nil && field.hasPrefix("attribute:") ? .added : .set))
-        let hunks = TextDiff.hunks(from: old.map { Array($0.utf8) } ?? [], to: new.map { Array($0.utf8) } ?? [])
+        let hunks = TextDiff.hunks(from: old, to: new)
         // Every entry's ranges are in the field's final value: earlier entries' move with this change.
         let own = positions[Key(plugin: who.handler, slot: who.slot, step: who.step, field: field)]
         for position in byField[field] ?? [] where position != own {

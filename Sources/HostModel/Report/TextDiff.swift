@@ -21,26 +21,36 @@ package enum TextDiff {
 
     /// The stretches that differ, in order.
     package static func hunks(from old: [UInt8], to new: [UInt8]) -> [Hunk] {
+        old.withUnsafeBufferPointer { old in new.withUnsafeBufferPointer { new in hunks(from: old, to: new) } }
+    }
+
+    /// The stretches that differ between two texts (nil: absent, compared as empty), read in
+    /// place where the strings hold their bytes contiguously, as native strings do.
+    package static func hunks(from old: String?, to new: String?) -> [Hunk] {
+        var old = old ?? ""
+        var new = new ?? ""
+        return old.withUTF8 { old in new.withUTF8 { new in hunks(from: old, to: new) } }
+    }
+
+    static func hunks(from old: UnsafeBufferPointer<UInt8>, to new: UnsafeBufferPointer<UInt8>) -> [Hunk] {
         switch middle(of: old, new) {
         case .equal: return []
         case .oneSided(let hunk): return [hunk]
         case .tokens(let start, let oldEnd, let newEnd):
-            return old.withUnsafeBufferPointer { old in
-                new.withUnsafeBufferPointer { new in
-                    var a = Reader(old, from: start, to: oldEnd)
-                    var b = Reader(new, from: start, to: newEnd)
-                    var hunks: [Hunk] = []
-                    while true {
-                        skipEqual(&a, &b)
-                        if a.atEnd && b.atEnd { return hunks }
-                        // Where both agree again; with none within the window, the rest of both is one change.
-                        let skip = resync(&a, &b)
-                        let oldEnd = skip.flatMap { a.boundary($0.0) } ?? a.end
-                        let newEnd = skip.flatMap { b.boundary($0.1) } ?? b.end
-                        hunks.append(Hunk(old: a.position..<oldEnd, new: b.position..<newEnd))
-                        a.move(to: oldEnd)
-                        b.move(to: newEnd)
-                    }
+            return withUnsafeTemporaryAllocation(of: Reader.Token.self, capacity: 2 * Reader.capacity) { tokens in
+                var a = Reader(old, from: start, to: oldEnd, tokens: tokens.baseAddress!)
+                var b = Reader(new, from: start, to: newEnd, tokens: tokens.baseAddress! + Reader.capacity)
+                var hunks: [Hunk] = []
+                while true {
+                    skipEqual(&a, &b)
+                    if a.atEnd && b.atEnd { return hunks }
+                    // Where both agree again; with none within the window, the rest of both is one change.
+                    let skip = resync(&a, &b)
+                    let oldEnd = skip.flatMap { a.boundary($0.0) } ?? a.end
+                    let newEnd = skip.flatMap { b.boundary($0.1) } ?? b.end
+                    hunks.append(Hunk(old: a.position..<oldEnd, new: b.position..<newEnd))
+                    a.move(to: oldEnd)
+                    b.move(to: newEnd)
                 }
             }
         }
@@ -58,7 +68,7 @@ package enum TextDiff {
         case tokens(start: Int, oldEnd: Int, newEnd: Int)
     }
 
-    static func middle(of old: [UInt8], _ new: [UInt8]) -> Middle {
+    static func middle(of old: UnsafeBufferPointer<UInt8>, _ new: UnsafeBufferPointer<UInt8>) -> Middle {
         var prefix = 0
         while prefix < old.count, prefix < new.count, old[prefix] == new[prefix] { prefix += 1 }
         var suffix = 0
@@ -124,20 +134,30 @@ package enum TextDiff {
     /// (at most `window` + `resyncTokens` of them), so a scrubber's few edits in a long text
     /// cost about a pass over its bytes. Tokens end at `end`.
     struct Reader {
+        /// Where a read token ends, and a digest of its bytes: tokens with different digests
+        /// differ, so most comparisons are one of integers.
+        struct Token {
+            var end: Int
+            var digest: UInt64
+        }
+
+        /// The most tokens one difference reads in each text.
+        static let capacity = window + resyncTokens + 1
+
         /// The text (alive while `hunks` runs).
         let bytes: UnsafeBufferPointer<UInt8>
         let end: Int
         /// Where the current token starts.
         private(set) var position: Int
-        /// Where each of the first `read` tokens after `position` ends.
-        private var ends: [Int] = []
-        private var read = 0
+        /// The first `read` tokens after `position` (room for `capacity`, alive while `hunks` runs).
+        let tokens: UnsafeMutablePointer<Token>
+        private(set) var read = 0
 
-        init(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) {
+        init(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int, tokens: UnsafeMutablePointer<Token>) {
             self.bytes = bytes
             self.end = end
+            self.tokens = tokens
             position = start
-            ends.reserveCapacity(window + resyncTokens)
         }
 
         var atEnd: Bool { position >= end }
@@ -149,31 +169,54 @@ package enum TextDiff {
 
         /// Where the text is after `count` tokens from `position`; nil when fewer are left.
         mutating func boundary(_ count: Int) -> Int? {
+            precondition(count <= Self.capacity, "TextDiff.Reader: \(count) tokens asked for, room for \(Self.capacity)")
             while read < count {
-                let from = read > 0 ? ends[read - 1] : position
+                let from = start(of: read)
                 guard from < end else { return nil }
-                let stop = min(TextDiff.tokenEnd(bytes, after: from + 1), end)
-                if read == ends.count { ends.append(stop) } else { ends[read] = stop }
+                tokens[read] = TextDiff.token(in: bytes, at: from, before: end)
                 read += 1
             }
-            return count == 0 ? position : ends[count - 1]
+            return start(of: count)
         }
 
         /// Reads up to `count` tokens after `position` (fewer when the text ends first).
         mutating func readAhead(_ count: Int) { _ = boundary(count) }
 
-        /// How many tokens after `position` were read, and whether they reach the end.
-        var readCount: Int { read }
-        var readsToEnd: Bool { (read > 0 ? ends[read - 1] : position) >= end }
+        /// Whether the tokens read reach the end.
+        var readsToEnd: Bool { start(of: read) >= end }
+
+        /// Where read token `i` starts (`i` == `read`: where the last one read ends).
+        private func start(of i: Int) -> Int { i > 0 ? tokens[i - 1].end : position }
 
         /// Whether read tokens `i` of this text and `j` of `other` hold the same bytes.
         func same(_ i: Int, as other: Reader, _ j: Int) -> Bool {
-            let x = (i > 0 ? ends[i - 1] : position)..<ends[i]
-            let y = (j > 0 ? other.ends[j - 1] : other.position)..<other.ends[j]
-            guard x.count == y.count, bytes[x.lowerBound] == other.bytes[y.lowerBound] else { return false }
-            return memcmp(bytes.baseAddress! + x.lowerBound, other.bytes.baseAddress! + y.lowerBound, x.count) == 0
+            guard tokens[i].digest == other.tokens[j].digest else { return false }
+            let x = start(of: i)..<tokens[i].end
+            let y = other.start(of: j)..<other.tokens[j].end
+            return x.count == y.count && memcmp(bytes.baseAddress! + x.lowerBound, other.bytes.baseAddress! + y.lowerBound, x.count) == 0
         }
+    }
 
+    /// The token starting at `start`, which ends by `limit`: where it ends, and a digest of its
+    /// length and of its first and last 8 bytes.
+    static func token(in bytes: UnsafeBufferPointer<UInt8>, at start: Int, before limit: Int) -> Reader.Token {
+        var end = start + 1
+        let kind = tokenClass(bytes[start])
+        if kind != .other {
+            while end < limit, tokenClass(bytes[end]) == kind { end += 1 }
+        }
+        let base = UnsafeRawPointer(bytes.baseAddress! + start)
+        let length = end - start
+        var head: UInt64 = 0
+        var tail: UInt64 = 0
+        if length >= 8 {
+            head = base.loadUnaligned(as: UInt64.self)
+            tail = base.loadUnaligned(fromByteOffset: length - 8, as: UInt64.self)
+        } else {
+            for offset in 0..<length { head = head << 8 | UInt64(bytes[start + offset]) }
+        }
+        let digest = (head &* 0x9E37_79B9_7F4A_7C15) ^ (tail &* 0xC2B2_AE3D_27D4_EB4F) ^ UInt64(length)
+        return Reader.Token(end: end, digest: digest)
     }
 
     /// Moves both readers past the tokens they agree on. The bytes are compared first; the
@@ -183,8 +226,7 @@ package enum TextDiff {
     static func skipEqual(_ a: inout Reader, _ b: inout Reader) {
         while !a.atEnd && !b.atEnd {
             let limit = min(a.end - a.position, b.end - b.position)
-            var equal = 0
-            while equal < limit, a.bytes[a.position + equal] == b.bytes[b.position + equal] { equal += 1 }
+            var equal = commonPrefix(a.bytes.baseAddress! + a.position, b.bytes.baseAddress! + b.position, limit)
             if equal > 0, tokenClass(a.bytes[a.position + equal - 1]) != .other {
                 let kind = tokenClass(a.bytes[a.position + equal - 1])
                 while equal > 0, tokenClass(a.bytes[a.position + equal - 1]) == kind { equal -= 1 }
@@ -195,6 +237,19 @@ package enum TextDiff {
             a.move(to: nextOld)
             b.move(to: nextNew)
         }
+    }
+
+    /// How many of the first `limit` bytes at `x` and `y` are the same, compared 8 at a time.
+    static func commonPrefix(_ x: UnsafePointer<UInt8>, _ y: UnsafePointer<UInt8>, _ limit: Int) -> Int {
+        var equal = 0
+        while equal + 8 <= limit {
+            let difference = UnsafeRawPointer(x + equal).loadUnaligned(as: UInt64.self)
+                ^ UnsafeRawPointer(y + equal).loadUnaligned(as: UInt64.self)
+            if difference != 0 { return equal + UInt64(littleEndian: difference).trailingZeroBitCount / 8 }
+            equal += 8
+        }
+        while equal < limit, x[equal] == y[equal] { equal += 1 }
+        return equal
     }
 
     enum TokenClass { case word, space, other }
@@ -210,7 +265,7 @@ package enum TextDiff {
     }
 
     /// Where the token holding `bytes[position - 1]` ends (a position inside a run: the run's end).
-    static func tokenEnd<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, after position: Int) -> Int where Bytes.Index == Int {
+    static func tokenEnd(_ bytes: UnsafeBufferPointer<UInt8>, after position: Int) -> Int {
         guard position > 0, position < bytes.count else { return min(max(position, 0), bytes.count) }
         let kind = tokenClass(bytes[position - 1])
         guard kind != .other else { return position }
@@ -220,7 +275,7 @@ package enum TextDiff {
     }
 
     /// Where the token holding `bytes[position]` starts.
-    static func tokenStart(_ bytes: [UInt8], before position: Int) -> Int {
+    static func tokenStart(_ bytes: UnsafeBufferPointer<UInt8>, before position: Int) -> Int {
         guard position > 0, position < bytes.count else { return min(max(position, 0), bytes.count) }
         let kind = tokenClass(bytes[position])
         guard kind != .other, tokenClass(bytes[position - 1]) == kind else { return position }
@@ -239,22 +294,30 @@ package enum TextDiff {
             // Each skip of this total compares its first tokens; most differ there.
             a.readAhead(min(total, window) + 1)
             b.readAhead(min(total, window) + 1)
-            for skipOld in max(0, total - window)...min(total, window) {
+            // The skips both texts have read tokens for, in the order of their old part.
+            let first = max(0, total - window, total - b.read)
+            let last = min(total, window, a.read)
+            guard first <= last else { continue }
+            let (oldTokens, newTokens) = (a.tokens, b.tokens)
+            for skipOld in first...last {
                 let skipNew = total - skipOld
-                guard skipOld <= a.readCount, skipNew <= b.readCount else { continue }
-                let atEnds = (skipOld == a.readCount && a.readsToEnd, skipNew == b.readCount && b.readsToEnd)
+                // Most skips end at tokens that differ: one comparison of their digests.
+                if skipOld < a.read, skipNew < b.read, oldTokens[skipOld].digest != newTokens[skipNew].digest { continue }
+                // Past the last token read is the end of that text (fewer were left than asked for).
+                let atEnds = (skipOld == a.read, skipNew == b.read)
+                assert((!atEnds.0 || a.readsToEnd) && (!atEnds.1 || b.readsToEnd))
                 if atEnds.0 && atEnds.1 { return (skipOld, skipNew) }
                 if atEnds.0 || atEnds.1 || !a.same(skipOld, as: b, skipNew) { continue }
                 a.readAhead(skipOld + resyncTokens)
                 b.readAhead(skipNew + resyncTokens)
                 var agreed = 1
-                while agreed < resyncTokens, skipOld + agreed < a.readCount, skipNew + agreed < b.readCount,
+                while agreed < resyncTokens, skipOld + agreed < a.read, skipNew + agreed < b.read,
                     a.same(skipOld + agreed, as: b, skipNew + agreed)
                 {
                     agreed += 1
                 }
                 // All of them, or as many as there are before a text ends (at least one).
-                if agreed == resyncTokens || skipOld + agreed == a.readCount || skipNew + agreed == b.readCount {
+                if agreed == resyncTokens || skipOld + agreed == a.read || skipNew + agreed == b.read {
                     return (skipOld, skipNew)
                 }
             }
