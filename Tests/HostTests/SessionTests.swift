@@ -82,4 +82,61 @@ import Testing
         #expect(try rowsWritten() - middle == 2, "the journal, then the chain's result")
         #expect(try session.repository.records().first { $0.reportID == handled.id }?.state == .awaitingFirstAttempt)
     }
+
+    /// A host whose system calls go through `plan` (counted, and failed where it says).
+    func host(calls plan: FaultPlan) throws -> ReportHost {
+        var configuration = Configuration()
+        configuration.repository = folder.path
+        return try ReportHost(
+            configuration: configuration, logger: HostLogger(destinations: [log]), mainExecutor: ThreadExecutor(name: "test-main"),
+            faults: Faults(calls: plan))
+    }
+
+    /// A handler that marks the summary, so a stored report shows whether its chain's result was kept.
+    static let marking = SwiftHandler(name: "marks", before: .completion { report, _, done in
+        try? report.setSummary("marked")
+        done()
+    })
+
+    @Test("H-13, D-1: the journal is flushed on the log's own thread while the callbacks run (through the seam, which SQLite's own flushes do not take), and raise returns once that flush is done")
+    func journalFlushedBehindCallbacks() throws {
+        let plan = FaultPlan([])
+        let host = try host(calls: plan)
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        host.setHandler(Self.marking, for: .handler)
+        // The first flush also makes the folder's entries durable (the log's name).
+        _ = try #require(try session.raise(ReportRequest(trigger: .logError)))
+        for _ in 0..<3 {
+            let before = plan.calls(of: .fsync)
+            let handled = try #require(try session.raise(ReportRequest(trigger: .logError)))
+            // SQLite's own flushes do not go through the seam: this one is the flusher's, done by now.
+            #expect(plan.calls(of: .fsync) - before == 1, "one flush of the log per report, done before raise returned")
+            let stored = try #require(try session.repository.records().first { $0.reportID == handled.id })
+            #expect(stored.state == .awaitingFirstAttempt && stored.document.content.summary == "marked")
+        }
+    }
+
+    @Test("H-13, D-1: a flush of the journal that fails (EIO) fails raise with the log's path and the reason; the report is stored with its chain's changes, and the next report is flushed again")
+    func journalFlushFails() throws {
+        let plan = FaultPlan([FaultPlan.Fault(.fsync, from: 1, count: 1, errno: EIO)])
+        let host = try host(calls: plan)
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        host.setHandler(Self.marking, for: .handler)
+        #expect(plan.calls(of: .fsync) == 0, "no flush through the seam before the first journal")
+        do throws(HostError) {
+            _ = try session.raise(ReportRequest(trigger: .logError))
+            Issue.record("raise returned although the journal's flush failed")
+        } catch {
+            let said = "\(error)"
+            #expect(said.contains("reporthost.sqlite-wal") && said.contains("cannot flush the log") && said.contains(String(cString: strerror(EIO))), "\(said)")
+        }
+        let stored = try session.repository.records()
+        #expect(stored.count == 1 && stored.first?.document.content.summary == "marked", "nothing lost: \(stored.map(\.state))")
+        #expect(try session.raise(ReportRequest(trigger: .logError)) != nil, "the next flush succeeds")
+        #expect(plan.calls(of: .fsync) >= 2)
+    }
 }

@@ -253,8 +253,10 @@ package final class HostSession: Sendable {
             return try raiseUnchained(report, mode: mode, slots: slots, crash: request.crash)
         }
         let journal = report.snapshot
-        let rowID = try storing { () throws(StorageError) in
-            try repository.journal(journal, session: sessionID, dialogPending: request.dialog != nil, crash: request.crash)
+        // Committed before the first callback, flushed while the callbacks run (one flush per
+        // report; see `chainFinished`): stored once the flush is done, as before.
+        let (rowID, flush) = try storing { () throws(StorageError) in
+            try repository.journalFlushingBehind(journal, session: sessionID, dialogPending: request.dialog != nil, crash: request.crash)
         }
         host.faults.hit(.afterJournal)
         let dialog = request.dialog.map {
@@ -269,10 +271,12 @@ package final class HostSession: Sendable {
         if let unmet = run.unmet(host.configuration.requiredSlots) {
             // The journal (with the user's dialog edits) stays what is stored: what the chain
             // did without its required slot is never sent.
-            return try hold(rowID, journal: journal, document: document, unmet: unmet)
+            let held = try hold(rowID, journal: journal, document: document, unmet: unmet)
+            try storing { () throws(StorageError) in try repository.waitUntilFlushed(flush) }
+            return held
         }
-        // One flush per report: the journal's (see `chainFinished`).
         try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document, flush: false) }
+        try storing { () throws(StorageError) in try repository.waitUntilFlushed(flush) }
         stored(document)
         return document
     }

@@ -56,6 +56,9 @@ final class Database: @unchecked Sendable {
     /// The log's length in frames after this connection's last commit (`keepLog`). Written by
     /// SQLite during a commit, read under `lock`.
     private let logFrames = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    /// Flushes the log on a thread of its own (`flushLogBehind`); started at the first flush
+    /// asked of it. Guarded by `lock`.
+    private var flusher: LogFlusher?
 
     /// Whether a transaction's commit waits for the disk (SPEC D-1 … D-4, H-13).
     enum Durability {
@@ -94,6 +97,7 @@ final class Database: @unchecked Sendable {
     static let readerMapBytes = 1 << 30
 
     deinit {
+        flusher?.finish()
         for statement in statements.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(connection)
         logFrames.deallocate()
@@ -260,6 +264,18 @@ final class Database: @unchecked Sendable {
                 _ = try? query("ROLLBACK")
                 throw error
             }
+        }
+    }
+
+    /// The log's flusher, started at the first call: flushes asked of it run on its thread,
+    /// through `system` (the seam for injected faults).
+    func logFlusher(system: SystemCalls) throws(StorageError) -> LogFlusher {
+        try serialized { () throws(StorageError) -> LogFlusher in
+            if let flusher { return flusher }
+            let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+            let started = try LogFlusher(logAt: path + "-wal", folder: folder.isEmpty ? "." : folder, system: system)
+            flusher = started
+            return started
         }
     }
 

@@ -32,6 +32,25 @@ extension Repository {
         try store(document, state: .pendingChain, crash: crash, session: session, dialogPending: dialogPending)
     }
 
+    /// `journal`, committed without waiting for the disk and flushed on a thread of its own
+    /// (`LogFlusher`) while the caller runs the callbacks: the commit is what H-13 asks before
+    /// the first callback (a killed process loses nothing the log holds); the flush is against
+    /// a power loss, and `waitUntilFlushed` returns once it is done, before the caller says the
+    /// report is stored.
+    package func journalFlushingBehind(_ document: ReportDocument, session: String, dialogPending: Bool, crash: JSONValue? = nil)
+        throws(StorageError) -> (rowID: Int64, flush: PendingFlush)
+    {
+        // Started first: nothing is journaled when no flush can be asked for.
+        let flusher = try database.logFlusher(system: system)
+        let rowID = try store(document, state: .pendingChain, crash: crash, session: session, dialogPending: dialogPending, durability: .committed)
+        return (rowID, PendingFlush(flusher: flusher, ticket: flusher.flush()))
+    }
+
+    /// Waits until the flush `journalFlushingBehind` asked for is done; throws when it failed.
+    package func waitUntilFlushed(_ flush: PendingFlush) throws(StorageError) {
+        try flush.flusher.wait(for: flush.ticket)
+    }
+
     /// A running-app report whose chain called nothing but the host (no handler, no
     /// delegate, no dialog): stored once, as it left the chain, `awaiting_first_attempt`.
     /// H-13 journals a report before its first callback, against a callback that ends the

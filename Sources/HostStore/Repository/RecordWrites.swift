@@ -31,12 +31,12 @@ extension Repository {
     /// Stores a new record with its attachment copies; returns its row id.
     func store(
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
-        session: String? = nil, dialogPending: Bool = false, clearingSession: String? = nil
+        session: String? = nil, dialogPending: Bool = false, clearingSession: String? = nil, durability: Database.Durability = .flushed
     ) throws(StorageError) -> Int64 {
         let rowID = try makingRoom { omitting throws(StorageError) in
             try storeOnce(
                 document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending,
-                clearingSession: clearingSession, omitting: omitting)
+                clearingSession: clearingSession, durability: durability, omitting: omitting)
         }
         try enforceLimits()
         return rowID
@@ -44,14 +44,14 @@ extension Repository {
 
     func storeOnce(
         _ document: ReportDocument, state: RecordState, crash: JSONValue?, crashFile: String?,
-        session: String?, dialogPending: Bool, clearingSession: String?, omitting: Bool
+        session: String?, dialogPending: Bool, clearingSession: String?, durability: Database.Durability = .flushed, omitting: Bool
     ) throws(StorageError) -> Int64 {
         // A copy written for a transaction that does not commit is removed with it: a full
         // disk must not keep the space a failed save took.
         var written = AttachmentCopies()
         let rowID: Int64
         do throws(StorageError) {
-            rowID = try database.transaction { () throws(StorageError) -> Int64 in
+            rowID = try database.transaction(durability) { () throws(StorageError) -> Int64 in
                 let (rowID, copies) = try insert(
                     document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending,
                     omitting: omitting)

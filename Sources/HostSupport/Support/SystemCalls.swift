@@ -208,6 +208,13 @@ package struct SystemCalls: Sendable {
         return Glibc.fsync(fd) == 0 ? .success(()) : .failure(SystemError(.fsync, errno))
     }
 
+    /// `fsync` of a file's data (and of its size, when it changed), what SQLite flushes its log
+    /// with; fails as `fsync` does.
+    package func fdatasync(_ fd: Int32) -> Result<Void, SystemError> {
+        if let fault = injected(.fsync) { return .failure(fault) }
+        return Glibc.fdatasync(fd) == 0 ? .success(()) : .failure(SystemError(.fsync, errno))
+    }
+
     package func rename(_ from: String, _ to: String) -> Result<Void, SystemError> {
         if let fault = injected(.rename) { return .failure(fault) }
         return Glibc.rename(from, to) == 0 ? .success(()) : .failure(SystemError(.rename, errno))
