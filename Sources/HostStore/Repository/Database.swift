@@ -56,8 +56,8 @@ final class Database: @unchecked Sendable {
     /// The log's length in frames after this connection's last commit (`keepLog`). Written by
     /// SQLite during a commit, read under `lock`.
     private let logFrames = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
-    /// Flushes the log on a thread of its own (`flushLogBehind`); started at the first flush
-    /// asked of it. Guarded by `lock`.
+    /// Flushes the log on a thread of its own (`logFlusher`); started at the first flush asked
+    /// of it. Guarded by `lock`.
     private var flusher: LogFlusher?
 
     /// Whether a transaction's commit waits for the disk (SPEC D-1 … D-4, H-13).

@@ -44,7 +44,7 @@ extension Repository {
 
     func storeOnce(
         _ document: ReportDocument, state: RecordState, crash: JSONValue?, crashFile: String?,
-        session: String?, dialogPending: Bool, clearingSession: String?, durability: Database.Durability = .flushed, omitting: Bool
+        session: String?, dialogPending: Bool, clearingSession: String?, durability: Database.Durability, omitting: Bool
     ) throws(StorageError) -> Int64 {
         // A copy written for a transaction that does not commit is removed with it: a full
         // disk must not keep the space a failed save took.
