@@ -200,11 +200,7 @@ package enum TextDiff {
     /// The token starting at `start`, which ends by `limit`: where it ends, and a digest of its
     /// length and of its first and last 8 bytes.
     static func token(in bytes: UnsafeBufferPointer<UInt8>, at start: Int, before limit: Int) -> Reader.Token {
-        var end = start + 1
-        let kind = tokenClass(bytes[start])
-        if kind != .other {
-            while end < limit, tokenClass(bytes[end]) == kind { end += 1 }
-        }
+        let end = min(tokenEnd(bytes, after: start + 1), limit)
         let base = UnsafeRawPointer(bytes.baseAddress! + start)
         let length = end - start
         var head: UInt64 = 0

@@ -268,12 +268,11 @@ final class Database: @unchecked Sendable {
     }
 
     /// The log's flusher, started at the first call: flushes asked of it run on its thread,
-    /// through `system` (the seam for injected faults).
-    func logFlusher(system: SystemCalls) throws(StorageError) -> LogFlusher {
+    /// through `system` (the seam for injected faults); `folder` holds the database.
+    func logFlusher(folder: String, system: SystemCalls) throws(StorageError) -> LogFlusher {
         try serialized { () throws(StorageError) -> LogFlusher in
             if let flusher { return flusher }
-            let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-            let started = try LogFlusher(logAt: path + "-wal", folder: folder.isEmpty ? "." : folder, system: system)
+            let started = try LogFlusher(logAt: path + "-wal", folder: folder, system: system)
             flusher = started
             return started
         }

@@ -13,7 +13,7 @@ import HostSupport
 /// name is).
 ///
 /// # Thread safety
-/// The counts are a `WaitableState`; the descriptors are the thread's own.
+/// The counts are a `WaitableState`; the log's descriptor is the thread's own.
 final class LogFlusher: Sendable {
     /// Flushes asked for and done, counted in order: a flush started after ask `n` covers it.
     private struct Counts {
@@ -34,8 +34,8 @@ final class LogFlusher: Sendable {
     private let counts = WaitableState(Counts())
     private let path: String
 
-    /// Opens the log at `path` (a connection in WAL mode has made it) and its `folder`, and
-    /// starts the thread; flushes go through `system`.
+    /// Opens the log at `path` (a connection in WAL mode has made it) and starts the thread;
+    /// flushes go through `system`, and the first that succeeds syncs `folder` too.
     init(logAt path: String, folder: String, system: SystemCalls) throws(StorageError) {
         self.path = path
         let log: Int32
@@ -43,18 +43,17 @@ final class LogFlusher: Sendable {
         case .success(let fd): log = fd
         case .failure(let failure): throw StorageError(path: path, message: "cannot open the log to flush it: \(failure)")
         }
-        let directory = (try? system.open(folder, O_RDONLY | O_DIRECTORY).get()) ?? -1
         let counts = counts
         let started = startThread {
             nameCurrentThread("rh-log-flush")
-            var folderSynced = directory < 0
+            var folderSynced = false
             while let target = counts.wait(
                 until: nil, clock: SystemClock(), for: { $0.asked > $0.done || $0.finished },
                 then: { state, _ in state.asked > state.done ? state.asked : nil })
             {
                 var result = system.fdatasync(log)
                 if case .success = result, !folderSynced {
-                    result = system.fsync(directory)
+                    result = system.syncDirectory(folder)
                     folderSynced = true
                 }
                 counts.update { state in
@@ -66,11 +65,9 @@ final class LogFlusher: Sendable {
                 }
             }
             _ = system.close(log)
-            if directory >= 0 { _ = system.close(directory) }
         }
         guard started else {
             _ = system.close(log)
-            if directory >= 0 { _ = system.close(directory) }
             throw StorageError(path: path, message: "cannot start a thread to flush the log")
         }
     }

@@ -41,7 +41,7 @@ extension Repository {
         throws(StorageError) -> (rowID: Int64, flush: PendingFlush)
     {
         // Started first: nothing is journaled when no flush can be asked for.
-        let flusher = try database.logFlusher(system: system)
+        let flusher = try database.logFlusher(folder: folder.path, system: system)
         let rowID = try store(document, state: .pendingChain, crash: crash, session: session, dialogPending: dialogPending, durability: .committed)
         return (rowID, PendingFlush(flusher: flusher, ticket: flusher.flush()))
     }
