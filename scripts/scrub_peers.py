@@ -44,7 +44,8 @@ def build_driver(folder):
     """scripts/scrub_peers_driver.c with scrub-pii's engine, -O2, in `folder`."""
     driver = os.path.join(folder, "scrub-pii-driver")
     sources = [os.path.join(ROOT, "scripts", "scrub_peers_driver.c")] + [
-        os.path.join(PLUGIN, name) for name in ("engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c")]
+        os.path.join(PLUGIN, name) for name in ("engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c",
+                                                           "reverse.c", "rule_databases.c")]
     subprocess.run(["cc", "-std=gnu11", "-O2", "-pthread", "-I", PLUGIN, "-I", os.path.join(ROOT, "Sources", "Digest", "include")]
                    + sources + [os.path.join(ROOT, "Sources", "Digest", "sha256.c"), "-lhs", "-o", driver], check=True)
     return driver

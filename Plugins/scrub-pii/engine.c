@@ -2,11 +2,12 @@
  * once into one Hyperscan database, so a text is scanned once for all of them in time linear
  * in its length, whatever the patterns (no backtracking: a pattern like `(a|aa)*c` costs what
  * `a*c` costs). That database reports only which rules match (without the start of each match,
- * it compiles in a third of the time). Each rule that matched then scans the text again alone,
- * in its own database compiled with HS_FLAG_SOM_LEFTMOST (on first use: a few milliseconds),
- * which reports every end of every match with its leftmost start: the work stays linear, at
- * most one scan per rule that matched. The selection below turns those into the spans
- * replaced:
+ * it compiles in a third of the time). Each rule that matched then scans the text again alone
+ * (scan.c), for every end of every match with its leftmost start: in its own database compiled
+ * with HS_FLAG_SOM_LEFTMOST, or, for a rule whose matches have a bounded length, backwards
+ * (the same matches, without the engine's costly start tracking); each database is made on
+ * first use (rule_databases.c: a few milliseconds). The work stays linear, at most one such
+ * scan per rule that matched. The selection below turns those into the spans replaced:
  *   1. per (rule, start), the longest end whose check passes (the shortest for a group
  *      `whole(first_end)`: two PEM keys in one text stay two matches);
  *   2. each match becomes the part its group replaces (a keyword and its `=` are only
@@ -65,7 +66,8 @@ static bool disabled(const char *kind, const char *const *disable, size_t disabl
 void rh_scrubber_free(struct rh_scrubber *scrubber) {
     if (!scrubber) return;
     hs_free_database(scrubber->database);
-    for (size_t k = 0; k < scrubber->count; k++) hs_free_database(scrubber->rules[k].alone);
+    for (size_t k = 0; k < scrubber->count; k++)
+        for (int kind = 0; kind < SCRUB_OWN_KINDS; kind++) hs_free_database(scrubber->rules[k].own[kind]);
     for (size_t k = 0; k < scrubber->owned_count; k++) free(scrubber->owned[k]);
     scrub_memo_free(&scrubber->memo);
     free(scrubber->cache_folder);
@@ -421,6 +423,14 @@ char *rh_scrub(const char *text) {
 }
 
 void rh_scrubber_prepare_every_rule(struct rh_scrubber *scrubber) {
-    for (unsigned id = 0; id < scrubber->count; id++)
-        if (!scrub_alone_saved(scrubber, id)) scrub_alone(scrubber, id);
+    for (unsigned id = 0; id < scrubber->count; id++) {
+        /* The databases a scan can ask for: none for a rule whose matches all have one length
+           (each end gives its start), the backward search's for one whose length is bounded
+           (scan.c), the start-of-match scan's for every other (and for a bounded one's stretch
+           with too many places). */
+        const struct compiled *rule = scrub_measured(scrubber, id);
+        for (int kind = 0; !rule->fixed && kind < SCRUB_OWN_KINDS; kind++)
+            if ((kind == SCRUB_STARTS || rule->width != SIZE_MAX) && !scrub_own_saved(scrubber, id, (enum scrub_own)kind))
+                scrub_own(scrubber, id, (enum scrub_own)kind);
+    }
 }

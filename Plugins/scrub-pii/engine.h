@@ -10,6 +10,13 @@
 #include "cache.h"
 #include "scrub.h"
 
+/* A rule's own databases, each made the first time a scan needs it (rule_databases.c):
+   - SCRUB_STARTS: the rule alone with the start of each match (HS_FLAG_SOM_LEFTMOST);
+   - SCRUB_REVERSED: its pattern read backwards (reverse.c), none when it does not read so;
+   - SCRUB_ANCHORED: `^[\s\S](?:P)` (id 0: the matches that start at the second byte, the
+     first read as their context) and `^(?:P)` (id 1: those at the first byte). */
+enum scrub_own { SCRUB_STARTS, SCRUB_REVERSED, SCRUB_ANCHORED, SCRUB_OWN_KINDS };
+
 struct compiled {
     const char *kind;
     const char *pattern;
@@ -17,12 +24,13 @@ struct compiled {
     const char *check;
     bool first_end;       /* the group says `first_end` (a PEM block: engine.c's step 1) */
     bool unchecked;       /* the check is `none` */
-    hs_database_t *alone; /* the rule alone, with the start of each match: made on first use */
+    hs_database_t *own[SCRUB_OWN_KINDS]; /* the rule's own databases (rule_databases.c), made on first use */
+    int own_tried[SCRUB_OWN_KINDS];      /* set (atomically, release) once own[kind] is made or cannot be */
     bool breaks[256];     /* the bytes no match holds (scrub_breaks): a stretch starts after one */
     bool starts[256];     /* the bytes after which the pattern reads the text as the whole text does */
     bool has_breaks;      /* some byte is a break (one a rule whose matches stay in one line has: '\n') */
-    /* Known once the rule first matched (scan.c's `measured`: reading them from the pattern
-       costs ~0.2 ms a rule, 17 ms for the table, which a one-shot process would pay whole). */
+    /* Known once asked for (scrub_measured, the first time the rule matches): read from the
+       pattern by reverse.c, or by the engine (about 0.2 ms a rule) when reverse.c cannot. */
     int measured;         /* set (atomically, release) once width and fixed are */
     size_t width;         /* the longest match it can make, in bytes; SIZE_MAX: no bound */
     bool fixed;           /* every match is `width` bytes long: its end gives its start */
@@ -34,11 +42,12 @@ struct rh_scrubber {
     size_t count;
     char **owned;            /* extra patterns' names */
     size_t owned_count;
-    pthread_mutex_t lock;    /* over each rule's `alone` and its measures */
+    pthread_mutex_t lock;    /* over each rule's own databases and its measures */
     unsigned generation;     /* tells scrubbers apart for each thread's scratch */
     char *cache_folder;      /* where compiled databases are kept; NULL: none */
     struct scrub_memo memo;  /* texts it found nothing in */
     bool whole_text;         /* each rule that matched scans the whole text: scrub_fuzz's reference */
+    bool starts_only;        /* starts found only by the start-of-match scan: scrub_fuzz's reference */
 };
 
 /* Read from `pattern`, conservatively (breaks.c): the bytes after which it reads the text as
@@ -63,12 +72,22 @@ struct matches {
     bool collapse; /* keep one item per start: its longest end */
 };
 
-/* The rule `id` alone, with the start of each match (scan.c): made once, from the cache folder
-   or compiled; NULL without memory. */
-hs_database_t *scrub_alone(struct rh_scrubber *scrubber, unsigned id);
+/* Rule `id` with its width known (scan.c): read from its pattern the first time it is asked for. */
+const struct compiled *scrub_measured(struct rh_scrubber *scrubber, unsigned id);
 
-/* Whether the cache folder holds the rule `id`'s own database (not read until first use). */
-bool scrub_alone_saved(const struct rh_scrubber *scrubber, unsigned id);
+/* The rule `id`'s own database of `kind` (rule_databases.c): made once, from the cache folder or
+   compiled; NULL without memory, or when the rule has none of that kind. */
+hs_database_t *scrub_own(struct rh_scrubber *scrubber, unsigned id, enum scrub_own kind);
+
+/* Whether the cache folder holds that database (not read until first use). */
+bool scrub_own_saved(const struct rh_scrubber *scrubber, unsigned id, enum scrub_own kind);
+
+/* `pattern` read backwards into out (reverse.c): a pattern that matches the reversed bytes of
+   every text `pattern` matches, without its assertions; *caseless when it is caseless whole;
+   the shortest and longest match of `pattern` in *min_width and *max_width (SIZE_MAX: no
+   bound). False when it uses what reverse.c does not read, or out is too small (3 times the
+   pattern's length and 32 bytes is enough). */
+bool scrub_reverse(const char *pattern, char *out, size_t out_size, bool *caseless, size_t *min_width, size_t *max_width);
 
 /* Every match of every rule in text[0..size), with its start, appended to `found`; false when
    the engine or memory fails. */

@@ -41,7 +41,7 @@ bool rh_scrub_extras_valid(const struct rh_scrub_extra *extras, size_t extra_cou
 
 void rh_scrubber_free(struct rh_scrubber *scrubber);
 
-/* Compiles now every rule's own database the cache folder does not hold (about 0.4 s for all),
+/* Compiles now every rule's own database the cache folder does not hold (about 0.6 s for all),
    rather than on the first text it matches. One the cache holds is loaded when the rule first
    matches (about 0.1 ms): a start reads only the rule set (loading all of them took 12 ms). */
 void rh_scrubber_prepare_every_rule(struct rh_scrubber *scrubber);

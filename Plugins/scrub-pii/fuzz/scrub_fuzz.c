@@ -3,17 +3,25 @@
  * scrubbed text changes nothing), for the memo of clean texts (a text seen again is scrubbed
  * as the first time), for the saved rules (a scrubber that loads each rule's database from
  * the cache folder on first use scrubs as one that compiled them, and a saved database that was
- * damaged is compiled again, never loaded) and for the stretches (scrubbing with each rule's
+ * damaged is compiled again, never loaded), for the stretches (scrubbing with each rule's
  * second scan over the stretches scan.c chooses equals scrubbing with each over the whole
- * text); the texts of CORPUS (NUL-separated) are checked for idempotence and the stretches.
+ * text) and for the backward start search (each rule's matches are those its start-of-match
+ * scan finds, match for match). Also: reverse.c reads every built-in rule, with the engine's
+ * shortest and longest match, and a rule of bounded length is searched backwards, not with its
+ * start-of-match scan. The texts of CORPUS (NUL-separated) are checked for idempotence, the
+ * stretches and the backward search, and texts spliced from them (a fifth as many as the
+ * random inputs) for the backward search.
  * Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS] */
 #include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../cache.h"
 #include "../engine.h"
+#include "../rules.h"
 #include "../scrub.h"
 
 static const char *const pieces[] = {
@@ -24,6 +32,10 @@ static const char *const pieces[] = {
     /* around the breaks: what ends a value for some rules and not for others */
     "\n", "\"", "'", ",", "&", "/", ":", "#", "?", "(", ")", "%", "+", "Authorization: Basic ", "https://", "u:pw@", "/home/al ice",
     "ghp_", "0a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R", "sk-", "AKIA", "+49 30 1234567", "eyJhbGciOiJIUzI1NiJ9", "password: ",
+    /* what the backward start search reads: prefixes inside the runs they start, runs as long
+       as a repeat's bounds */
+    "EAAA", "sq0atp-", "discord.com/api/webhooks/", "12345678901234567", ".atlasv1.", "eyJ", "xoxb-", "glpat-", "AIza",
+    "T3BlbkFJ", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "2001:db8::", "fe80::1%",
 };
 
 /* A saved database, as damage left it. */
@@ -88,7 +100,8 @@ static struct rh_scrubber *saved_rules(const char *folder) {
         return NULL;
     }
     /* Every rule's own database now, not when it first matches: each damaged file is read. */
-    for (unsigned id = 0; id < loading->count; id++) scrub_alone(loading, id);
+    for (unsigned id = 0; id < loading->count; id++)
+        for (int kind = 0; kind < SCRUB_OWN_KINDS; kind++) scrub_own(loading, id, (enum scrub_own)kind);
     for (size_t k = 0; k < damaged; k++) {
         long size = 0;
         char *now = read_file(files[k].path, &size);
@@ -124,9 +137,95 @@ static struct rh_scrubber *whole_text(void) {
     return reference;
 }
 
+/* Every built-in rule, the starts of their matches found only by the start-of-match scan: what
+   the backward start search must find, match for match. */
+static struct rh_scrubber *starts_only(void) {
+    char error[512];
+    struct rh_scrubber *reference = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
+    if (reference) reference->starts_only = true;
+    else printf("no scrubber: %s\n", error);
+    return reference;
+}
+
+/* Whether `scrubber` finds in `text` the matches `reference` finds, in the same order (said when
+   not). */
+static bool matches_alike(struct rh_scrubber *scrubber, struct rh_scrubber *reference, const char *text) {
+    struct matches found = {0}, expected = {0};
+    size_t size = strlen(text), k = 0;
+    bool scanned = size == 0 || (scrub_scan(scrubber, text, size, &found) && scrub_scan(reference, text, size, &expected));
+    while (scanned && k < found.count && k < expected.count && found.items[k].id == expected.items[k].id &&
+           found.items[k].from == expected.items[k].from && found.items[k].to == expected.items[k].to)
+        k++;
+    bool alike = scanned && k == found.count && k == expected.count;
+    if (!alike) {
+        printf("the backward start search differs from the start-of-match scan:\n  input: [%s]\n", text);
+        if (k < found.count) printf("  found:    %s [%zu, %zu)\n", scrubber->rules[found.items[k].id].kind, found.items[k].from, found.items[k].to);
+        if (k < expected.count)
+            printf("  expected: %s [%zu, %zu)\n", reference->rules[expected.items[k].id].kind, expected.items[k].from, expected.items[k].to);
+    }
+    free(found.items);
+    free(expected.items);
+    return alike;
+}
+
 static int differs(const char *what, const char *input, const char *once, const char *other) {
     printf("%s:\n  input: [%s]\n  once:  [%s]\n  then:  [%s]\n", what, input, once, other);
     return 1;
+}
+
+/* Every built-in rule read by reverse.c (a rule it could not read would lose the backward start
+   search without a word), with the shortest and longest match the engine reads from it: a
+   rule taken as all one length has each start computed from its end. */
+static bool rules_read_as_the_engine_reads(void) {
+    for (size_t k = 0; k < scrub_rule_count; k++) {
+        char reversed[8192];
+        bool caseless;
+        size_t shortest = 0, longest = 0;
+        hs_expr_info_t *info = NULL;
+        hs_compile_error_t *why = NULL;
+        if (!scrub_reverse(scrub_rules[k].pattern, reversed, sizeof reversed, &caseless, &shortest, &longest)) {
+            printf("reverse.c does not read rule %zu (%s): %s\n", k, scrub_rules[k].kind, scrub_rules[k].pattern);
+            return false;
+        }
+        if (hs_expression_info(scrub_rules[k].pattern, HS_FLAG_SOM_LEFTMOST, &info, &why) != HS_SUCCESS || !info) abort();
+        size_t engine_longest = info->max_width == UINT_MAX ? SIZE_MAX : info->max_width, engine_shortest = info->min_width;
+        free(info);
+        if (shortest != engine_shortest || longest != engine_longest) {
+            printf("rule %zu (%s): reverse.c reads matches of %zu to %zu bytes, the engine %zu to %zu\n", k, scrub_rules[k].kind, shortest, longest,
+                   engine_shortest, engine_longest);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The rule of `kind` whose pattern starts with `start`, in `scrubber`. */
+static unsigned rule_id(const struct rh_scrubber *scrubber, const char *kind, const char *start) {
+    for (unsigned id = 0; id < scrubber->count; id++)
+        if (strcmp(scrubber->rules[id].kind, kind) == 0 && strncmp(scrubber->rules[id].pattern, start, strlen(start)) == 0) return id;
+    abort();
+}
+
+/* Which of its own databases a rule was scanned with, in a scrubber that made none before: a
+   rule whose matches have a bounded length (a Square token) only the backward search's, one
+   without a bound (a GitLab token) only the start-of-match scan's. Else the comparisons with the
+   start-of-match scan would hold without the backward search ever running. */
+static bool bounded_rules_search_backward(void) {
+    char error[512];
+    struct rh_scrubber *fresh = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
+    if (!fresh) abort();
+    char *scrubbed = rh_scrubber_apply(fresh, "sent EAAA_XZHqChs2xvLOfXXuGQIfOkbNaxWXhlpAZ4GTU2f4OCIdWfZwiCkz-8UI0i6 and glpat-abcdefghij0123456789xy", NULL);
+    const struct compiled *square = &fresh->rules[rule_id(fresh, "square_token", "\\b(?:EAAA")];
+    const struct compiled *gitlab = &fresh->rules[rule_id(fresh, "gitlab_token", "glpat-")];
+    bool as_expected = scrubbed && strcmp(scrubbed, "sent [square_token] and [gitlab_token]") == 0 && square->own[SCRUB_REVERSED] &&
+                       square->own[SCRUB_ANCHORED] && !square->own[SCRUB_STARTS] && gitlab->own[SCRUB_STARTS] && !gitlab->own[SCRUB_REVERSED];
+    if (!as_expected)
+        printf("the backward start search did not run as it should: [%s]; square_token's databases: starts %d, reversed %d, anchored %d; "
+               "gitlab_token's: starts %d, reversed %d\n", scrubbed ? scrubbed : "(null)", !!square->own[SCRUB_STARTS], !!square->own[SCRUB_REVERSED],
+               !!square->own[SCRUB_ANCHORED], !!gitlab->own[SCRUB_STARTS], !!gitlab->own[SCRUB_REVERSED]);
+    free(scrubbed);
+    rh_scrubber_free(fresh);
+    return as_expected;
 }
 
 /* The memo's hash against the SipHash reference's 128-bit vectors (key 00..0f, input 00 01 ..
@@ -160,8 +259,11 @@ static bool siphash_matches_reference(void) {
 }
 
 /* Each NUL-separated text of the file at `path`: scrubbed twice as once, and as `reference`
-   scrubs it. The number of texts, or -1 (said why). */
-static long corpus_scrubs_alike(const char *path, struct rh_scrubber *reference) {
+   scrubs it; its matches found by `scrubber` as `starts` finds them. Then `splices` texts made of
+   up to four slices of them (a token cut anywhere, glued to another): their matches alike too.
+   The number of texts, or -1 (said why). */
+static long corpus_scrubs_alike(const char *path, struct rh_scrubber *reference, struct rh_scrubber *scrubber, struct rh_scrubber *starts,
+                                long splices) {
     long size = 0, count = 0;
     char *texts = read_file(path, &size);
     if (!texts || texts[size - 1] != '\0') {
@@ -174,10 +276,24 @@ static long corpus_scrubs_alike(const char *path, struct rh_scrubber *reference)
         int failed = 0;
         if (!once || !twice || strcmp(once, twice) != 0) failed = differs("a corpus text not idempotent", texts + at, once, twice);
         else if (!whole || strcmp(once, whole) != 0) failed = differs("a corpus text not the same as scanning the whole text", texts + at, once, whole);
+        else if (!matches_alike(scrubber, starts, texts + at)) failed = 1;
         free(once);
         free(twice);
         free(whole);
         if (failed) return -1;
+    }
+    char splice[1024];
+    for (long n = 0; n < splices; n++) {
+        size_t length = 0;
+        for (int slices = 1 + rand() % 4; slices > 0; slices--) {
+            long from = rand() % (size - 1), most = 1 + rand() % 160;
+            size_t take = strnlen(texts + from, (size_t)most);
+            if (length + take + 1 > sizeof splice) break;
+            memcpy(splice + length, texts + from, take);
+            length += take;
+        }
+        splice[length] = '\0';
+        if (!matches_alike(scrubber, starts, splice)) return -1;
     }
     free(texts);
     return count;
@@ -190,10 +306,10 @@ int main(int argc, char **argv) {
         printf("usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS]\n");
         return 2;
     }
-    if (!siphash_matches_reference()) return 1;
-    struct rh_scrubber *loading = saved_rules(argv[3]), *reference = whole_text();
-    if (!loading || !reference) return 1;
-    long corpus = argc > 4 ? corpus_scrubs_alike(argv[4], reference) : 0;
+    if (!siphash_matches_reference() || !rules_read_as_the_engine_reads() || !bounded_rules_search_backward()) return 1;
+    struct rh_scrubber *loading = saved_rules(argv[3]), *reference = whole_text(), *starts = starts_only();
+    if (!loading || !reference || !starts) return 1;
+    long splices = iterations / 5, corpus = argc > 4 ? corpus_scrubs_alike(argv[4], reference, loading, starts, splices) : 0;
     if (corpus < 0) return 1;
     char input[512];
     size_t known = sizeof found_before / sizeof *found_before;
@@ -218,6 +334,7 @@ int main(int argc, char **argv) {
         else if (!whole || strcmp(once, whole) != 0) failed = differs("not the same as scanning the whole text", input, once, whole);
         else if (!loaded || strcmp(once, loaded) != 0) failed = differs("not the same from saved rules", input, once, loaded);
         else if (!again || strcmp(once, again) != 0) failed = differs("not the same when seen again", input, once, again);
+        else if (!matches_alike(loading, starts, input)) failed = 1;
         free(once);
         free(twice);
         free(again);
@@ -227,8 +344,11 @@ int main(int argc, char **argv) {
     }
     rh_scrubber_free(loading);
     rh_scrubber_free(reference);
+    rh_scrubber_free(starts);
     printf("%ld inputs: no memory errors, idempotent, the same when seen again, from saved rules (each damaged, then compiled again) "
            "and as scanning the whole text\n", iterations);
-    if (argc > 4) printf("%ld corpus texts: idempotent and the same as scanning the whole text\n", corpus);
+    if (argc > 4)
+        printf("%ld corpus texts: idempotent and the same as scanning the whole text; these and %ld texts spliced from them: "
+               "the backward start search finds the start-of-match scan's matches\n", corpus, splices);
     return 0;
 }
