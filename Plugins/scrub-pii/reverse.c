@@ -99,31 +99,28 @@ static size_t repeat_length(const char *at, struct width *times_out, bool *refus
     return n;
 }
 
-/* One piece (an atom and its repeat) at r->at, reversed, into its own buffer `piece`; its width
-   in *width. */
-static bool reverse_piece(struct reader *r, char *piece, size_t piece_size, struct width *width) {
-    struct reader inner = {r->at, piece, 0, piece_size, false};
+/* One piece (an atom and its repeat) at r->at, reversed, onto the output; its width in *width. */
+static bool reverse_piece(struct reader *r, struct width *width) {
     const char *at = r->at;
-    piece[0] = '\0';
     bool assertion = false, refused = false;
     struct width atom = {1, 1}, repeats;
     if (*at == '(') {
         bool caseless_group = strncmp(at, "(?i:", 4) == 0;
         if (at[1] == '?' && strncmp(at, "(?:", 3) != 0 && !caseless_group) return false;
-        emit(&inner, caseless_group ? "(?i:" : "(?:", caseless_group ? 4 : 3);
-        inner.at = at + (at[1] == '?' ? (caseless_group ? 4 : 3) : 1);
-        if (!reverse_alternation(&inner, &atom) || *inner.at != ')') return false;
-        emit(&inner, ")", 1);
-        at = inner.at + 1;
+        emit(r, caseless_group ? "(?i:" : "(?:", caseless_group ? 4 : 3);
+        r->at = at + (at[1] == '?' ? (caseless_group ? 4 : 3) : 1);
+        if (!reverse_alternation(r, &atom) || *r->at != ')') return false;
+        emit(r, ")", 1);
+        at = r->at + 1;
     } else if (*at == '[') {
         const char *end = class_end(at);
         if (!end) return false;
-        emit(&inner, at, (size_t)(end - at));
+        emit(r, at, (size_t)(end - at));
         at = end;
     } else if (*at == '\\') {
         size_t n = escape_length(at, &assertion);
         if (n == 0) return false;
-        if (!assertion) emit(&inner, at, n);
+        if (!assertion) emit(r, at, n);
         at += n;
     } else if (*at == '^' || *at == '$') {
         assertion = true;
@@ -131,40 +128,49 @@ static bool reverse_piece(struct reader *r, char *piece, size_t piece_size, stru
     } else if (*at == '*' || *at == '+' || *at == '?' || *at == '{') {
         return false;
     } else {
-        emit(&inner, at, 1);
+        emit(r, at, 1);
         at++;
     }
     size_t repeat = repeat_length(at, &repeats, &refused);
     if (refused || (repeat > 0 && assertion)) return false;
     if (assertion) atom = (struct width){0, 0};
     *width = (struct width){times(atom.min, repeats.min), times(atom.max, repeats.max)};
-    emit(&inner, at, repeat);
+    emit(r, at, repeat);
     at += repeat;
     if (repeat > 0 && *at == '?') at++;
     r->at = at;
-    return !inner.failed;
+    return !r->failed;
 }
 
-/* The sequence at r->at up to `|`, `)` or the end, its pieces in reverse order. Each piece is
-   reversed into a buffer of its own (as long as the whole output may be), then copied out. */
+static void reverse_bytes(char *bytes, size_t length) {
+    for (size_t k = 0; k < length / 2; k++) {
+        char kept = bytes[k];
+        bytes[k] = bytes[length - 1 - k];
+        bytes[length - 1 - k] = kept;
+    }
+}
+
+/* The sequence at r->at up to `|`, `)` or the end, its pieces in reverse order: each is written
+   as it comes, then the whole stretch they take is reversed, then each piece in it, back to its
+   own order. */
 static bool reverse_sequence(struct reader *r, struct width *width) {
     enum { MOST = 256 };
-    char *pieces[MOST];
-    size_t count = 0;
-    bool ok = true;
+    size_t starts[MOST + 1], count = 0, first = r->used;
     *width = (struct width){0, 0};
-    while (ok && *r->at && *r->at != '|' && *r->at != ')') {
+    while (*r->at && *r->at != '|' && *r->at != ')') {
         struct width piece;
-        ok = count < MOST && (pieces[count] = malloc(r->size)) != NULL;
-        if (ok) ok = reverse_piece(r, pieces[count++], r->size, &piece);
-        if (ok) *width = (struct width){sum(width->min, piece.min), sum(width->max, piece.max)};
+        if (count == MOST) return false;
+        starts[count++] = r->used;
+        if (!reverse_piece(r, &piece)) return false;
+        *width = (struct width){sum(width->min, piece.min), sum(width->max, piece.max)};
     }
-    while (count > 0) {
-        count--;
-        if (ok) emit(r, pieces[count], strlen(pieces[count]));
-        free(pieces[count]);
+    starts[count] = r->used;
+    reverse_bytes(r->out + first, r->used - first);
+    for (size_t k = 0; k < count; k++) {
+        size_t length = starts[k + 1] - starts[k];
+        reverse_bytes(r->out + first + (r->used - starts[k + 1]), length);
     }
-    return ok && !r->failed;
+    return !r->failed;
 }
 
 static bool reverse_alternation(struct reader *r, struct width *width) {

@@ -71,15 +71,17 @@ const struct compiled *scrub_measured(struct rh_scrubber *scrubber, unsigned id)
         char *reversed = malloc(room);
         bool caseless, known = reversed && scrub_reverse(rule->pattern, reversed, room, &caseless, &shortest, &longest);
         free(reversed);
-        hs_expr_info_t *info = NULL;
-        hs_compile_error_t *why = NULL;
-        if (!known && hs_expression_info(rule->pattern, HS_FLAG_SOM_LEFTMOST, &info, &why) == HS_SUCCESS && info) {
-            known = true;
-            shortest = info->min_width;
-            longest = info->max_width == UINT_MAX ? SIZE_MAX : info->max_width;
+        if (!known) {
+            hs_expr_info_t *info = NULL;
+            hs_compile_error_t *why = NULL;
+            known = hs_expression_info(rule->pattern, HS_FLAG_SOM_LEFTMOST, &info, &why) == HS_SUCCESS && info;
+            if (known) {
+                shortest = info->min_width;
+                longest = info->max_width == UINT_MAX ? SIZE_MAX : info->max_width;
+            }
+            free(info);
+            hs_free_compile_error(why);
         }
-        free(info);
-        hs_free_compile_error(why);
         rule->width = known ? longest : SIZE_MAX;
         rule->fixed = known && longest != SIZE_MAX && shortest == longest;
         __atomic_store_n(&rule->measured, 1, __ATOMIC_RELEASE);
