@@ -111,16 +111,47 @@ static bool compile(const char **patterns, const unsigned *flags, const unsigned
     return true;
 }
 
+/* The rule's pattern as the rule set holds it: its unbounded tail cut (tail.c), in *cut (freed by
+   the caller), or as it is written. */
+static const char *set_pattern(struct compiled *rule, char **cut) {
+    size_t room = 2 * strlen(rule->pattern) + 32;
+    *cut = malloc(room);
+    rule->has_tail = *cut && scrub_tail(rule->pattern, *cut, room, rule->tail, NULL, NULL);
+    return rule->has_tail ? *cut : rule->pattern;
+}
+
+bool scrub_uncut(struct rh_scrubber *scrubber) {
+    const char **patterns = calloc(scrubber->count + 1, sizeof *patterns);
+    unsigned *flags = calloc(scrubber->count + 1, sizeof *flags), *ids = calloc(scrubber->count + 1, sizeof *ids);
+    hs_database_t *database = NULL;
+    char error[512];
+    for (size_t k = 0; patterns && ids && k < scrubber->count; k++) {
+        patterns[k] = scrubber->rules[k].pattern;
+        ids[k] = (unsigned)k;
+    }
+    bool compiled = patterns && flags && ids && compile(patterns, flags, ids, scrubber->count, NULL, &database, error, sizeof error);
+    if (compiled) {
+        hs_free_database(scrubber->database);
+        scrubber->database = database;
+        for (size_t k = 0; k < scrubber->count; k++) scrubber->rules[k].has_tail = false;
+    }
+    free(patterns);
+    free(flags);
+    free(ids);
+    return compiled;
+}
+
 struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_count, const struct rh_scrub_extra *extras, size_t extra_count,
                                     const char *cache_folder, char *error, size_t error_size) {
     if (!rh_scrub_extras_valid(extras, extra_count, error, error_size)) return NULL;
     size_t capacity = scrub_rule_count + extra_count;
     struct rh_scrubber *scrubber = calloc(1, sizeof *scrubber);
     const char **patterns = calloc(capacity + 1, sizeof *patterns);
+    char **cuts = calloc(capacity + 1, sizeof *cuts);
     unsigned *flags = calloc(capacity + 1, sizeof *flags), *ids = calloc(capacity + 1, sizeof *ids);
     if (scrubber) scrubber->rules = calloc(capacity + 1, sizeof *scrubber->rules);
     if (scrubber) scrubber->owned = calloc(extra_count + 1, sizeof *scrubber->owned);
-    bool ok = scrubber && patterns && flags && ids && scrubber->rules && scrubber->owned;
+    bool ok = scrubber && patterns && cuts && flags && ids && scrubber->rules && scrubber->owned;
     for (size_t k = 0; ok && k < scrub_rule_count; k++) {
         if (disabled(scrub_rules[k].kind, disable, disable_count)) continue;
         scrubber->rules[scrubber->count] = (struct compiled){
@@ -142,6 +173,7 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
         rule->unchecked = strcmp(rule->check, "none") == 0;
         rule->width = SIZE_MAX;
         rule->has_breaks = scrub_breaks(patterns[k], rule->breaks, rule->starts);
+        patterns[k] = set_pattern(rule, &cuts[k]);
     }
     if (ok) {
         pthread_mutex_init(&scrubber->lock, NULL);
@@ -152,6 +184,8 @@ struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_c
     if (ok && cache_folder) ok = (scrubber->cache_folder = strdup(cache_folder)) != NULL;
     if (!ok) snprintf(error, error_size, "out of memory compiling the rules");
     if (ok && scrubber->count > 0) ok = compile(patterns, flags, ids, scrubber->count, cache_folder, &scrubber->database, error, error_size);
+    for (size_t k = 0; cuts && k < capacity; k++) free(cuts[k]);
+    free(cuts);
     free(patterns);
     free(flags);
     free(ids);

@@ -11,6 +11,7 @@
  * POSIX names, possessive repeats, `(?i)` past the start) is refused: false, and the rule keeps
  * its start-of-match scan. */
 #include "engine.h"
+#include "pattern.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -34,11 +35,6 @@ static void emit(struct reader *r, const char *bytes, size_t n) {
     r->out[r->used] = '\0';
 }
 
-/* The shortest and the longest match of a part of a pattern, in bytes; SIZE_MAX: no bound. */
-struct width {
-    size_t min, max;
-};
-
 static size_t sum(size_t a, size_t b) { return a == SIZE_MAX || b == SIZE_MAX || a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
 static size_t times(size_t a, size_t n) {
@@ -48,9 +44,7 @@ static size_t times(size_t a, size_t n) {
 
 static bool reverse_alternation(struct reader *r, struct width *width);
 
-/* The end of the class that starts at `at` ('['), past its ']'; NULL when it is not one this
-   reads (an unterminated class, a POSIX name). */
-static const char *class_end(const char *at) {
+const char *scrub_class_end(const char *at) {
     const char *p = at + 1;
     if (*p == '^') p++;
     if (*p == ']') p++; /* a ']' first is a member */
@@ -61,9 +55,7 @@ static const char *class_end(const char *at) {
     return *p == ']' ? p + 1 : NULL;
 }
 
-/* The length of the escape at `at` ('\'), or 0 when it is one this refuses; *assertion when it
-   matches a position, not a byte. */
-static size_t escape_length(const char *at, bool *assertion) {
+size_t scrub_escape_length(const char *at, bool *assertion) {
     char c = at[1];
     *assertion = strchr("bBAzZG", c) != NULL && c != '\0';
     if (c == '\0' || (c >= '0' && c <= '9') || strchr("QEkgcopPNRXKC", c)) return 0;
@@ -77,10 +69,7 @@ static size_t escape_length(const char *at, bool *assertion) {
     return n;
 }
 
-/* The length of the repeat at `at` (`*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}`), 0 when there is none,
-   and its bounds in *times_out; a lazy `?` after it is not counted (the engine reports every
-   match either way). */
-static size_t repeat_length(const char *at, struct width *times_out, bool *refused) {
+size_t scrub_repeat_length(const char *at, struct width *times_out, bool *refused) {
     size_t n = 0;
     *times_out = (struct width){1, 1};
     if (*at == '*' || *at == '+' || *at == '?') {
@@ -113,12 +102,12 @@ static bool reverse_piece(struct reader *r, struct width *width) {
         emit(r, ")", 1);
         at = r->at + 1;
     } else if (*at == '[') {
-        const char *end = class_end(at);
+        const char *end = scrub_class_end(at);
         if (!end) return false;
         emit(r, at, (size_t)(end - at));
         at = end;
     } else if (*at == '\\') {
-        size_t n = escape_length(at, &assertion);
+        size_t n = scrub_escape_length(at, &assertion);
         if (n == 0) return false;
         if (!assertion) emit(r, at, n);
         at += n;
@@ -131,7 +120,7 @@ static bool reverse_piece(struct reader *r, struct width *width) {
         emit(r, at, 1);
         at++;
     }
-    size_t repeat = repeat_length(at, &repeats, &refused);
+    size_t repeat = scrub_repeat_length(at, &repeats, &refused);
     if (refused || (repeat > 0 && assertion)) return false;
     if (assertion) atom = (struct width){0, 0};
     *width = (struct width){times(atom.min, repeats.min), times(atom.max, repeats.max)};

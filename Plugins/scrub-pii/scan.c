@@ -57,6 +57,7 @@ struct runs {
     struct rh_scrubber *scrubber;
     size_t *last; /* by rule: the index of its open run, or SIZE_MAX */
     const char *text;
+    size_t size;
     struct matches *matches; /* a fixed-width rule's matches, known from their ends */
 };
 
@@ -103,13 +104,16 @@ static int on_end(unsigned id, unsigned long long from, unsigned long long to, u
     struct runs *runs = context;
     const struct compiled *rule = scrub_measured(runs->scrubber, id);
     if (rule->fixed) return append(runs->matches, (struct match){id, (size_t)to - rule->width, (size_t)to, false}) ? 0 : 1;
+    /* A rule whose tail the rule set holds cut: each byte of its tail after this end is an end too. */
+    size_t last = (size_t)to;
+    while (rule->has_tail && last < runs->size && rule->tail[(unsigned char)runs->text[last]]) last++;
     struct match *open = runs->last[id] == SIZE_MAX ? NULL : &runs->found->items[runs->last[id]];
     if (joins(runs, rule, open, (size_t)to)) {
-        open->to = (size_t)to;
+        if (last > open->to) open->to = last;
         return 0;
     }
     runs->last[id] = runs->found->count;
-    return append(runs->found, (struct match){id, (size_t)to, (size_t)to, false}) ? 0 : 1;
+    return append(runs->found, (struct match){id, (size_t)to, last, false}) ? 0 : 1;
 }
 
 /* A rule's own scan: its matches, each start's ends as one (the longest) when the rule has no
@@ -303,7 +307,7 @@ bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, str
     struct matches ends = {0};
     size_t last[scrubber->count];
     for (size_t k = 0; k < scrubber->count; k++) last[k] = SIZE_MAX;
-    struct runs runs = {&ends, scrubber, last, text, found};
+    struct runs runs = {&ends, scrubber, last, text, size, found};
     bool ok = ready_for(scrubber, scrubber->database, -1, SCRUB_STARTS) &&
               hs_scan(scrubber->database, text, (unsigned)size, 0, scratch, on_end, &runs) == HS_SUCCESS && !ends.failed &&
               !found->failed;

@@ -97,14 +97,14 @@ import Testing
         }
     }
 
-    @Test("scrub-pii: 50,000 random inputs under AddressSanitizer, after the inputs earlier runs found: no memory errors, scrubbing twice equals once, a text seen again (the memo) and rules loaded from the cache folder scrub as the first time, a damaged saved database is compiled again, never loaded; these and the 100 texts check --scrub plants (66 kinds) scrub as when each rule's second scan covers the whole text; the backward start search finds the start-of-match scan's matches, match for match, on the random inputs, the 100 texts and 10,000 texts spliced from them, and a rule of bounded length uses it; reverse.c reads every built-in rule with the engine's widths")
+    @Test("scrub-pii: 50,000 random inputs under AddressSanitizer, after the inputs earlier runs found: no memory errors, scrubbing twice equals once, a text seen again (the memo) and rules loaded from the cache folder scrub as the first time, a damaged saved database is compiled again, never loaded; these and the 100 texts check --scrub plants (66 kinds) scrub as when each rule's second scan covers the whole text; the backward start search and the rule set with its unbounded tails cut find the matches of the rules as written, match for match, on the random inputs, the 100 texts and 10,000 texts spliced from them, and a rule of bounded length uses the search; reverse.c reads every built-in rule with the engine's widths, tail.c each tail's bytes as the engine does")
     func scrubFuzz() throws {
         let folder = Products.packageRoot.appendingPathComponent("Plugins/scrub-pii")
         let temporary = makeTemporaryDirectory("scrub-fuzz")
         let binary = temporary.appendingPathComponent("scrub_fuzz")
         let cache = temporary.appendingPathComponent("cache")
         try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: false)
-        let sources = ["fuzz/scrub_fuzz.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c", "reverse.c", "rule_databases.c"].map { folder.appendingPathComponent($0).path }
+        let sources = ["fuzz/scrub_fuzz.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c", "reverse.c", "rule_databases.c", "tail.c"].map { folder.appendingPathComponent($0).path }
         let digest = Products.packageRoot.appendingPathComponent("Sources/Digest")
         try Fixtures.compile(
             ["-std=gnu11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-I", digest.appendingPathComponent("include").path]
@@ -114,7 +114,7 @@ import Testing
         #expect(run.stdout.contains(
             "50000 inputs: no memory errors, idempotent, the same when seen again, from saved rules (each damaged, then compiled again) and as scanning the whole text"))
         #expect(run.stdout.contains(
-            "100 corpus texts: idempotent and the same as scanning the whole text; these and 10000 texts spliced from them: the backward start search finds the start-of-match scan's matches"))
+            "100 corpus texts: idempotent and the same as scanning the whole text; these and 10000 texts spliced from them: the backward start search and the cut tails find the matches of the rules as written"))
     }
 
     /// The texts `check --scrub` plants its values in (`check --write-corpus`), NUL-separated.

@@ -5,10 +5,11 @@
  * the cache folder on first use scrubs as one that compiled them, and a saved database that was
  * damaged is compiled again, never loaded), for the stretches (scrubbing with each rule's
  * second scan over the stretches scan.c chooses equals scrubbing with each over the whole
- * text) and for the backward start search (each rule's matches are those its start-of-match
- * scan finds, match for match). Also: reverse.c reads every built-in rule, with the engine's
- * shortest and longest match, and a rule of bounded length is searched backwards, not with its
- * start-of-match scan. The texts of CORPUS (NUL-separated) are checked for idempotence, the
+ * text) and for the backward start search and the cut tails (each rule's matches are those the
+ * start-of-match scan of the rules as written finds, match for match). Also: reverse.c reads
+ * every built-in rule, with the engine's shortest and longest match; tail.c reads each
+ * unbounded tail's bytes as the engine does; a rule of bounded length is searched backwards,
+ * not with its start-of-match scan. The texts of CORPUS (NUL-separated) are checked for idempotence, the
  * stretches and the backward search, and texts spliced from them (a fifth as many as the
  * random inputs) for the backward search.
  * Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS] */
@@ -127,38 +128,51 @@ static const char *const found_before[] = {
     "Zapi_key=[ip]Ztoken==0255.255.255.255[card]bearer\tapi_key==[email]192.168.0.1secret=a@@token=..@",
 };
 
-/* Every built-in rule, each rule that matched scanning the whole text for the starts of its
-   matches: what scrubbing with stretches must equal. */
+/* Every built-in rule, as it is written (no tail cut), each rule that matched scanning the whole
+   text for the starts of its matches: what scrubbing with stretches must equal. */
 static struct rh_scrubber *whole_text(void) {
     char error[512];
     struct rh_scrubber *reference = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
     if (reference) reference->whole_text = true;
     else printf("no scrubber: %s\n", error);
+    if (reference && !scrub_uncut(reference)) abort();
     return reference;
 }
 
-/* Every built-in rule, the starts of their matches found only by the start-of-match scan: what
-   the backward start search must find, match for match. */
+/* Every built-in rule, as it is written (no tail cut), the starts of their matches found only by
+   the start-of-match scan: what the backward start search and the cut tails must find, match
+   for match. */
 static struct rh_scrubber *starts_only(void) {
     char error[512];
     struct rh_scrubber *reference = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
     if (reference) reference->starts_only = true;
     else printf("no scrubber: %s\n", error);
+    if (reference && !scrub_uncut(reference)) abort();
     return reference;
 }
 
-/* Whether `scrubber` finds in `text` the matches `reference` finds, in the same order (said when
-   not). */
+static int by_rule(const void *a, const void *b) {
+    const struct match *x = a, *y = b;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
+    if (x->from != y->from) return x->from < y->from ? -1 : 1;
+    return (x->to > y->to) - (x->to < y->to);
+}
+
+/* Whether `scrubber` finds in `text` the matches `reference` finds (said when not). Their order
+   may differ: the rules' runs come in the order of their first ends, and two rules' first ends
+   at one byte come in the order of the rule set's reports, which a cut tail changes. */
 static bool matches_alike(struct rh_scrubber *scrubber, struct rh_scrubber *reference, const char *text) {
     struct matches found = {0}, expected = {0};
     size_t size = strlen(text), k = 0;
     bool scanned = size == 0 || (scrub_scan(scrubber, text, size, &found) && scrub_scan(reference, text, size, &expected));
+    if (found.count > 1) qsort(found.items, found.count, sizeof *found.items, by_rule);
+    if (expected.count > 1) qsort(expected.items, expected.count, sizeof *expected.items, by_rule);
     while (scanned && k < found.count && k < expected.count && found.items[k].id == expected.items[k].id &&
            found.items[k].from == expected.items[k].from && found.items[k].to == expected.items[k].to)
         k++;
     bool alike = scanned && k == found.count && k == expected.count;
     if (!alike) {
-        printf("the backward start search differs from the start-of-match scan:\n  input: [%s]\n", text);
+        printf("the backward start search or the cut tails differ from the start-of-match scan of the whole rules:\n  input: [%s]\n", text);
         if (k < found.count) printf("  found:    %s [%zu, %zu)\n", scrubber->rules[found.items[k].id].kind, found.items[k].from, found.items[k].to);
         if (k < expected.count)
             printf("  expected: %s [%zu, %zu)\n", reference->rules[expected.items[k].id].kind, expected.items[k].from, expected.items[k].to);
@@ -171,6 +185,12 @@ static bool matches_alike(struct rh_scrubber *scrubber, struct rh_scrubber *refe
 static int differs(const char *what, const char *input, const char *once, const char *other) {
     printf("%s:\n  input: [%s]\n  once:  [%s]\n  then:  [%s]\n", what, input, once, other);
     return 1;
+}
+
+static int count_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *context) {
+    (void)id, (void)from, (void)to, (void)flags;
+    *(bool *)context = true;
+    return 0;
 }
 
 /* Every built-in rule read by reverse.c (a rule it could not read would lose the backward start
@@ -197,6 +217,41 @@ static bool rules_read_as_the_engine_reads(void) {
         }
     }
     return true;
+}
+
+/* Each built-in rule with an unbounded tail (tail.c) read as the engine reads it: the bytes
+   tail.c says its atom matches are those the engine matches it with, every one of the 256; and
+   `secret`, whose value is such a tail, is among them. */
+static bool tails_read_as_the_engine_reads(void) {
+    bool secret_has_one = false;
+    for (size_t k = 0; k < scrub_rule_count; k++) {
+        char cut[8192], atom[256];
+        bool member[256];
+        const char *at = NULL;
+        size_t length = 0;
+        if (!scrub_tail(scrub_rules[k].pattern, cut, sizeof cut, member, &at, &length)) continue;
+        secret_has_one |= strcmp(scrub_rules[k].kind, "secret") == 0;
+        snprintf(atom, sizeof atom, "%.*s", (int)length, at);
+        unsigned flags = strncmp(scrub_rules[k].pattern, "(?i)", 4) == 0 ? HS_FLAG_CASELESS : 0;
+        hs_database_t *database = NULL;
+        hs_compile_error_t *why = NULL;
+        hs_scratch_t *scratch = NULL;
+        if (hs_compile(atom, flags, HS_MODE_BLOCK, NULL, &database, &why) != HS_SUCCESS || hs_alloc_scratch(database, &scratch) != HS_SUCCESS) abort();
+        for (int byte = 0; byte < 256; byte++) {
+            char text = (char)byte;
+            bool matched = false;
+            if (hs_scan(database, &text, 1, 0, scratch, count_match, &matched) != HS_SUCCESS) abort();
+            if (matched != member[byte]) {
+                printf("rule %zu (%s): tail.c reads its tail %s as %s byte %d, the engine does not\n", k, scrub_rules[k].kind, atom,
+                       member[byte] ? "matching" : "not matching", byte);
+                return false;
+            }
+        }
+        hs_free_scratch(scratch);
+        hs_free_database(database);
+    }
+    if (!secret_has_one) printf("tail.c finds no unbounded tail in the secret rule\n");
+    return secret_has_one;
 }
 
 /* The rule of `kind` whose pattern starts with `start`, in `scrubber`. */
@@ -306,7 +361,8 @@ int main(int argc, char **argv) {
         printf("usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS]\n");
         return 2;
     }
-    if (!siphash_matches_reference() || !rules_read_as_the_engine_reads() || !bounded_rules_search_backward()) return 1;
+    if (!siphash_matches_reference() || !rules_read_as_the_engine_reads() || !tails_read_as_the_engine_reads() || !bounded_rules_search_backward())
+        return 1;
     struct rh_scrubber *loading = saved_rules(argv[3]), *reference = whole_text(), *starts = starts_only();
     if (!loading || !reference || !starts) return 1;
     long splices = iterations / 5, corpus = argc > 4 ? corpus_scrubs_alike(argv[4], reference, loading, starts, splices) : 0;
@@ -349,6 +405,6 @@ int main(int argc, char **argv) {
            "and as scanning the whole text\n", iterations);
     if (argc > 4)
         printf("%ld corpus texts: idempotent and the same as scanning the whole text; these and %ld texts spliced from them: "
-               "the backward start search finds the start-of-match scan's matches\n", corpus, splices);
+               "the backward start search and the cut tails find the matches of the rules as written\n", corpus, splices);
     return 0;
 }

@@ -1,0 +1,166 @@
+/* A rule's unbounded tail: a pattern each of whose top-level branches ends with one atom
+ * repeated without bound (`C*`, `C+`, `C{n,}`; the same atom in every branch), such as a
+ * secret's value `[^\s'"&,;]*`. Every place in the run of C bytes after a match's least tail
+ * is an end of it: the whole rule set's scan, which reports every end, would report each of
+ * them, a third of its reports and a sixth of its time. The rule set is compiled with each
+ * tail cut to its least (`C{n}`, nothing for `C*`); scan.c takes the run of C bytes after each
+ * end it reports as ends too (`member`), and so learns the same ends. */
+#include "engine.h"
+#include "pattern.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The end of the piece's atom at `at`: past a group, a class, an escape or one byte; NULL when
+   it is not one this reads. *atom when it is one that matches one byte (a class, an escape that
+   is not an assertion, `.`, a byte). */
+static const char *atom_end(const char *at, bool *atom) {
+    bool assertion = false;
+    *atom = false;
+    if (*at == '[') {
+        *atom = true;
+        return scrub_class_end(at);
+    }
+    if (*at == '\\') {
+        size_t n = scrub_escape_length(at, &assertion);
+        *atom = !assertion;
+        return n ? at + n : NULL;
+    }
+    if (*at == '(') {
+        /* A group; one that sets an option other than for itself would change what follows. */
+        if (at[1] == '?' && strncmp(at, "(?:", 3) != 0 && strncmp(at, "(?i:", 4) != 0) return NULL;
+        int depth = 0;
+        while (at && *at) {
+            if (*at == '[') {
+                at = scrub_class_end(at);
+            } else if (*at == '\\') {
+                size_t n = scrub_escape_length(at, &assertion);
+                at = n ? at + n : NULL;
+            } else {
+                depth += *at == '(' ? 1 : *at == ')' ? -1 : 0;
+                at++;
+                if (depth == 0) break;
+            }
+        }
+        return at && depth == 0 ? at : NULL;
+    }
+    if (*at == '\0' || strchr("*+?{|)", *at)) return NULL;
+    *atom = *at != '^' && *at != '$';
+    return at + 1;
+}
+
+/* The bytes of an escape that stands for a set (`\s`, `\d`, `\w` and their negations) into
+   member; false when `c` names no set. */
+static bool escape_set(char c, bool member[256]) {
+    char lower = (char)tolower((unsigned char)c);
+    if (lower != 's' && lower != 'd' && lower != 'w') return false;
+    for (int b = 0; b < 256; b++) {
+        bool in = lower == 's' ? (b == ' ' || (b >= '\t' && b <= '\r')) : lower == 'd' ? (b >= '0' && b <= '9') : (isalnum(b) && b < 128) || b == '_';
+        if (in != (c != lower)) member[b] = true;
+    }
+    return true;
+}
+
+/* The byte an escape inside or outside a class stands for, or -1 when it is a set or one this
+   does not read. */
+static int escaped_byte(const char *at) {
+    static const char named[] = "tnrfvae", bytes[] = "\t\n\r\f\v\a\x1b";
+    const char *name = strchr(named, at[1]);
+    if (at[1] == 'x' && at[2] != '{') {
+        unsigned value = 0;
+        for (int k = 2; k < 4 && isxdigit((unsigned char)at[k]); k++) value = value * 16 + (unsigned)(isdigit((unsigned char)at[k]) ? at[k] - '0' : tolower((unsigned char)at[k]) - 'a' + 10);
+        return (int)value;
+    }
+    if (name && at[1]) return (unsigned char)bytes[name - named];
+    return ispunct((unsigned char)at[1]) || at[1] == ' ' ? (unsigned char)at[1] : -1;
+}
+
+/* The bytes the atom [at, end) matches into member; false when it is one this does not read. */
+static bool atom_bytes(const char *at, const char *end, bool caseless, bool member[256]) {
+    memset(member, 0, 256);
+    if (*at == '.') {
+        memset(member, 1, 256);
+        member['\n'] = false;
+    } else if (*at == '\\') {
+        if (!escape_set(at[1], member)) {
+            int byte = escaped_byte(at);
+            if (byte < 0) return false;
+            member[byte] = true;
+        }
+    } else if (*at == '[') {
+        bool negated = at[1] == '^';
+        const char *p = at + 1 + negated;
+        while (p < end - 1) {
+            int low = (unsigned char)*p, length = 1;
+            if (*p == '\\') {
+                if (escape_set(p[1], member)) {
+                    p += 2;
+                    continue;
+                }
+                if ((low = escaped_byte(p)) < 0) return false;
+                length = p[1] == 'x' ? 4 : 2;
+            }
+            p += length;
+            int high = low;
+            if (*p == '-' && p + 1 < end - 1) {
+                p++;
+                high = (unsigned char)*p;
+                if (*p == '\\' && (high = escaped_byte(p)) < 0) return false;
+                p += *p == '\\' ? (p[1] == 'x' ? 4 : 2) : 1;
+                if (high < low) return false;
+            }
+            for (int b = low; b <= high; b++) member[b] = true;
+        }
+        if (negated)
+            for (int b = 0; b < 256; b++) member[b] = !member[b];
+    } else {
+        member[(unsigned char)*at] = true;
+    }
+    if (caseless)
+        for (int b = 0; b < 256; b++)
+            if (member[b] && isalpha(b) && b < 128) member[tolower(b)] = member[toupper(b)] = true;
+    return true;
+}
+
+bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], const char **atom, size_t *atom_length) {
+    bool caseless = strncmp(pattern, "(?i)", 4) == 0;
+    const char *at = pattern + (caseless ? 4 : 0), *tail = NULL;
+    size_t tail_length = 0, used = (size_t)snprintf(cut, cut_size, "%s", caseless ? "(?i)" : "");
+    for (;;) {
+        const char *branch = at, *last = NULL, *last_atom_end = NULL;
+        struct width times = {1, 1};
+        bool last_is_atom = false;
+        while (*at && *at != '|') {
+            bool atom, refused = false;
+            const char *end = atom_end(at, &atom);
+            if (!end) return false;
+            struct width repeats;
+            size_t repeat = scrub_repeat_length(end, &repeats, &refused);
+            if (refused) return false;
+            last = at, last_atom_end = end, last_is_atom = atom, times = repeats;
+            at = end + repeat;
+            if (repeat > 0 && *at == '?') at++;
+        }
+        /* The branch's last piece: one atom repeated without bound, the same in every branch. */
+        if (!last || !last_is_atom || times.max != SIZE_MAX) return false;
+        size_t length = (size_t)(last_atom_end - last);
+        if (tail && (length != tail_length || strncmp(tail, last, length) != 0)) return false;
+        tail = last, tail_length = length;
+        int wrote = snprintf(cut + used, cut_size - used, "%.*s%.*s", (int)(last - branch), branch, times.min > 0 ? (int)length : 0, last);
+        if (wrote < 0 || (size_t)wrote >= cut_size - used) return false;
+        used += (size_t)wrote;
+        if (times.min > 0) {
+            wrote = snprintf(cut + used, cut_size - used, "{%zu}", times.min);
+            if (wrote < 0 || (size_t)wrote >= cut_size - used) return false;
+            used += (size_t)wrote;
+        }
+        if (*at != '|') break;
+        if (used + 2 > cut_size) return false;
+        cut[used++] = '|', cut[used] = '\0';
+        at++;
+    }
+    if (atom) *atom = tail;
+    if (atom_length) *atom_length = tail_length;
+    return atom_bytes(tail, tail + tail_length, caseless, member);
+}
