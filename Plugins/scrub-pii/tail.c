@@ -63,9 +63,10 @@ static bool escape_set(char c, bool member[256]) {
 }
 
 /* The byte an escape inside or outside a class stands for, or -1 when it is a set or one this
-   does not read. */
+   does not read (`\v` and `\h` are sets of whitespace to the engine, `\b` a backspace in a
+   class and an assertion out of one). */
 static int escaped_byte(const char *at) {
-    static const char named[] = "tnrfvae", bytes[] = "\t\n\r\f\v\a\x1b";
+    static const char named[] = "tnrfae", bytes[] = "\t\n\r\f\a\x1b";
     const char *name = strchr(named, at[1]);
     if (at[1] == 'x' && at[2] != '{') {
         unsigned value = 0;
@@ -98,16 +99,18 @@ static bool atom_bytes(const char *at, const char *end, bool caseless, bool memb
                     p += 2;
                     continue;
                 }
+                bool assertion;
                 if ((low = escaped_byte(p)) < 0) return false;
-                length = p[1] == 'x' ? 4 : 2;
+                length = (int)scrub_escape_length(p, &assertion);
             }
             p += length;
             int high = low;
             if (*p == '-' && p + 1 < end - 1) {
                 p++;
                 high = (unsigned char)*p;
+                bool assertion;
                 if (*p == '\\' && (high = escaped_byte(p)) < 0) return false;
-                p += *p == '\\' ? (p[1] == 'x' ? 4 : 2) : 1;
+                p += *p == '\\' ? scrub_escape_length(p, &assertion) : 1;
                 if (high < low) return false;
             }
             for (int b = low; b <= high; b++) member[b] = true;
