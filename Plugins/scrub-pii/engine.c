@@ -1,8 +1,9 @@
 /* The scrubber: the rules of rules.c that are not disabled, and the `extraPatterns`, compiled
  * once into one Hyperscan database, so a text is scanned once for all of them in time linear
  * in its length, whatever the patterns (no backtracking: a pattern like `(a|aa)*c` costs what
- * `a*c` costs). That database reports only which rules match (without the start of each match,
- * it compiles in a third of the time). Each rule that matched then scans the text again alone
+ * `a*c` costs). That database reports only which rules match and where their matches end
+ * (without the start of each match, it compiles in a third of the time; each unbounded tail
+ * held cut to its least, the run of tail bytes after an end taken as ends too: tail.c). Each rule that matched then scans the text again alone
  * (scan.c), for every end of every match with its leftmost start: in its own database compiled
  * with HS_FLAG_SOM_LEFTMOST, or, for a rule whose matches have a bounded length, backwards
  * (the same matches, without the engine's costly start tracking); each database is made on
@@ -118,27 +119,6 @@ static const char *set_pattern(struct compiled *rule, char **cut) {
     *cut = malloc(room);
     rule->has_tail = *cut && scrub_tail(rule->pattern, *cut, room, rule->tail, NULL, NULL);
     return rule->has_tail ? *cut : rule->pattern;
-}
-
-bool scrub_uncut(struct rh_scrubber *scrubber) {
-    const char **patterns = calloc(scrubber->count + 1, sizeof *patterns);
-    unsigned *flags = calloc(scrubber->count + 1, sizeof *flags), *ids = calloc(scrubber->count + 1, sizeof *ids);
-    hs_database_t *database = NULL;
-    char error[512];
-    for (size_t k = 0; patterns && ids && k < scrubber->count; k++) {
-        patterns[k] = scrubber->rules[k].pattern;
-        ids[k] = (unsigned)k;
-    }
-    bool compiled = patterns && flags && ids && compile(patterns, flags, ids, scrubber->count, NULL, &database, error, sizeof error);
-    if (compiled) {
-        hs_free_database(scrubber->database);
-        scrubber->database = database;
-        for (size_t k = 0; k < scrubber->count; k++) scrubber->rules[k].has_tail = false;
-    }
-    free(patterns);
-    free(flags);
-    free(ids);
-    return compiled;
 }
 
 struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_count, const struct rh_scrub_extra *extras, size_t extra_count,

@@ -80,10 +80,6 @@ struct matches {
    *atom_length bytes. */
 bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], const char **atom, size_t *atom_length);
 
-/* The rule set compiled again from the patterns as they are written, every tail whole: what the
-   cut rule set must find the same ends as (scrub_fuzz's reference); false when it does not compile. */
-bool scrub_uncut(struct rh_scrubber *scrubber);
-
 /* Rule `id` with its width known (scan.c): read from its pattern the first time it is asked for. */
 const struct compiled *scrub_measured(struct rh_scrubber *scrubber, unsigned id);
 

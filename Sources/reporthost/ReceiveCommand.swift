@@ -43,12 +43,13 @@ enum ReceiveCommand {
             // One line per report, whatever a client sends: its text cannot break or fake one.
             output.write(TerminalText.visible("received \(received.uuid) (\(type), \(counts(received))) \"\(shown)\" -> \(answer)") + "\n")
         }
-        writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
-        if arguments.flag("inbox") { writeStandardError("reporthost: inbox on \(receiver.inboxURL)\n") }
+        // The addresses last: whoever waits for them (a script, a test) has read the rest.
         if let chaos {
             let faults = chaos.faults.map { "\($0.fault.word):\($0.probability)" }.joined(separator: ",")
             writeStandardError("reporthost: chaos \(faults), seed \(try chaosSeed(arguments))\n")
         }
+        writeStandardError("reporthost: receiving on \(receiver.url) into \(folder.path)\n")
+        if arguments.flag("inbox") { writeStandardError("reporthost: inbox on \(receiver.inboxURL)\n") }
         let stop = DispatchSemaphore(value: 0)
         let sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
