@@ -145,26 +145,20 @@ static void uncut(struct rh_scrubber *scrubber) {
     if (hs_compile_multi(patterns, flags, ids, (unsigned)scrubber->count, HS_MODE_BLOCK, NULL, &scrubber->database, &why) != HS_SUCCESS) abort();
 }
 
-/* Every built-in rule, as it is written (no tail cut), each rule that matched scanning the whole
-   text for the starts of its matches: what scrubbing with stretches must equal. */
-static struct rh_scrubber *whole_text(void) {
+/* Every built-in rule as it is written (no tail cut), its matches' starts found only by the
+   start-of-match scan: over the stretches (`whole_text` false), what the backward start search
+   and the cut tails must find, match for match; over the whole text, what scrubbing with
+   stretches must equal. */
+static struct rh_scrubber *reference_scrubber(bool whole_text) {
     char error[512];
     struct rh_scrubber *reference = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
-    if (reference) reference->whole_text = true;
-    else printf("no scrubber: %s\n", error);
-    if (reference) uncut(reference);
-    return reference;
-}
-
-/* Every built-in rule, as it is written (no tail cut), the starts of their matches found only by
-   the start-of-match scan: what the backward start search and the cut tails must find, match
-   for match. */
-static struct rh_scrubber *starts_only(void) {
-    char error[512];
-    struct rh_scrubber *reference = rh_scrubber_new(NULL, 0, NULL, 0, NULL, error, sizeof error);
-    if (reference) reference->starts_only = true;
-    else printf("no scrubber: %s\n", error);
-    if (reference) uncut(reference);
+    if (!reference) {
+        printf("no scrubber: %s\n", error);
+        return NULL;
+    }
+    reference->whole_text = whole_text;
+    reference->starts_only = !whole_text;
+    uncut(reference);
     return reference;
 }
 
@@ -388,7 +382,8 @@ int main(int argc, char **argv) {
     }
     if (!siphash_matches_reference() || !rules_read_as_the_engine_reads() || !tails_read_as_the_engine_reads() || !bounded_rules_search_backward())
         return 1;
-    struct rh_scrubber *loading = saved_rules(argv[3]), *reference = whole_text(), *starts = starts_only();
+    struct rh_scrubber *loading = saved_rules(argv[3]), *reference = reference_scrubber(true),
+                       *starts = reference_scrubber(false);
     if (!loading || !reference || !starts) return 1;
     long splices = iterations / 5, corpus = argc > 4 ? corpus_scrubs_alike(argv[4], reference, loading, starts, splices) : 0;
     if (corpus < 0) return 1;
