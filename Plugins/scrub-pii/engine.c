@@ -25,7 +25,6 @@
 #define _GNU_SOURCE
 #include "scrub.h"
 
-#include <ctype.h>
 #include <hs/hs.h>
 #include <limits.h>
 #include <pthread.h>
@@ -298,10 +297,6 @@ static void replace(struct out *o, const char *kind, const char *value, size_t l
     puts_(o, "]");
 }
 
-/* Whether a byte beside a replacement can be read with it by a rule: a letter, a digit, or
-   what tokens, addresses and numbers are made of. A space, a quote, `=`, a comma or a bracket
-   ends a value for every rule, and `[` `]` around a replacement read the same to them. */
-static bool joins_values(char c) { return isalnum((unsigned char)c) || (c != '\0' && strchr("_-.+/@%~:", c)); }
 
 /* Where a pass wrote replacements whose edges changed, in its output. */
 struct marks {
@@ -341,11 +336,13 @@ static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, c
     for (size_t k = 0; k < found.count; k++) {
         size_t from = found.items[k].from, to = found.items[k].to;
         put(&o, text + at, from - at);
-        /* Its line is scrubbed again only when something is glued to the replacement: what the
-           rules and checks read beside it then changes (`co4111` becomes `]4111`, a boundary;
-           `4111.255.255.255.255` is no longer a dotted run). */
-        bool glued = (from > 0 && joins_values(text[from - 1])) || (to < size && joins_values(text[to]));
-        if (marks && (glued || found.items[k].hides)) mark(marks, o.length);
+        /* Its line is scrubbed again when the replacement has a neighbour on it: what the rules
+           and checks read beside it then changes (`co4111` becomes `]4111`, a boundary;
+           `4111.255.255.255.255` is no longer a dotted run), and a rule may read the
+           replacement's own text with what follows (`[private_key] ` and 44 letters: a keyword,
+           its separator and a value to ibm_cloud_key). */
+        bool beside = (from > 0 && text[from - 1] != '\n') || (to < size && text[to] != '\n');
+        if (marks && (beside || found.items[k].hides)) mark(marks, o.length);
         replace(&o, scrubber->rules[found.items[k].id].kind, text + from, to - from, style);
         at = to;
     }

@@ -127,6 +127,10 @@ static const char *const found_before[] = {
        `token=@`, which ends where it ends: left for a second scrub. */
     "bearer\t_key==[email]token=@",
     "Zapi_key=[ip]Ztoken==0255.255.255.255[card]bearer\tapi_key==[email]192.168.0.1secret=a@@token=..@",
+    /* scripts/sanitize, seed 7: the mask `[private_key]` followed by a space and 44 letters read
+       as an IBM key's keyword, separator and value: found only by a second scrub. */
+    ".atlasv1.u:pw@4111-1111-1111-1111\n-----BEGIN RSA PRIVATE KEY-----0-----BEGIN RSA PRIVATE KEY----- "
+    "123456789012345674111-1111-1111-1111sq0atp-xoxb-+\xc3\xa9",
 };
 
 /* `scrubber` with its rule set compiled again from the patterns as they are written, every tail
