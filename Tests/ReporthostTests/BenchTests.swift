@@ -20,7 +20,7 @@ import Testing
                 guard fields.count > 2, fields[1].hasSuffix("×") || fields[1].contains("×") else { return nil }
                 return String(fields[0])
             }
-            #expect(figures.count == 27, "\(result.stdout)")
+            #expect(figures.count == 28, "\(result.stdout)")
             #expect(result.stdout.contains("\(figures.count) figures"))
             let table = try ReadmeTests.section("This round", in: "BENCHMARKS.md")
             for figure in figures {
