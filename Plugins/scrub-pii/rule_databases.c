@@ -19,6 +19,10 @@ struct own_set {
 /* The set of the rule's database of `kind`; false when the rule has none (its pattern does not
    read backwards) or without memory. */
 static bool own_set(const struct compiled *rule, enum scrub_own kind, struct own_set *set) {
+    if (kind == SCRUB_STARTS) {
+        *set = (struct own_set){{rule->pattern}, {HS_FLAG_SOM_LEFTMOST}, 1, NULL};
+        return true;
+    }
     /* Read backwards, a pattern is at most three times as long (each `(` becomes `(?:`). */
     size_t room = 3 * strlen(rule->pattern) + 32;
     *set = (struct own_set){.texts = malloc(2 * room)};
@@ -26,9 +30,6 @@ static bool own_set(const struct compiled *rule, enum scrub_own kind, struct own
     bool caseless = false;
     size_t shortest, longest;
     switch (kind) {
-    case SCRUB_STARTS:
-        *set = (struct own_set){{rule->pattern}, {HS_FLAG_SOM_LEFTMOST}, 1, set->texts};
-        return true;
     case SCRUB_REVERSED:
         if (!scrub_reverse(rule->pattern, set->texts, room, &caseless, &shortest, &longest)) return false;
         *set = (struct own_set){{set->texts}, {caseless ? HS_FLAG_CASELESS : 0}, 1, set->texts};
@@ -38,6 +39,7 @@ static bool own_set(const struct compiled *rule, enum scrub_own kind, struct own
         snprintf(set->texts + room, room, "^(?:%s)", rule->pattern);
         *set = (struct own_set){{set->texts, set->texts + room}, {0, 0}, 2, set->texts};
         return true;
+    case SCRUB_STARTS:
     case SCRUB_OWN_KINDS:
         break;
     }
