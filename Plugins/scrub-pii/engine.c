@@ -2,8 +2,9 @@
  * once into one Hyperscan database, so a text is scanned once for all of them in time linear
  * in its length, whatever the patterns (no backtracking: a pattern like `(a|aa)*c` costs what
  * `a*c` costs). That database reports only which rules match and where their matches end
- * (without the start of each match, it compiles in a third of the time; each unbounded tail
- * held cut to its least, the run of tail bytes after an end taken as ends too: tail.c). Each rule that matched then scans the text again alone
+ * (without the start of each match, it compiles in a third of the time; each rule's tail held
+ * cut to its least, the run of tail bytes after an end taken as ends too: tail.c). Each rule
+ * that matched then scans the text again alone
  * (scan.c), for every end of every match with its leftmost start: in its own database compiled
  * with HS_FLAG_SOM_LEFTMOST, or, for a rule whose matches have a bounded length, backwards
  * (the same matches, without the engine's costly start tracking); each database is made on
@@ -111,12 +112,12 @@ static bool compile(const char **patterns, const unsigned *flags, const unsigned
     return true;
 }
 
-/* The rule's pattern as the rule set holds it: its unbounded tail cut (tail.c), in *cut (freed by
-   the caller), or as it is written. */
+/* The rule's pattern as the rule set holds it: its tail cut (tail.c), in *cut (freed by the
+   caller), or as it is written. */
 static const char *set_pattern(struct compiled *rule, char **cut) {
     size_t room = 2 * strlen(rule->pattern) + 32;
     *cut = malloc(room);
-    rule->has_tail = *cut && scrub_tail(rule->pattern, *cut, room, rule->tail, NULL, NULL);
+    rule->has_tail = *cut && scrub_tail(rule->pattern, *cut, room, rule->tail, &rule->tail_extra, NULL, NULL);
     return rule->has_tail ? *cut : rule->pattern;
 }
 

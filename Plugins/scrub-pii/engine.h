@@ -29,8 +29,9 @@ struct compiled {
     bool breaks[256];     /* the bytes no match holds (scrub_breaks): a stretch starts after one */
     bool starts[256];     /* the bytes after which the pattern reads the text as the whole text does */
     bool has_breaks;      /* some byte is a break (one a rule whose matches stay in one line has: '\n') */
-    bool has_tail;        /* the rule set has it with its unbounded tail cut (tail.c) */
-    bool tail[256];       /* the bytes of that tail: after an end the rule set reports, ends too */
+    bool has_tail;        /* the rule set has it with its tail cut (tail.c) */
+    bool tail[256];       /* the bytes of that tail: after an end the rule set reports, ends too, */
+    size_t tail_extra;    /* at most this many of them (SIZE_MAX: no bound) */
     /* Known once asked for (scrub_measured, the first time the rule matches): read from the
        pattern by reverse.c, or by the engine (about 0.2 ms a rule) when reverse.c cannot. */
     int measured;         /* set (atomically, release) once width and fixed are */
@@ -74,11 +75,12 @@ struct matches {
     bool collapse; /* keep one item per start: its longest end */
 };
 
-/* Whether `pattern` ends, in each top-level branch, with the same atom repeated without bound
-   (tail.c): then `cut` holds the pattern with each such tail cut to its least, `member` the
-   bytes that atom matches, and *atom (when not NULL) where the atom is in `pattern`, of
+/* Whether `pattern` ends, in each top-level branch, with the same atom repeated more times than
+   its least, as many more in each (tail.c): then `cut` holds the pattern with each such tail cut
+   to its least, `member` the bytes that atom matches, *extra how many more times it may repeat
+   (SIZE_MAX: without bound), and *atom (when not NULL) where the atom is in `pattern`, of
    *atom_length bytes. */
-bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], const char **atom, size_t *atom_length);
+bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], size_t *extra, const char **atom, size_t *atom_length);
 
 /* Rule `id` with its width known (scan.c): read from its pattern the first time it is asked for. */
 const struct compiled *scrub_measured(struct rh_scrubber *scrubber, unsigned id);

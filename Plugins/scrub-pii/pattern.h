@@ -1,5 +1,5 @@
 /* Reading a rule's pattern piece by piece (reverse.c), shared by reverse.c (the pattern read
- * backwards, its widths) and tail.c (its unbounded tail). Hyperscan's syntax, the part these
+ * backwards, its widths) and tail.c (its tail). Hyperscan's syntax, the part these
  * read; anything else is refused and the rule is scanned as it is. */
 #pragma once
 

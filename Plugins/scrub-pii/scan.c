@@ -105,12 +105,16 @@ static int on_end(unsigned id, unsigned long long from, unsigned long long to, u
     const struct compiled *rule = scrub_measured(runs->scrubber, id);
     if (rule->fixed) return append(runs->matches, (struct match){id, (size_t)to - rule->width, (size_t)to, false}) ? 0 : 1;
     /* A rule whose tail the rule set holds cut: each byte of its tail after this end is an end
-       too. An end inside the open run's tail ends with it: each byte is walked once (an end for
+       too, up to `tail_extra` of them. An end inside the open run's tail goes on from where that
+       run's walk stopped (the bytes before are tail bytes): each byte is walked once (an end for
        every `token=` of `token=token=…` would walk the rest of the run again). */
     struct match *open = runs->last[id] == SIZE_MAX ? NULL : &runs->found->items[runs->last[id]];
     size_t last = (size_t)to;
-    if (rule->has_tail && !(open && last <= open->to))
-        while (last < runs->size && rule->tail[(unsigned char)runs->text[last]]) last++;
+    if (rule->has_tail) {
+        size_t limit = rule->tail_extra < runs->size - last ? last + rule->tail_extra : runs->size;
+        if (open && open->to > last) last = open->to;
+        while (last < limit && rule->tail[(unsigned char)runs->text[last]]) last++;
+    }
     if (joins(runs, rule, open, (size_t)to)) {
         if (last > open->to) open->to = last;
         return 0;

@@ -1,10 +1,14 @@
-/* A rule's unbounded tail: a pattern each of whose top-level branches ends with one atom
- * repeated without bound (`C*`, `C+`, `C{n,}`; the same atom in every branch), such as a
- * secret's value `[^\s'"&,;]*`. Every place in the run of C bytes after a match's least tail
- * is an end of it: the whole rule set's scan, which reports every end, would report each of
- * them, a third of its reports and a sixth of its time. The rule set is compiled with each
- * tail cut to its least (`C{n}`, nothing for `C*`); scan.c takes the run of C bytes after each
- * end it reports as ends too (`member`), and so learns the same ends. */
+/* A rule's tail: a pattern each of whose top-level branches ends with one atom repeated more
+ * times than its least (`C*`, `C+`, `C{n,}`, `C{n,m}`; the same atom, and the same number of
+ * repeats past the least, in every branch), such as a secret's value `[^\s'"&,;]*` or the last
+ * part of a Discord token, `[A-Za-z0-9_-]{27,38}`. Every place in the run of C bytes after a
+ * match's least tail, up to that number of bytes, is an end of it: the whole rule set's scan,
+ * which reports every end, would report each of them (a third of its reports), and a repeat with
+ * a bound of its own costs the engine more than one without (the Discord token's `{27,38}` made
+ * it a seventh of the rule set's scan; `{27}` takes an eighth of that). The rule set is compiled
+ * with each tail cut to its least (`C{n}`, nothing for `C*`); scan.c takes the run of C bytes
+ * after each end it reports, at most `extra` of them, as ends too (`member`), and so learns the
+ * same ends. */
 #include "engine.h"
 #include "pattern.h"
 
@@ -126,10 +130,10 @@ static bool atom_bytes(const char *at, const char *end, bool caseless, bool memb
     return true;
 }
 
-bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], const char **atom, size_t *atom_length) {
+bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], size_t *extra, const char **atom, size_t *atom_length) {
     bool caseless = strncmp(pattern, "(?i)", 4) == 0;
     const char *at = pattern + (caseless ? 4 : 0), *tail = NULL;
-    size_t tail_length = 0, used = (size_t)snprintf(cut, cut_size, "%s", caseless ? "(?i)" : "");
+    size_t tail_length = 0, tail_extra = 0, used = (size_t)snprintf(cut, cut_size, "%s", caseless ? "(?i)" : "");
     for (;;) {
         const char *branch = at, *last = NULL, *last_atom_end = NULL;
         struct width times = {1, 1};
@@ -145,11 +149,12 @@ bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256
             at = end + repeat;
             if (repeat > 0 && *at == '?') at++;
         }
-        /* The branch's last piece: one atom repeated without bound, the same in every branch. */
-        if (!last || !last_is_atom || times.max != SIZE_MAX) return false;
-        size_t length = (size_t)(last_atom_end - last);
-        if (tail && (length != tail_length || strncmp(tail, last, length) != 0)) return false;
-        tail = last, tail_length = length;
+        /* The branch's last piece: one atom repeated more than its least, the same atom as many
+           times more in every branch. */
+        if (!last || !last_is_atom || times.max <= times.min) return false;
+        size_t length = (size_t)(last_atom_end - last), more = times.max == SIZE_MAX ? SIZE_MAX : times.max - times.min;
+        if (tail && (length != tail_length || strncmp(tail, last, length) != 0 || more != tail_extra)) return false;
+        tail = last, tail_length = length, tail_extra = more;
         int wrote = snprintf(cut + used, cut_size - used, "%.*s%.*s", (int)(last - branch), branch, times.min > 0 ? (int)length : 0, last);
         if (wrote < 0 || (size_t)wrote >= cut_size - used) return false;
         used += (size_t)wrote;
@@ -163,6 +168,7 @@ bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256
         cut[used++] = '|', cut[used] = '\0';
         at++;
     }
+    *extra = tail_extra;
     if (atom) *atom = tail;
     if (atom_length) *atom_length = tail_length;
     return atom_bytes(tail, tail + tail_length, caseless, member);

@@ -8,7 +8,7 @@
  * text) and, on a quarter of them, for the backward start search and the cut tails (each
  * rule's matches are those the start-of-match scan of the rules as written finds, match for
  * match). Also: reverse.c reads every built-in rule, with the engine's shortest and longest
- * match; tail.c reads each unbounded tail's bytes as the engine does; every rule of bounded
+ * match; tail.c reads each tail's bytes as the engine does; every rule of bounded
  * length can be searched backwards, and one is, not with its start-of-match scan. The texts of
  * CORPUS (NUL-separated) are checked for idempotence, the stretches and the backward search,
  * and texts spliced from them (a fifth as many as the random inputs) for the backward search
@@ -234,18 +234,20 @@ static bool rules_read_as_the_engine_reads(void) {
     return true;
 }
 
-/* Each built-in rule with an unbounded tail (tail.c) read as the engine reads it: the bytes
-   tail.c says its atom matches are those the engine matches it with, every one of the 256; and
-   `secret`, whose value is such a tail, is among them. */
+/* Each built-in rule with a tail (tail.c) read as the engine reads it: the bytes tail.c says its
+   atom matches are those the engine matches it with, every one of the 256; and `secret`, whose
+   value is an unbounded tail, and `discord_token`, whose last part is a bounded one (11 bytes
+   past its least), are among them. */
 static bool tails_read_as_the_engine_reads(void) {
-    bool secret_has_one = false;
+    bool secret_has_one = false, discord_has_one = false;
     for (size_t k = 0; k < scrub_rule_count; k++) {
         char cut[8192], atom[256];
         bool member[256];
         const char *at = NULL;
-        size_t length = 0;
-        if (!scrub_tail(scrub_rules[k].pattern, cut, sizeof cut, member, &at, &length)) continue;
-        secret_has_one |= strcmp(scrub_rules[k].kind, "secret") == 0;
+        size_t length = 0, extra = 0;
+        if (!scrub_tail(scrub_rules[k].pattern, cut, sizeof cut, member, &extra, &at, &length)) continue;
+        secret_has_one |= strcmp(scrub_rules[k].kind, "secret") == 0 && extra == SIZE_MAX;
+        discord_has_one |= strcmp(scrub_rules[k].kind, "discord_token") == 0 && extra == 11;
         snprintf(atom, sizeof atom, "%.*s", (int)length, at);
         unsigned flags = strncmp(scrub_rules[k].pattern, "(?i)", 4) == 0 ? HS_FLAG_CASELESS : 0;
         hs_database_t *database = NULL;
@@ -266,7 +268,8 @@ static bool tails_read_as_the_engine_reads(void) {
         hs_free_database(database);
     }
     if (!secret_has_one) printf("tail.c finds no unbounded tail in the secret rule\n");
-    return secret_has_one;
+    if (!discord_has_one) printf("tail.c finds no tail of 11 bytes past its least in the discord_token rule\n");
+    return secret_has_one && discord_has_one;
 }
 
 /* The rule of `kind` whose pattern starts with `start`, in `scrubber`. */
