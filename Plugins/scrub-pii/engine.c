@@ -112,13 +112,14 @@ static bool compile(const char **patterns, const unsigned *flags, const unsigned
     return true;
 }
 
-/* The rule's pattern as the rule set holds it: its tail cut (tail.c), in *cut (freed by the
-   caller), or as it is written. */
+/* The rule's pattern as the rule set holds it (tail.c): its tail cut and its head relaxed, in
+   *cut (freed by the caller), or as it is written. */
 static const char *set_pattern(struct compiled *rule, char **cut) {
     size_t room = 2 * strlen(rule->pattern) + 32;
-    *cut = malloc(room);
-    rule->has_tail = *cut && scrub_tail(rule->pattern, *cut, room, rule->tail, &rule->tail_extra, NULL, NULL);
-    return rule->has_tail ? *cut : rule->pattern;
+    if (!(*cut = malloc(2 * room))) return rule->pattern;
+    rule->has_tail = scrub_tail(rule->pattern, *cut, room, rule->tail, &rule->tail_extra, NULL, NULL);
+    const char *held = rule->has_tail ? *cut : rule->pattern;
+    return scrub_head(held, *cut + room, room) ? *cut + room : held;
 }
 
 struct rh_scrubber *rh_scrubber_new(const char *const *disable, size_t disable_count, const struct rh_scrub_extra *extras, size_t extra_count,

@@ -82,6 +82,14 @@ struct matches {
    *atom_length bytes. */
 bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], size_t *extra, const char **atom, size_t *atom_length);
 
+/* Whether `pattern` (with no `|` outside its groups) starts, after `(?i)` and any assertions,
+   with a piece repeated n to more times (n at least 1): then `relaxed` holds it with the
+   assertions left out and that piece repeated n times (tail.c). Every match of `pattern` ends
+   where one of `relaxed` does (its part after the first extra repeats), so the rule set can hold
+   `relaxed` instead: it needs only where matches end, and a place where only `relaxed` ends is
+   one where the rule's own scan finds nothing. */
+bool scrub_head(const char *pattern, char *relaxed, size_t relaxed_size);
+
 /* Rule `id` with its width known (scan.c): read from its pattern the first time it is asked for. */
 const struct compiled *scrub_measured(struct rh_scrubber *scrubber, unsigned id);
 

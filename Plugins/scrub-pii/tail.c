@@ -8,7 +8,12 @@
  * it a seventh of the rule set's scan; `{27}` takes an eighth of that). The rule set is compiled
  * with each tail cut to its least (`C{n}`, nothing for `C*`); scan.c takes the run of C bytes
  * after each end it reports, at most `extra` of them, as ends too (`member`), and so learns the
- * same ends. */
+ * same ends.
+ *
+ * A rule's head (scrub_head): the rule set needs only where matches end, so a leading repeat
+ * `C{n,m}` is held as `C{n}`, the assertions before it left out; it ends wherever the rule does,
+ * and where only it ends the rule's own scan finds nothing. The Telegram token's
+ * `\b[0-9]{5,16}:` cost the rule set's scan 0.58 ms over the bench corpus, `[0-9]{5}:` 0.06. */
 #include "engine.h"
 #include "pattern.h"
 
@@ -172,4 +177,32 @@ bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256
     if (atom) *atom = tail;
     if (atom_length) *atom_length = tail_length;
     return atom_bytes(tail, tail + tail_length, caseless, member);
+}
+
+/* Whether `at` (a pattern after its `(?i)`) has a `|` outside every group, or a piece this does
+   not read. */
+static bool branches(const char *at) {
+    while (*at) {
+        bool atom, refused = false;
+        const char *end = *at == '|' ? NULL : atom_end(at, &atom);
+        if (!end) return true;
+        struct width repeats;
+        at = end + scrub_repeat_length(end, &repeats, &refused);
+        if (*at == '?') at++;
+    }
+    return false;
+}
+
+bool scrub_head(const char *pattern, char *relaxed, size_t relaxed_size) {
+    bool caseless = strncmp(pattern, "(?i)", 4) == 0, assertion = false, atom, refused = false;
+    const char *at = pattern + (caseless ? 4 : 0);
+    if (branches(at)) return false;
+    while (*at == '^' || (*at == '\\' && scrub_escape_length(at, &assertion) && assertion)) at += *at == '^' ? 1 : 2;
+    const char *end = atom_end(at, &atom);
+    struct width repeats;
+    size_t repeat = end ? scrub_repeat_length(end, &repeats, &refused) : 0;
+    if (repeat == 0 || refused || repeats.min == 0 || repeats.max <= repeats.min) return false;
+    const char *rest = end + repeat + (end[repeat] == '?');
+    int wrote = snprintf(relaxed, relaxed_size, "%s%.*s{%zu}%s", caseless ? "(?i)" : "", (int)(end - at), at, repeats.min, rest);
+    return wrote > 0 && (size_t)wrote < relaxed_size;
 }
