@@ -104,7 +104,7 @@ import Testing
         let binary = temporary.appendingPathComponent("scrub_fuzz")
         let cache = temporary.appendingPathComponent("cache")
         try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: false)
-        let sources = ["fuzz/scrub_fuzz.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c", "reverse.c", "rule_databases.c", "tail.c"].map { folder.appendingPathComponent($0).path }
+        let sources = ["fuzz/scrub_fuzz.c", "fuzz/patterns.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c", "reverse.c", "rule_databases.c", "tail.c"].map { folder.appendingPathComponent($0).path }
         let digest = Products.packageRoot.appendingPathComponent("Sources/Digest")
         try Fixtures.compile(
             ["-std=gnu11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-I", digest.appendingPathComponent("include").path]
