@@ -135,32 +135,41 @@ static bool atom_bytes(const char *at, const char *end, bool caseless, bool memb
     return true;
 }
 
+/* One piece of a sequence: an atom, its repeat (a lazy `?` after it taken too). */
+struct piece {
+    const char *start, *atom_end, *end;
+    bool atom; /* the atom matches one byte (atom_end's *atom) */
+    struct width times; /* {1, 1} without a repeat */
+};
+
+/* The piece at `at` into *piece; false when it is not one this reads (a possessive repeat too). */
+static bool read_piece(const char *at, struct piece *piece) {
+    bool refused = false;
+    piece->start = at;
+    if (!(piece->atom_end = atom_end(at, &piece->atom))) return false;
+    size_t repeat = scrub_repeat_length(piece->atom_end, &piece->times, &refused);
+    piece->end = piece->atom_end + repeat + (repeat > 0 && piece->atom_end[repeat] == '?');
+    return !refused;
+}
+
 bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256], size_t *extra, const char **atom, size_t *atom_length) {
     bool caseless = strncmp(pattern, "(?i)", 4) == 0;
     const char *at = pattern + (caseless ? 4 : 0), *tail = NULL;
     size_t tail_length = 0, tail_extra = 0, used = (size_t)snprintf(cut, cut_size, "%s", caseless ? "(?i)" : "");
     for (;;) {
-        const char *branch = at, *last = NULL, *last_atom_end = NULL;
-        struct width times = {1, 1};
-        bool last_is_atom = false;
-        while (*at && *at != '|') {
-            bool atom, refused = false;
-            const char *end = atom_end(at, &atom);
-            if (!end) return false;
-            struct width repeats;
-            size_t repeat = scrub_repeat_length(end, &repeats, &refused);
-            if (refused) return false;
-            last = at, last_atom_end = end, last_is_atom = atom, times = repeats;
-            at = end + repeat;
-            if (repeat > 0 && *at == '?') at++;
-        }
+        const char *branch = at;
+        struct piece last = {0};
+        for (; *at && *at != '|'; at = last.end)
+            if (!read_piece(at, &last)) return false;
         /* The branch's last piece: one atom repeated more than its least, the same atom as many
            times more in every branch. */
-        if (!last || !last_is_atom || times.max <= times.min) return false;
-        size_t length = (size_t)(last_atom_end - last), more = times.max == SIZE_MAX ? SIZE_MAX : times.max - times.min;
-        if (tail && (length != tail_length || strncmp(tail, last, length) != 0 || more != tail_extra)) return false;
-        tail = last, tail_length = length, tail_extra = more;
-        int wrote = snprintf(cut + used, cut_size - used, "%.*s%.*s", (int)(last - branch), branch, times.min > 0 ? (int)length : 0, last);
+        struct width times = last.times;
+        if (!last.start || !last.atom || times.max <= times.min) return false;
+        size_t length = (size_t)(last.atom_end - last.start), more = times.max == SIZE_MAX ? SIZE_MAX : times.max - times.min;
+        if (tail && (length != tail_length || strncmp(tail, last.start, length) != 0 || more != tail_extra)) return false;
+        tail = last.start, tail_length = length, tail_extra = more;
+        int wrote = snprintf(cut + used, cut_size - used, "%.*s%.*s", (int)(last.start - branch), branch, times.min > 0 ? (int)length : 0,
+                             last.start);
         if (wrote < 0 || (size_t)wrote >= cut_size - used) return false;
         used += (size_t)wrote;
         if (times.min > 0) {
@@ -182,27 +191,20 @@ bool scrub_tail(const char *pattern, char *cut, size_t cut_size, bool member[256
 /* Whether `at` (a pattern after its `(?i)`) has a `|` outside every group, or a piece this does
    not read. */
 static bool branches(const char *at) {
-    while (*at) {
-        bool atom, refused = false;
-        const char *end = *at == '|' ? NULL : atom_end(at, &atom);
-        if (!end) return true;
-        struct width repeats;
-        at = end + scrub_repeat_length(end, &repeats, &refused);
-        if (*at == '?') at++;
-    }
+    struct piece piece;
+    for (; *at; at = piece.end)
+        if (*at == '|' || !read_piece(at, &piece)) return true;
     return false;
 }
 
 bool scrub_head(const char *pattern, char *relaxed, size_t relaxed_size) {
-    bool caseless = strncmp(pattern, "(?i)", 4) == 0, assertion = false, atom, refused = false;
+    bool caseless = strncmp(pattern, "(?i)", 4) == 0, assertion = false;
     const char *at = pattern + (caseless ? 4 : 0);
     if (branches(at)) return false;
-    while (*at == '^' || (*at == '\\' && scrub_escape_length(at, &assertion) && assertion)) at += *at == '^' ? 1 : 2;
-    const char *end = atom_end(at, &atom);
-    struct width repeats;
-    size_t repeat = end ? scrub_repeat_length(end, &repeats, &refused) : 0;
-    if (repeat == 0 || refused || repeats.min == 0 || repeats.max <= repeats.min) return false;
-    const char *rest = end + repeat + (end[repeat] == '?');
-    int wrote = snprintf(relaxed, relaxed_size, "%s%.*s{%zu}%s", caseless ? "(?i)" : "", (int)(end - at), at, repeats.min, rest);
+    for (size_t n; *at == '^' || (*at == '\\' && (n = scrub_escape_length(at, &assertion)) && assertion);) at += *at == '^' ? 1 : n;
+    struct piece head;
+    if (!read_piece(at, &head) || head.times.min == 0 || head.times.max <= head.times.min) return false;
+    int wrote = snprintf(relaxed, relaxed_size, "%s%.*s{%zu}%s", caseless ? "(?i)" : "", (int)(head.atom_end - at), at, head.times.min,
+                         head.end);
     return wrote > 0 && (size_t)wrote < relaxed_size;
 }
