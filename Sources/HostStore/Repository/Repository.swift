@@ -27,7 +27,7 @@ package final class Repository: Sendable {
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 13
+    static let schemaVersion = 14
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { CrashFolder.of(repository: folder) }
@@ -196,24 +196,38 @@ package final class Repository: Sendable {
     /// What a row must hold to be read as a record, checked by SQLite: a known trigger, and a
     /// document that is JSON with the id, trigger and time every document has (looked into only
     /// once it is known to be JSON: json_type fails on anything else). The index
-    /// `readable_by_state` holds only the rows that meet it (checked as a row is written).
+    /// `readable_by_state` holds the rows that meet it (checked as a row is written), and, with
+    /// their documents unchecked, the rows the host is still `writing` (`pending_purge`,
+    /// `pending_chain`), which it writes at least once more. SQLite checks a row's document each
+    /// time the row changes state, the old row's too: for a report with a full breadcrumb ring,
+    /// three parses of its document were a tenth of storing it. The readers leave out those
+    /// whose document is damaged (`checkedIfWriting`), and `unreadableRecords` names them.
     /// The triggers are compared one by one: an `IN` list makes SQLite build a temporary table
     /// each time it checks a row, twice per update of a record.
-    static let readable = """
-        (\(Trigger.allCases.map { "trigger = '\($0.name)'" }.joined(separator: " OR "))) AND CASE WHEN json_valid(document)
-        THEN json_type(document, '$.report_id') IS 'text' AND json_type(document, '$.trigger') IS 'text'
-        AND json_type(document, '$.created_at') IS 'text' ELSE 0 END
+    static let readable = "\(knownTrigger) AND (\(writing) OR \(readableDocument))"
+
+    static let knownTrigger = "(\(Trigger.allCases.map { "trigger = '\($0.name)'" }.joined(separator: " OR ")))"
+    static let readableDocument = """
+        CASE WHEN json_valid(document) THEN json_type(document, '$.report_id') IS 'text' \
+        AND json_type(document, '$.trigger') IS 'text' AND json_type(document, '$.created_at') IS 'text' ELSE 0 END
         """
+    /// The states of a row the host is still writing: a crash's record before its file is
+    /// purged, a report before its chain has finished.
+    static let writingStates: [RecordState] = [.pendingPurge, .pendingChain]
+    static let writing = writingStates.map { "state = '\($0.rawValue)'" }.joined(separator: " OR ")
+    /// Leaves out the rows `writing` whose document cannot be read (the index holds them).
+    private static let checkedIfWriting = "(NOT (\(writing)) OR \(readableDocument))"
 
     /// Summaries of the records in `states` (all when empty), oldest first, through the index
     /// on state; at most `limit` when given. Rows `unreadableRecords` names are left out: the
-    /// index holds none, so no document is read here.
+    /// index holds none but the few the host is writing, so only their documents are read here.
     /// - Parameter storedOrder: in the order they were stored (what `show latest` calls the
     ///   newest), not by creation time (a crash's report is dated at the crash, maybe earlier).
     package func summaries(in states: [RecordState] = [], limit: Int? = nil, storedOrder: Bool = false) throws(StorageError) -> [Summary] {
         let filter = states.isEmpty ? "" : "state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND "
         let order = storedOrder ? "rowid" : "created_at, rowid"
-        return try summaries(where: filter + Self.readable, states.map { .text($0.rawValue) }, order: order, limit: limit)
+        return try summaries(
+            where: filter + Self.readable + " AND " + Self.checkedIfWriting, states.map { .text($0.rawValue) }, order: order, limit: limit)
     }
 
     private func summaries(where condition: String, _ values: [SQLValue], order: String, limit: Int?) throws(StorageError) -> [Summary] {
@@ -300,13 +314,22 @@ package final class Repository: Sendable {
 
     /// The rows `records` skips, with why (`status` reports them; nothing is deleted, D-13).
     package func unreadableRecords() throws(StorageError) -> [(rowID: Int64, reason: String)] {
-        // A repository whose rows are all in the index (all readable) reads no document here.
+        // The rows the index holds unchecked (the few the host is writing) are read each time;
+        // the rows it leaves out only when there are some: a repository whose other rows are
+        // all in the index (all readable) reads no other document here.
+        var damaged = try database.query(
+            """
+            SELECT \(columns) FROM reports INDEXED BY readable_by_state
+            WHERE state IN (\(Self.writingStates.map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND \(Self.readable)
+            AND NOT (\(Self.readableDocument))
+            """)
         let counts = try database.query(
             "SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM reports INDEXED BY readable_by_state WHERE \(Self.readable))")
-        if let counts = counts.first, counts[0].int == counts[1].int { return [] }
-        // NULL (a NULL trigger or document) counts as unreadable.
-        let damaged = try database.query("SELECT \(columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0) ORDER BY rowid")
-        return damaged.compactMap { row -> (rowID: Int64, reason: String)? in
+        if let counts = counts.first, counts[0].int != counts[1].int {
+            // NULL (a NULL trigger or document) counts as unreadable.
+            damaged += try database.query("SELECT \(columns) FROM reports WHERE NOT coalesce(\(Self.readable), 0)")
+        }
+        return damaged.sorted { ($0[0].int ?? 0) < ($1[0].int ?? 0) }.compactMap { row -> (rowID: Int64, reason: String)? in
             do throws(StorageError) {
                 _ = try record(from: row)
                 return nil
@@ -317,10 +340,13 @@ package final class Repository: Sendable {
     }
 
     /// The rows in `states` (all when empty). By state through `readable_by_state`, the one
-    /// index on state: the rows it leaves out are those `record(from:)` cannot read.
+    /// index on state: the rows it leaves out, and those `checkedIfWriting` leaves out, are
+    /// those `record(from:)` cannot read.
     private func rows(in states: [RecordState], crashes: Bool = true) throws(StorageError) -> [[SQLValue]] {
         let filter = states.isEmpty
-            ? "" : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable)"
+            ? ""
+            : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable) "
+                + "AND \(Self.checkedIfWriting)"
         let columns = crashes ? self.columns : columnsWithoutCrash
         return try database.query(
             "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })

@@ -14,6 +14,7 @@ extension Repository {
         try migrateToVersion7(from: version)
         try migrateToVersion11(from: version)
         try migrateToVersion13(from: version)
+        try migrateToVersion14(from: version)
     }
 
     /// Schemas 1 to 3: the tables, the admission window, copies' file names and chain runs.
@@ -213,6 +214,20 @@ extension Repository {
                     PRAGMA user_version = 13;
                     """)
             }
+        }
+    }
+
+    /// Schema 14: the index of readable rows holds, unchecked, the rows the host is still
+    /// writing (`Repository.readable`). Made again from the rows as they are: each document is
+    /// checked once, here.
+    private func migrateToVersion14(from version: Int64) throws(StorageError) {
+        guard version < 14 else { return }
+        try database.transaction { () throws(StorageError) in
+            try database.execute("""
+                DROP INDEX IF EXISTS readable_by_state;
+                CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(Self.readable);
+                PRAGMA user_version = 14;
+                """)
         }
     }
 }
