@@ -206,6 +206,7 @@ package final class Repository: Sendable {
     /// each time it checks a row, twice per update of a record.
     static let readable = "\(knownTrigger) AND (\(writing) OR \(readableDocument))"
 
+    // Its parts (the tests build schema 13's condition from them).
     static let knownTrigger = "(\(Trigger.allCases.map { "trigger = '\($0.name)'" }.joined(separator: " OR ")))"
     static let readableDocument = """
         CASE WHEN json_valid(document) THEN json_type(document, '$.report_id') IS 'text' \
