@@ -69,7 +69,7 @@ import Testing
         try damage(journaled, in: repository)
         try damage(damaged, in: repository)
         let reopened = try Repository.open(folder: folder.appendingPathComponent("repo"))
-        #expect(try reopened.database.query("PRAGMA user_version").first?.first?.int == 14)
+        #expect(try reopened.database.query("PRAGMA user_version").first?.first?.int == Int64(Repository.schemaVersion))
         let definition = try reopened.database.query("SELECT sql FROM sqlite_master WHERE name = 'readable_by_state'").first?.first?.string
         #expect(definition?.contains(Repository.writing) == true, "\(definition ?? "none")")
         // The damaged journal is in the new index (unchecked), the damaged retry is not.

@@ -23,11 +23,18 @@ extension Recovery {
             alive[session] = running
             return running
         }
-        for record in pending where !(record.session.map(isRunning) ?? false) {
-            // SIGINT or SIGTERM: the rest stay pending; the next launch finishes them (D-2).
-            if host.isInterrupted { break }
+        let settling = pending.filter { !($0.session.map(isRunning) ?? false) }
+        // The chain of the record about to run, reopened as the one before it finished.
+        var reopened: Repository.ReopenedChain?
+        for (index, record) in settling.enumerated() {
+            // SIGINT or SIGTERM: the rest stay pending; the next launch finishes them (D-2). A
+            // chain already reopened runs (its calls skipped) and finishes.
+            if host.isInterrupted && reopened == nil { break }
             if record.trigger.isRecovered {
-                if let document = try rerunChain(record, session: currentSession) { documents.append(document) }
+                let next = settling.dropFirst(index + 1).first.flatMap { $0.trigger.isRecovered ? $0 : nil }
+                let rerun = try rerunChain(record, session: currentSession, reopened: reopened, then: next)
+                if let document = rerun.document { documents.append(document) }
+                reopened = rerun.next
             } else if record.dialogPending {
                 try storing { () throws(StorageError) in try repository.discard(record.rowID) }
                 log.info("dialog report \(record.reportID) was never sent by its user: dropped")
@@ -64,7 +71,9 @@ extension Recovery {
             guard chainRuns < Self.maxChainRuns else { continue }
             log.info("report \(record.reportID) was held (\(record.held ?? "")); its required slots can run now: the chain runs again")
             let rerun = Rerun(next: now.addingTimeInterval(Self.rerunBackoff(afterReruns: reruns + 1)))
-            if let document = try rerunChain(record, session: currentSession, releasingHold: true, rerun: rerun) { documents.append(document) }
+            if let document = try rerunChain(record, session: currentSession, releasingHold: true, rerun: rerun).document {
+                documents.append(document)
+            }
         }
         return documents
     }
@@ -100,15 +109,22 @@ extension Recovery {
     /// A chain that ended the host this many times is not run again: the report goes without it.
     static let maxChainRuns = 3
 
-    /// The report's chain again under a new id (H-13); nil when the report is held.
+    /// The report's chain again under a new id (H-13): its document, nil when the report is
+    /// held. `reopened`: its chain, reopened as the one before it finished. `next`: the
+    /// recovered report to run after it, whose chain this one's end reopens (returned).
     func rerunChain(
-        _ record: ReportRecord, session: String, releasingHold: Bool = false, rerun: Rerun? = nil
-    ) throws(HostError) -> ReportDocument? {
-        let newID = randomUUID()
+        _ record: ReportRecord, session: String, releasingHold: Bool = false, rerun: Rerun? = nil,
+        reopened: Repository.ReopenedChain? = nil, then next: ReportRecord? = nil
+    ) throws(HostError) -> (document: ReportDocument?, next: Repository.ReopenedChain?) {
         // A crash from here on names this record as the one whose chain crashed.
-        let chain = try storing { () throws(StorageError) in
-            try repository.reopenChain(record.rowID, newID: newID, session: session, releasingHold: releasingHold)
+        let chain: Repository.ReopenedChain
+        if let reopened {
+            chain = reopened
+        } else {
+            let reopening = Repository.ChainReopening(record.rowID, newID: randomUUID(), session: session, releasingHold: releasingHold)
+            chain = try storing { () throws(StorageError) in try repository.reopenChain(reopening) }
         }
+        let newID = chain.id
         let report = LiveReport(
             trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
             events: host.events)
@@ -128,7 +144,7 @@ extension Recovery {
             // Sent without the chain would be sent without the required slot.
             try hold(record.rowID, id: newID, withoutChain, notes: [], chainEnded: false, session: session, rerun: rerun)
             _ = report.bundle()
-            return nil
+            return (nil, nil)
         } else if let skipReason = chain.skipReason {
             report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
             document = report.bundle()
@@ -142,19 +158,21 @@ extension Recovery {
             // A held running-app report runs as one (its completions waited for), in a later
             // process than the one that raised it; a crash or an abnormal exit as recovered.
             let mode: ChainMode = rerun != nil && !record.trigger.isRecovered ? .runningApp : .recovered
-            guard let run = try host.chain(report, mode: mode) else { return nil }  // no dialog: never nil
+            guard let run = try host.chain(report, mode: mode) else { return (nil, nil) }  // no dialog: never nil
             document = run.document
             if let unmet = run.unmet(required) {
                 let notes = Array(document.internalLog.dropFirst(record.document.internalLog.count))
                 try hold(record.rowID, id: newID, unmet, notes: notes, chainEnded: true, session: session, rerun: rerun)
-                return nil
+                return (nil, nil)
             }
         }
         // Not flushed: the admission before its first attempt flushes it (see `chainFinished`).
-        try storing { () throws(StorageError) in
-            try repository.chainFinished(record.rowID, document: document, session: session, flush: false)
+        // Not interrupted: the next record's chain is reopened in the same commit.
+        let nextChain = host.isInterrupted ? nil : next.map { Repository.ChainReopening($0.rowID, newID: randomUUID(), session: session) }
+        let reopenedNext = try storing { () throws(StorageError) in
+            try repository.chainFinished(record.rowID, document: document, session: session, flush: false, reopening: nextChain)
         }
         log.info("recovered \(document.trigger.name) report \(document.id)")
-        return document
+        return (document, reopenedNext)
     }
 }

@@ -198,6 +198,8 @@ extension Repository {
 
     /// What a recovered report's chain starts from.
     package struct ReopenedChain: Sendable {
+        /// The id the report's chain runs under.
+        package var id: String
         /// The record's attachments, bytes read from its copies.
         package var attachments: [Attachment]
         /// How many times this record's chain has run, this one included.
@@ -206,26 +208,46 @@ extension Repository {
         package var skipReason: String?
     }
 
-    /// SPEC H-13: a recovered report's chain runs again under `newID` (the old id is gone),
-    /// counted; unless it must be skipped, `session` names this record as the one whose chain
-    /// runs, so a crash from here on blames it. A record held for a required slot that can
-    /// run now (`releasingHold`) runs it whatever an earlier crash decided.
-    package func reopenChain(_ rowID: Int64, newID: String, session: String, releasingHold: Bool = false) throws(StorageError)
-        -> ReopenedChain
-    {
+    /// A recovered report's chain to reopen (`reopenChain`).
+    package struct ChainReopening: Sendable {
+        package let rowID: Int64
+        /// The id the chain runs under (the old one is gone).
+        package let newID: String
+        /// The session that runs it.
+        package let session: String
+        /// A record held for a required slot that can run now: it runs whatever an earlier
+        /// crash decided.
+        package var releasingHold = false
+
+        package init(_ rowID: Int64, newID: String, session: String, releasingHold: Bool = false) {
+            self.rowID = rowID
+            self.newID = newID
+            self.session = session
+            self.releasingHold = releasingHold
+        }
+    }
+
+    /// SPEC H-13: a recovered report's chain runs again under a new id, counted; unless it
+    /// must be skipped, its session names this record as the one whose chain runs, so a crash
+    /// from here on blames it.
+    package func reopenChain(_ chain: ChainReopening) throws(StorageError) -> ReopenedChain {
         // Not flushed: a kill keeps the commit (WAL), so the run is counted; a power loss takes
         // it back with everything after it, and nothing of it has left the machine before the
         // admission's flush.
-        let (runs, skip) = try database.transaction(.committed) { () throws(StorageError) -> (Int, String?) in
-            if releasingHold { try database.query("UPDATE reports SET skip_chain = NULL WHERE rowid = ?", [.integer(rowID)]) }
-            try database.query(
-                "UPDATE reports SET report_id = ?, chain_runs = chain_runs + 1 WHERE rowid = ?", [.text(newID), .integer(rowID)])
-            let row = try database.query("SELECT chain_runs, skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first
-            let skip = row?[1].string
-            if skip == nil { try setChainRecord(rowID, session: session) }
-            return (Int(row?[0].int ?? 0), skip)
-        }
-        return ReopenedChain(attachments: try attachments(of: rowID), runs: runs, skipReason: skip)
+        let (runs, skip) = try database.transaction(.committed) { () throws(StorageError) in try reopen(chain) }
+        return ReopenedChain(id: chain.newID, attachments: try attachments(of: chain.rowID), runs: runs, skipReason: skip)
+    }
+
+    /// `reopenChain`'s writes, inside the caller's transaction: the runs so far and why the
+    /// chain must be skipped, if so.
+    private func reopen(_ chain: ChainReopening) throws(StorageError) -> (Int, String?) {
+        let rowID = SQLValue.integer(chain.rowID)
+        if chain.releasingHold { try database.query("UPDATE reports SET skip_chain = NULL WHERE rowid = ?", [rowID]) }
+        try database.query("UPDATE reports SET report_id = ?, chain_runs = chain_runs + 1 WHERE rowid = ?", [.text(chain.newID), rowID])
+        let row = try database.query("SELECT chain_runs, skip_chain FROM reports WHERE rowid = ?", [rowID]).first
+        let skip = row?[1].string
+        if skip == nil { try setChainRecord(chain.rowID, session: chain.session) }
+        return (Int(row?[0].int ?? 0), skip)
     }
 
     /// The chain finished (or the report was settled without it): the bundle replaces the
@@ -241,8 +263,20 @@ extension Repository {
     /// report goes back to its durable journal, which the next launch settles as H-13 says
     /// (sent without the callbacks' changes, or held under `plugins.required`); a recovered
     /// report's chain runs again under a new id.
-    package func chainFinished(_ rowID: Int64, document: ReportDocument, session: String? = nil, flush: Bool = true) throws(StorageError) {
-        try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session, flush: flush)
+    ///
+    /// `next`: the next recovered report's chain is reopened in the same transaction (one
+    /// commit where there were two; a kill leaves what it left between the two: this report
+    /// finished, the next one's run counted and its record named). Returns it.
+    @discardableResult
+    package func chainFinished(
+        _ rowID: Int64, document: ReportDocument, session: String? = nil, flush: Bool = true, reopening next: ChainReopening? = nil
+    ) throws(StorageError) -> ReopenedChain? {
+        var reopened: (runs: Int, skip: String?)?
+        try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session, flush: flush) { () throws(StorageError) in
+            if let next { reopened = try reopen(next) }
+        }
+        guard let next, let reopened else { return nil }
+        return ReopenedChain(id: next.newID, attachments: try attachments(of: next.rowID), runs: reopened.runs, skipReason: reopened.skip)
     }
 
     /// A report nobody will send (a cancelled dialog, a dialog report the host died before its

@@ -182,6 +182,7 @@ extension Repository {
                 "UPDATE reports SET state = ?, outcome = ?, next_attempt_at = NULL, crash = NULL, document = COALESCE(?, document), bytes = 0, updated_at = ? WHERE rowid = ?",
                 [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
                  .integer(Self.milliseconds(system.now())), .integer(rowID)])
+            try database.query("DELETE FROM crash_payloads WHERE record = ?", [.integer(rowID)])
             if copies > 0 { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)]) }
         }
         // A record without copies has no folder (a leftover one goes with `sweepLeftovers`).

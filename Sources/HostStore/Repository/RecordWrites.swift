@@ -80,15 +80,17 @@ extension Repository {
         let text = document.serialized()  // once: the column and the size
         try database.query(
             """
-            INSERT INTO reports(report_id, trigger, state, created_at, document, crash, crash_file, session,
+            INSERT INTO reports(report_id, trigger, state, created_at, document, crash_file, session,
                                 dialog_pending, bytes, updated_at, fingerprint)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
-             .text(text), .optional(crash?.serialized()), .optional(crashFile), .optional(session),
+             .text(text), .optional(crashFile), .optional(session),
              .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
              .integer(Self.milliseconds(system.now())), .optional(fingerprint)])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
+        // Apart from the row, which its state changes write again (schema 15).
+        if let crash { try database.query("INSERT INTO crash_payloads(record, payload) VALUES(?, ?)", [.integer(rowID), .text(crash.serialized())]) }
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
         if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
         return (rowID, copies)
@@ -111,18 +113,20 @@ extension Repository {
     }
 
     /// Replaces a record's document (and attachment copies) and state; a dialog report that
-    /// reaches here is no longer pending.
+    /// reaches here is no longer pending. `then` runs last in the same transaction.
     func replace(
-        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil, flush: Bool = true
+        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil, flush: Bool = true,
+        then: () throws(StorageError) -> Void = {}
     ) throws(StorageError) {
         try makingRoom { omitting throws(StorageError) in
-            try replaceOnce(rowID, document: document, state: state, clearingChainOf: session, flush: flush, omitting: omitting)
+            try replaceOnce(rowID, document: document, state: state, clearingChainOf: session, flush: flush, omitting: omitting, then: then)
         }
         try enforceLimits()
     }
 
     func replaceOnce(
-        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String?, flush: Bool, omitting: Bool
+        _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String?, flush: Bool, omitting: Bool,
+        then: () throws(StorageError) -> Void = {}
     ) throws(StorageError) {
         var copies = AttachmentCopies()
         let text = document.serialized()  // once: the column and the size
@@ -140,6 +144,7 @@ extension Repository {
                 copies = try writeAttachments(document.content.attachments, record: rowID, omittingWhatDoesNotFit: omitting)
                 if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
                 if let session { try setChainRecord(nil, session: session) }
+                try then()
             }
         } catch {
             removeCopies(copies.written)

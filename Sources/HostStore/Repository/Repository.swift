@@ -24,10 +24,12 @@ package final class Repository: Sendable {
     let logger: HostLogger
     /// Whether `reports` has its `duplicates` column (schema 12), once looked up.
     private let duplicatesColumn = Locked<Bool?>(nil)
+    /// Whether the repository has its table of crash payloads (schema 15), once looked up.
+    let payloadTable = Locked<Bool?>(nil)
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 14
+    static let schemaVersion = 15
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { CrashFolder.of(repository: folder) }
@@ -164,7 +166,7 @@ package final class Repository: Sendable {
             known = present
             return present
         }
-        return "rowid, document, state, attempts, next_attempt_at, \(crash), crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
+        return "rowid, document, state, attempts, next_attempt_at, \(payload(crash)), crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
             + (duplicates ? "duplicates" : "1")
     }
 

@@ -15,6 +15,7 @@ extension Repository {
         try migrateToVersion11(from: version)
         try migrateToVersion13(from: version)
         try migrateToVersion14(from: version)
+        try migrateToVersion15(from: version)
     }
 
     /// Schemas 1 to 3: the tables, the admission window, copies' file names and chain runs.
@@ -229,5 +230,34 @@ extension Repository {
                 PRAGMA user_version = 14;
                 """)
         }
+    }
+
+    /// Schema 15: a crash's payload in a table of its own, written once with its record and
+    /// deleted with it. In the record's row, 5 KB and more of it made SQLite write its overflow
+    /// pages again at each of the record's state changes (four for a recovered crash). Rows
+    /// kept so far keep theirs in `reports.crash`, read as before (`Repository.columns`).
+    private func migrateToVersion15(from version: Int64) throws(StorageError) {
+        guard version < 15 else { return }
+        try database.transaction { () throws(StorageError) in
+            try database.execute("""
+                CREATE TABLE IF NOT EXISTS crash_payloads(record INTEGER PRIMARY KEY, payload TEXT NOT NULL);
+                CREATE TRIGGER IF NOT EXISTS crash_payload_with_record AFTER DELETE ON reports
+                    BEGIN DELETE FROM crash_payloads WHERE record = old.rowid; END;
+                PRAGMA user_version = 15;
+                """)
+        }
+    }
+
+    /// The crash payload's column: since schema 15 a record's payload is in `crash_payloads`,
+    /// a record kept from before has it in its own row.
+    func payload(_ crash: String) -> String {
+        guard crash == "crash" else { return crash }
+        let separate = payloadTable.withLock { known in
+            if let known { return known }
+            let present = !((try? database.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'crash_payloads'")) ?? []).isEmpty
+            known = present
+            return present
+        }
+        return separate ? "coalesce(crash, (SELECT payload FROM crash_payloads WHERE record = reports.rowid))" : crash
     }
 }
