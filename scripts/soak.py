@@ -24,8 +24,8 @@ of SIGKILL. Then the receiver behaves, `launch` drains the repository, and the s
   under two ids; duplicates are counted, not failed;
 * the attachments of those reports arrived with their names and sizes;
 * the repository holds no orphan attachment copies (folders or files no attachment row
-  names), no copies missing for a row, no `*.tmp`, `*.partial`, `outgoing-*` or unrecovered
-  crash files;
+  names), no copies missing for a row, no crash payload kept for a record that is gone or
+  sent, no `*.tmp`, `*.partial`, `outgoing-*` or unrecovered crash files;
 * no run hung (each has a hard timeout) and no run failed unexpectedly.
 
 The last line is exactly `soak: kills K, reports R, received X, stored S, lost L,
@@ -593,6 +593,11 @@ def find_orphans(repository, rows):
     for record, name, _, file in rows:
         if not os.path.isfile(os.path.join(attachments, str(record), str(file))):
             orphans.append(f"attachments/{record}/{file}: the copy of {name} is missing")
+    database = sqlite3.connect(f"file:{os.path.join(repository, 'reporthost.sqlite')}?mode=ro", uri=True)
+    for (record,) in database.execute(
+            "SELECT record FROM crash_payloads WHERE record NOT IN (SELECT rowid FROM reports WHERE state != 'terminal')"):
+        orphans.append(f"crash_payloads row {record} (its record is gone or sent)")
+    database.close()
     for folder, _, names in os.walk(repository):
         for name in names:
             relative = os.path.relpath(os.path.join(folder, name), repository)
