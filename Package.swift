@@ -136,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "reporthost-bench", dependencies: ["Host", "Receiver", "HostSupport", "HostModel", "HostPlugins", "HostStore", "HostDelivery"],
             path: "Benchmarks/reporthost-bench"),
-        .target(name: "HostTestSupport", dependencies: ["Host", "HostSupport", "HostPlugins", "HostStore"], path: "Tests/HostTestSupport"),
+        .target(name: "HostTestSupport", dependencies: ["Host", "HostModel", "HostSupport", "HostPlugins", "HostStore"], path: "Tests/HostTestSupport"),
         .testTarget(name: "PluginAPITests", dependencies: ["HostTestSupport"]),
         .testTarget(
             name: "HostTests",

@@ -16,12 +16,6 @@ import Testing
         repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
     }
 
-    func document(_ summary: String) -> ReportDocument {
-        var content = ReportContent()
-        content.summary = summary
-        return ReportDocument(id: UUID().uuidString.lowercased(), trigger: .logError, content: content, internalLog: [], createdAt: Date())
-    }
-
     func indexed(_ repository: Repository) throws -> Int64? {
         try repository.database.query("SELECT COUNT(*) FROM reports INDEXED BY readable_by_state WHERE \(Repository.readable)").first?.first?.int
     }
@@ -32,9 +26,9 @@ import Testing
 
     @Test("I-7: a row the host is still writing is indexed unchecked; damaged, it is read by nothing, named, and leaves the index once written on")
     func writingRowsUnchecked() throws {
-        let stored = try repository.seedRecord(document("stored"), state: .awaitingFirstAttempt)
-        let journaled = try repository.journal(document("journaled"), session: "s", dialogPending: false)
-        let purging = try repository.seedRecord(document("purging"), state: .pendingPurge)
+        let stored = try repository.seedRecord(ReportDocument.summarised("stored"), state: .awaitingFirstAttempt)
+        let journaled = try repository.journal(ReportDocument.summarised("journaled"), session: "s", dialogPending: false)
+        let purging = try repository.seedRecord(ReportDocument.summarised("purging"), state: .pendingPurge)
         try damage(journaled, in: repository)
         try damage(purging, in: repository)
         // Both damaged rows are still in the index: SQLite did not look at their documents.
@@ -46,7 +40,7 @@ import Testing
         #expect(unreadable.map(\.rowID) == [journaled, purging], "\(unreadable)")
         #expect(unreadable.allSatisfy { $0.reason.hasSuffix("holds an unreadable document") })
         // The chain's write replaces the journal: checked, read, listed.
-        try repository.chainFinished(journaled, document: document("chained"))
+        try repository.chainFinished(journaled, document: ReportDocument.summarised("chained"))
         #expect(try repository.records(in: [.awaitingFirstAttempt]).map(\.document.content.summary) == ["stored", "chained"])
         #expect(try repository.unreadableRecords().map(\.rowID) == [purging])
         // A damaged row that leaves the writing states by its state alone is checked then.
@@ -58,9 +52,9 @@ import Testing
 
     @Test("I-7: a schema 13 repository (every document checked) opens at schema 14, its index made again from its rows as they are")
     func schemaThirteenMigrates() throws {
-        let stored = try repository.seedRecord(document("stored"), state: .awaitingFirstAttempt)
-        let journaled = try repository.journal(document("journaled"), session: "s", dialogPending: false)
-        let damaged = try repository.seedRecord(document("damaged"), state: .retry)
+        let stored = try repository.seedRecord(ReportDocument.summarised("stored"), state: .awaitingFirstAttempt)
+        let journaled = try repository.journal(ReportDocument.summarised("journaled"), session: "s", dialogPending: false)
+        let damaged = try repository.seedRecord(ReportDocument.summarised("damaged"), state: .retry)
         let older = "\(Repository.knownTrigger) AND \(Repository.readableDocument)"
         try repository.database.execute("""
             DROP INDEX readable_by_state; CREATE INDEX readable_by_state ON reports(state, created_at) WHERE \(older);

@@ -15,12 +15,6 @@ import Testing
         repository = try Repository.open(folder: folder.appendingPathComponent("repo"))
     }
 
-    func document(_ summary: String) -> ReportDocument {
-        var content = ReportContent()
-        content.summary = summary
-        return ReportDocument(id: UUID().uuidString.lowercased(), trigger: .crash, content: content, internalLog: [], createdAt: Date())
-    }
-
     /// A payload the size of a real crash's (5 KB of frames).
     static let payload: JSONValue = {
         let frames: [JSONValue] = (0..<80).map { (index: Int) -> JSONValue in
@@ -30,11 +24,11 @@ import Testing
         return .object([("signal", .string("SIGSEGV")), ("frames", .array(frames))])
     }()
 
-    func saveCrash(_ summary: String) throws -> Int64 {
-        let saved = try repository.saveCrashes([
-            Repository.CrashSave(document: document(summary), crash: Self.payload, crashFile: folder.appendingPathComponent("\(summary).crash").path, session: nil)
-        ])
-        return try #require(saved.first?.rowID)
+    /// A crash file's record saved in `target` (this suite's repository when nil): its row id.
+    func saveCrash(_ summary: String, in target: Repository? = nil) throws -> Int64 {
+        let file = folder.appendingPathComponent("\(summary).crash").path
+        let save = Repository.CrashSave(document: .summarised(summary, trigger: .crash), crash: Self.payload, crashFile: file, session: nil)
+        return try #require(try (target ?? repository).saveCrashes([save]).first?.rowID)
     }
 
     func count(_ sql: String, _ rowID: Int64) throws -> Int64? {
@@ -49,7 +43,7 @@ import Testing
         #expect(try count("SELECT COUNT(*) FROM reports WHERE rowid = ? AND crash IS NULL", finished) == 1)
         #expect(try count("SELECT COUNT(*) FROM crash_payloads WHERE record = ?", finished) == 1)
         try repository.crashFilesPurged([finished, discarded])
-        try repository.chainFinished(finished, document: document("finished"))
+        try repository.chainFinished(finished, document: ReportDocument.summarised("finished", trigger: .crash))
         #expect(try repository.record(finished)?.crash == Self.payload)
         #expect(try repository.records(in: [.awaitingFirstAttempt]).map(\.crash) == [Self.payload])
         // Sent: the payload goes with the record's content; discarded: with the record.
@@ -72,10 +66,7 @@ import Testing
         let reopened = try Repository.open(folder: folder.appendingPathComponent("repo"))
         #expect(try reopened.database.query("PRAGMA user_version").first?.first?.int == 15)
         #expect(try reopened.record(kept)?.crash == Self.payload)
-        let new = try reopened.saveCrashes([
-            Repository.CrashSave(document: document("new"), crash: Self.payload, crashFile: folder.appendingPathComponent("new.crash").path, session: nil)
-        ])
-        #expect(try reopened.record(try #require(new.first?.rowID))?.crash == Self.payload)
+        #expect(try reopened.record(try saveCrash("new", in: reopened))?.crash == Self.payload)
     }
 
     @Test("H-13: a recovered report's chain ends in the commit that reopens the next one's: its run counted, its record named; both or neither")
@@ -89,7 +80,7 @@ import Testing
         #expect(try repository.sessionState("s")?.chainRecord == first)
 
         let next = try #require(try repository.chainFinished(
-            first, document: document("first"), session: "s", flush: false, reopening: .init(second, newID: "second-run", session: "s")))
+            first, document: ReportDocument.summarised("first", trigger: .crash), session: "s", flush: false, reopening: .init(second, newID: "second-run", session: "s")))
         #expect(next.id == "second-run" && next.runs == 1 && next.skipReason == nil)
         #expect(try repository.record(first)?.state == .awaitingFirstAttempt)
         #expect(try repository.database.query("SELECT report_id FROM reports WHERE rowid = ?", [.integer(second)]).first?.first?.string == "second-run")
@@ -105,7 +96,7 @@ import Testing
                 BEGIN SELECT RAISE(ABORT, 'refused'); END;
             """)
         #expect(throws: StorageError.self) {
-            try repository.chainFinished(third, document: document("third"), session: "s", reopening: .init(fourth, newID: "fourth-run", session: "s"))
+            try repository.chainFinished(third, document: ReportDocument.summarised("third", trigger: .crash), session: "s", reopening: .init(fourth, newID: "fourth-run", session: "s"))
         }
         #expect(try repository.record(third)?.state == .pendingChain)
         #expect(try repository.sessionState("s")?.chainRecord == third)
