@@ -150,7 +150,7 @@ package final class Repository: Sendable {
     // RecordLifecycle.swift; attachment copies, the admission window, sessions and eviction
     // each in a file of their own)
 
-    var columns: String { columns(crash: "crash") }
+    var columns: String { columns(crash: payloadColumn) }
     /// `columns` with NULL for the crash payload.
     var columnsWithoutCrash: String { columns(crash: "NULL") }
 
@@ -166,7 +166,7 @@ package final class Repository: Sendable {
             known = present
             return present
         }
-        return "rowid, document, state, attempts, next_attempt_at, \(payload(crash)), crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
+        return "rowid, document, state, attempts, next_attempt_at, \(crash), crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
             + (duplicates ? "duplicates" : "1")
     }
 

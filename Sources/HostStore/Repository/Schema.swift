@@ -248,16 +248,15 @@ extension Repository {
         }
     }
 
-    /// The crash payload's column: since schema 15 a record's payload is in `crash_payloads`,
-    /// a record kept from before has it in its own row.
-    func payload(_ crash: String) -> String {
-        guard crash == "crash" else { return crash }
+    /// The crash payload as a column of `reports`: since schema 15 a record's payload is in
+    /// `crash_payloads`, a record kept from before has it in its own row.
+    var payloadColumn: String {
         let separate = payloadTable.withLock { known in
             if let known { return known }
             let present = !((try? database.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'crash_payloads'")) ?? []).isEmpty
             known = present
             return present
         }
-        return separate ? "coalesce(crash, (SELECT payload FROM crash_payloads WHERE record = reports.rowid))" : crash
+        return separate ? "coalesce(crash, (SELECT payload FROM crash_payloads WHERE record = reports.rowid))" : "crash"
     }
 }
