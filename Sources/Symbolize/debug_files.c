@@ -75,7 +75,8 @@ static void set_alt(image *owner, Dwarf *dwarf, const char *dwarf_file) {
    dwfl_standard_find_debuginfo would also send each missing build id to the servers in
    DEBUGINFOD_URLS (Debian's login shells set it): what leaves the machine is decided by the
    host, never by an environment variable, and recovery never waits on a network. A name is
-   never left in *found_name without a descriptor: libdwfl would open that path itself. */
+   never left in *found_name without a descriptor: libdwfl would open that path itself. The
+   descriptor given is that of the debug file's inflated copy when one is made (inflate.c). */
 int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base, const char *file_name,
                        const char *debuglink, GElf_Word crc, char **found_name) {
     (void)modname; (void)base; (void)debuglink; (void)crc;
@@ -95,7 +96,13 @@ int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, D
     }
     char *path = build_id_path(owner->facts.id, owner->facts.id_len);
     int fd = open_debug_file(path, owner->facts.id, owner->facts.id_len);
-    if (fd >= 0) *found_name = path; /* libdwfl's now, as the descriptor */
-    else free(path);
-    return fd;
+    if (fd < 0) {
+        free(path);
+        return -1;
+    }
+    *found_name = path; /* libdwfl's now, as the descriptor */
+    int copy = sym_inflated_copy(fd, owner->cache->reading, &owner->cache->last_inflater);
+    if (copy < 0) return fd;
+    close(fd);
+    return copy;
 }

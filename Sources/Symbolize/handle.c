@@ -19,7 +19,15 @@ static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, D
     return -1;
 }
 
-rh_symbol_cache *rh_symbol_cache_new(void) { return calloc(1, sizeof(rh_symbol_cache)); }
+rh_symbol_cache *rh_symbol_cache_new(void) {
+    rh_symbol_cache *cache = calloc(1, sizeof(rh_symbol_cache));
+    if (cache != NULL) cache->last_inflater = "";
+    return cache;
+}
+
+void rh_symbol_cache_set_reading(rh_symbol_cache *cache, rh_debug_reading reading) { cache->reading = reading; }
+
+const char *rh_symbol_cache_last_inflater(const rh_symbol_cache *cache) { return cache->last_inflater; }
 
 void rh_symbol_cache_free(rh_symbol_cache *cache) {
     if (cache == NULL) return;
@@ -119,6 +127,7 @@ static image *cached_image(rh_symbol_cache *cache, const char *path, const char 
     }
     made->facts = *facts;
     made->alt_fd = -1;
+    made->cache = cache;
     made->callbacks.find_elf = no_find_elf;
     made->callbacks.find_debuginfo = sym_find_debuginfo;
     made->callbacks.section_address = sym_elfutils.dwfl_offline_section_address;

@@ -12,7 +12,8 @@
  * skeleton's line table.
  *
  * The parts: libdw's loading (elfutils.c), strings (text.c), the module files vetted before
- * they are read (module_file.c), their debug and dwz files (debug_files.c), the cache and
+ * they are read (module_file.c), their debug and dwz files (debug_files.c), a debug file's
+ * compressed sections inflated into a copy in memory (inflate.c), the cache and
  * symbolizer handles (handle.c) and the lookup of an address (lookup.c). This header is what
  * they give each other, hidden from the libraries they are linked into. It is every file's
  * first include: _GNU_SOURCE must come before any system header.
@@ -117,11 +118,14 @@ typedef struct image {
     Dwfl_Module *mod;
     Dwarf *alt; /* the dwz file its DWARF shares (set_alt), ended after dwfl */
     int alt_fd;
+    struct rh_symbol_cache *cache; /* its holder: how to read its debug file, what read it */
 } image;
 
 struct rh_symbol_cache {
     image **images;
     size_t count, cap;
+    rh_debug_reading reading;
+    const char *last_inflater;
 };
 
 /* Where one crashed process had an image mapped. */
@@ -166,5 +170,11 @@ bool sym_is_deleted(const char *path);
 /* debug_files.c: libdwfl's find_debuginfo callback, on this machine only. */
 int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base, const char *file_name,
                        const char *debuglink, GElf_Word crc, char **found_name);
+
+/* inflate.c: a debug file's compressed sections inflated into a copy in memory. */
+/* The descriptor of a copy of the debug file open at `fd` (left open), its compressed
+   sections inflated, read as `reading` says; -1 when no copy was made (libdw reads `fd`).
+   *inflater names what inflated them ("libelf" for -1). */
+int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater);
 
 #pragma GCC visibility pop

@@ -15,11 +15,11 @@ import Testing
 @Suite struct SymbolCacheTests {
     /// A crash whose process had `library` mapped at `start` and faulted at `start + offset`.
     /// `buildID`: the build id the crash recorded for it (none: any file at that path is it).
-    func crash(_ library: String, at start: UInt64, offset: UInt64, buildID: String? = nil) throws -> CrashFile {
+    func crash(_ library: String, at start: UInt64, offset: UInt64, buildID: String? = nil, size: UInt64 = 0x100000) throws -> CrashFile {
         let pc = "0x" + String(start + offset, radix: 16)
         let lines = [
             "reporthost-crash 1", "session s", "signal 11", "code 1", "address 0x0", "thread 7", "time 1700000000",
-            "register rip \(pc)", "module 0x\(String(start, radix: 16)) 0x\(String(start + 0x100000, radix: 16)) \(library)",
+            "register rip \(pc)", "module 0x\(String(start, radix: 16)) 0x\(String(start + size, radix: 16)) \(library)",
         ] + (buildID.map { ["build_id \($0)"] } ?? []) + ["frame \(pc)", "end"]
         return try #require(CrashFile(path: "/x.crash", data: Data(lines.joined(separator: "\n").utf8), modifiedAt: Date(), now: Date()))
     }
@@ -94,5 +94,41 @@ import Testing
         #expect(found[0].last?.function == "rh_plugin_entry" && found[0] == found[1])
         #expect(found[2] != found[0], "the other library's code at that offset is not rh_plugin_entry")
         #expect(cache.frames.count == 2, "one lookup per library and offset")
+    }
+
+    @Test("D-1: libc's compressed debug file read through its inflated copy, by libdeflate or by zlib, gives the frames libelf's own reading gives")
+    func inflatedCopySymbolicatesAlike() throws {
+        // libc as this process has it, and its debug file (libc6-dbg, installed by scripts/setup).
+        let maps = try String(decoding: BoundedFile.read("/proc/self/maps", limit: 1 << 22, system: SystemCalls()).get(), as: UTF8.self)
+        let libc = try #require(maps.split(separator: "\n").compactMap { $0.split(separator: " ").last }.first { $0.hasSuffix("/libc.so.6") })
+        let library = String(libc)
+        let debugFile = "/usr/lib/debug/.build-id/\(try buildID(library).prefix(2))/\(try buildID(library).dropFirst(2)).debug"
+        let sections = try ChildProcess.run("/usr/bin/readelf", ["-S", "-W", debugFile]).stdout
+        #expect(sections.contains(".debug_info") && sections.contains(".debug_loclists"), "\(debugFile): \(sections)")
+        // Every 8th function libc exports, 5 bytes in.
+        let exported = try ChildProcess.run("/usr/bin/nm", ["-D", "--defined-only", library]).stdout.split(separator: "\n")
+            .filter { $0.contains(" T ") }.compactMap { UInt64($0.prefix { $0 != " " }, radix: 16) }
+        let offsets = Set(exported).sorted().enumerated().filter { $0.offset % 8 == 0 }.map { $0.element + 5 }
+        #expect(offsets.count > 100)
+        let start: UInt64 = 0x7f00_0000_0000
+        var found: [SymbolCache.Reading: [[FrameSymbol]]] = [:]
+        for reading in [SymbolCache.Reading.byLibelf, .inflatedByZlib, .inflated] {
+            let cache = try #require(SymbolCache(reading: reading))
+            let symbolizer = try #require(ElfSymbols(for: try crash(library, at: start, offset: offsets[0], size: 0x400000), cache: cache))
+            #expect(symbolizer.refusals.isEmpty, "\(symbolizer.refusals)")
+            found[reading] = offsets.map { symbolizer.symbols(at: start + $0, isReturnAddress: false) }
+            let expected = [SymbolCache.Reading.byLibelf: "libelf", .inflatedByZlib: "zlib", .inflated: "libdeflate"][reading]
+            #expect(cache.lastInflater == expected, "\(reading)")
+        }
+        let asLibelf = try #require(found[.byLibelf])
+        // What is compared is real DWARF: names, places and inlined frames.
+        #expect(asLibelf.filter { $0.last?.line != nil }.count > offsets.count / 2, "\(asLibelf.prefix(5))")
+        #expect(asLibelf.contains { $0.contains { $0.inlined } })
+        for reading in [SymbolCache.Reading.inflatedByZlib, .inflated] {
+            let other = try #require(found[reading])
+            let differing = zip(asLibelf, other).filter { $0.0 != $0.1 }
+            let count = differing.count
+            #expect(count == 0, "\(reading): \(count) of \(offsets.count) differ; the first: \(differing.prefix(1))")
+        }
     }
 }

@@ -1,7 +1,7 @@
 import HostModel
 import HostSupport
-/// The repository's schema and its migrations: each version adds to the one before, in its
-/// own transaction, and a database newer than this host is refused (never downgraded).
+/// The repository's schema and its migrations: each version adds to the one before, all of
+/// them in one transaction, and a database newer than this host is refused (never downgraded).
 extension Repository {
     func migrate() throws(StorageError) {
         let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
@@ -10,12 +10,20 @@ extension Repository {
         }
         try database.execute("PRAGMA journal_mode=WAL")
         try database.execute("PRAGMA synchronous=FULL")
-        try migrateToVersion3(from: version)
-        try migrateToVersion7(from: version)
-        try migrateToVersion11(from: version)
-        try migrateToVersion13(from: version)
-        try migrateToVersion14(from: version)
-        try migrateToVersion15(from: version)
+        guard version < Self.schemaVersion else { return }
+        // One flushed transaction for every step (each step's own runs inside it): a new
+        // repository costs one flush, not thirteen, and an upgrade is whole or not at all. The
+        // version is read again under its lock: another process may have migrated meanwhile.
+        try database.transaction { () throws(StorageError) in
+            let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
+            guard version < Self.schemaVersion else { return }
+            try migrateToVersion3(from: version)
+            try migrateToVersion7(from: version)
+            try migrateToVersion11(from: version)
+            try migrateToVersion13(from: version)
+            try migrateToVersion14(from: version)
+            try migrateToVersion15(from: version)
+        }
     }
 
     /// Schemas 1 to 3: the tables, the admission window, copies' file names and chain runs.
