@@ -71,4 +71,16 @@ import Testing
         #expect(try reopened.summaries().map(\.rowID) == [stored])
         #expect(try reopened.unreadableRecords().map(\.rowID) == [journaled, damaged])
     }
+
+    @Test("I-7: an upgrade is whole or not at all: a step that fails leaves the repository at the schema it had, the steps before it taken back")
+    func failedUpgradeTakenBack() throws {
+        // Schema 12 (step 13 only sets its version when `seq` is there), with a table where
+        // step 14 makes its index: step 13 succeeds, step 14 fails.
+        try repository.database.execute("""
+            DROP INDEX readable_by_state; CREATE TABLE readable_by_state(x);
+            PRAGMA user_version = 12;
+            """)
+        #expect(throws: StorageError.self) { try Repository.open(folder: folder.appendingPathComponent("repo")) }
+        #expect(try repository.database.query("PRAGMA user_version").first?.first?.int == 12)
+    }
 }
