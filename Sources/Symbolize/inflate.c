@@ -2,11 +2,12 @@
  * debug file.
  *
  * libdw (0.188) inflates every compressed DWARF section of a debug file when it opens it,
- * with zlib, the sections no lookup here reads too. For libc6-dbg's libc that was 36 ms of a
- * recovery's 235 (1,000 crash files), on the path of the first crash saved. The copy holds the
- * same file with each compressed section inflated (by libdeflate, 2.4 times zlib's speed on
- * that .debug_info, else by zlib) and the sections of variables' locations and of macros left
- * out: 13 ms. Everything else in the copy is at the offset it has in the file (the ELF and
+ * with zlib, the sections no lookup here reads too: libc6-dbg's libc took 38-41 ms to its first
+ * lookup, on the path of the first crash a recovery saves. The copy holds the same file with
+ * each compressed section inflated by libdeflate (2.4 times zlib's speed on that .debug_info)
+ * and the sections of variables' locations and of macros left out: 20-27 ms. (By zlib, the
+ * copy took as long as libdw's own reading: without libdeflate, libdw reads the file.)
+ * Everything else in the copy is at the offset it has in the file (the ELF and
  * program headers, notes, symbol tables), the inflated sections and a new section header table
  * after it. Anything unexpected (another compression, a header that does not fit) leaves the
  * file to libdw as it is.
@@ -21,45 +22,34 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 /* ---------------------------------------------------------------- inflaters */
 
-/* libdeflate.h's prototypes (its runtime library only is needed); zlib's from zlib.h. */
+/* libdeflate.h's prototypes (its runtime library only is needed). */
 struct libdeflate_decompressor;
 static struct {
     struct libdeflate_decompressor *(*alloc)(void);
     int (*zlib_decompress)(struct libdeflate_decompressor *, const void *in, size_t in_bytes, void *out,
                            size_t out_bytes, size_t *actual_out_bytes);
     void (*free)(struct libdeflate_decompressor *);
-    __typeof__(uncompress) *uncompress;
-} inflaters;
-static pthread_once_t inflaters_once = PTHREAD_ONCE_INIT;
+} libdeflate;
+static pthread_once_t libdeflate_once = PTHREAD_ONCE_INIT;
 
 /* Loaded at the first copy, never linked: only a recovery reads debug files. Never closed. */
-static void load_inflaters(void) {
-    void *deflate = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (deflate != NULL) {
-        *(void **)&inflaters.alloc = dlsym(deflate, "libdeflate_alloc_decompressor");
-        *(void **)&inflaters.zlib_decompress = dlsym(deflate, "libdeflate_zlib_decompress");
-        *(void **)&inflaters.free = dlsym(deflate, "libdeflate_free_decompressor");
-        if (inflaters.alloc == NULL || inflaters.zlib_decompress == NULL || inflaters.free == NULL)
-            inflaters.alloc = NULL;
-    }
-    void *zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (zlib != NULL) *(void **)&inflaters.uncompress = dlsym(zlib, "uncompress");
+static void load_libdeflate(void) {
+    void *library = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (library == NULL) return;
+    *(void **)&libdeflate.alloc = dlsym(library, "libdeflate_alloc_decompressor");
+    *(void **)&libdeflate.zlib_decompress = dlsym(library, "libdeflate_zlib_decompress");
+    *(void **)&libdeflate.free = dlsym(library, "libdeflate_free_decompressor");
+    if (libdeflate.zlib_decompress == NULL || libdeflate.free == NULL) libdeflate.alloc = NULL;
 }
 
-/* Inflates the zlib stream `in` into exactly `out_bytes` at `out`, with libdeflate unless
-   `reading` asks for zlib. */
-static bool inflate_exactly(rh_debug_reading reading, struct libdeflate_decompressor *deflater, const void *in,
-                            size_t in_bytes, void *out, size_t out_bytes) {
-    if (reading == RH_DEBUG_INFLATED && deflater != NULL) {
-        size_t got = 0;
-        return inflaters.zlib_decompress(deflater, in, in_bytes, out, out_bytes, &got) == 0 && got == out_bytes;
-    }
-    unsigned long got = out_bytes;
-    return inflaters.uncompress(out, &got, in, in_bytes) == Z_OK && got == out_bytes;
+/* Inflates the zlib stream `in` into exactly `out_bytes` at `out`. */
+static bool inflate_exactly(struct libdeflate_decompressor *deflater, const void *in, size_t in_bytes, void *out,
+                            size_t out_bytes) {
+    size_t got = 0;
+    return libdeflate.zlib_decompress(deflater, in, in_bytes, out, out_bytes, &got) == 0 && got == out_bytes;
 }
 
 /* ---------------------------------------------------------------- the copy */
@@ -134,7 +124,7 @@ static int by_offset(const void *a, const void *b) {
 
 /* Writes the copy into `out`: the file's bytes but its compressed sections', those inflated,
    and the section table that describes them. */
-static bool fill(rh_debug_reading reading, const unsigned char *bytes, uint64_t size, packed *found, size_t count,
+static bool fill(const unsigned char *bytes, uint64_t size, packed *found, size_t count,
                  uint64_t table, unsigned char *out) {
     Elf64_Ehdr eh;
     memcpy(&eh, bytes, sizeof eh);
@@ -150,8 +140,8 @@ static bool fill(rh_debug_reading reading, const unsigned char *bytes, uint64_t 
     eh.e_shoff = table;
     memcpy(out, &eh, sizeof eh);
 
-    struct libdeflate_decompressor *deflater = inflaters.alloc != NULL ? inflaters.alloc() : NULL;
-    bool inflated = true;
+    struct libdeflate_decompressor *deflater = libdeflate.alloc();
+    bool inflated = deflater != NULL;
     for (size_t i = 0; i < count && inflated; i++) {
         Elf64_Shdr *s = &sections[found[i].index];
         s->sh_flags &= ~(uint64_t)SHF_COMPRESSED;
@@ -160,23 +150,21 @@ static bool fill(rh_debug_reading reading, const unsigned char *bytes, uint64_t 
             continue;
         }
         const unsigned char *in = bytes + found[i].from + sizeof(Elf64_Chdr);
-        inflated = inflate_exactly(reading, deflater, in, found[i].to - found[i].from - sizeof(Elf64_Chdr),
+        inflated = inflate_exactly(deflater, in, found[i].to - found[i].from - sizeof(Elf64_Chdr),
                                    out + found[i].at, found[i].header.ch_size);
         s->sh_offset = found[i].at;
         s->sh_size = found[i].header.ch_size;
         s->sh_addralign = found[i].header.ch_addralign;
     }
-    if (deflater != NULL) inflaters.free(deflater);
+    if (deflater != NULL) libdeflate.free(deflater);
     return inflated;
 }
 
 int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater) {
     *inflater = "libelf";
     if (reading == RH_DEBUG_AS_LIBELF) return -1;
-    pthread_once(&inflaters_once, load_inflaters);
-    if (inflaters.uncompress == NULL && inflaters.alloc == NULL) return -1;
-    if (reading == RH_DEBUG_INFLATED_ZLIB && inflaters.uncompress == NULL) return -1;
-    if (reading == RH_DEBUG_INFLATED && inflaters.alloc == NULL) reading = RH_DEBUG_INFLATED_ZLIB;
+    pthread_once(&libdeflate_once, load_libdeflate);
+    if (libdeflate.alloc == NULL) return -1;
 
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size <= 0) return -1;
@@ -191,13 +179,13 @@ int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater) {
     unsigned char *out = MAP_FAILED;
     if (copy >= 0 && ftruncate(copy, (off_t)total) == 0)
         out = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, copy, 0);
-    bool made = out != MAP_FAILED && fill(reading, bytes, size, found, count, table, out);
+    bool made = out != MAP_FAILED && fill(bytes, size, found, count, table, out);
     if (out != MAP_FAILED) munmap(out, total);
     munmap((void *)bytes, size);
     if (!made) {
         if (copy >= 0) close(copy);
         return -1;
     }
-    *inflater = reading == RH_DEBUG_INFLATED ? "libdeflate" : "zlib";
+    *inflater = "libdeflate";
     return copy;
 }

@@ -274,7 +274,10 @@ import Testing
             let start = clock.now()
             let result = try run(["report", "error", "--config", try config(server.url, timeoutMs: 1_000)], limitSeconds: 60)
             #expect(result.status == 0 && result.signal == nil, "\(result.stderr)")
-            #expect(clock.now().milliseconds(since: start) < 30_000)
+            // Once (a full suite on 2 cores, 2026-12-06) this took 38 s, not reproduced since:
+            // what the host said is kept with the figure.
+            let elapsed = clock.now().milliseconds(since: start)
+            #expect(elapsed < 30_000, "\(elapsed) ms; the host said: \(result.stderr)")
             let record = try #require(try status()["records"]?.arrayValue?.last)
             // The head is the answer: retained for retry at once, the body never read.
             #expect(record["state"] == .string("retry") && record["outcome"] == .string("HTTP 503"), "\(record)")

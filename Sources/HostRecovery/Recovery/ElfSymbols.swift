@@ -84,24 +84,19 @@ final class SymbolCache {
         let isReturnAddress: Bool
     }
 
-    /// How a debug file's compressed DWARF is read (`rh_debug_reading`): into an inflated copy
-    /// (by libdeflate when it can be loaded), the same by zlib, or by libelf, every section.
-    /// The last two are yardsticks.
+    /// How a debug file's compressed DWARF is read (`rh_debug_reading`): into a copy inflated by
+    /// libdeflate, or by libelf, every section (the yardstick).
     enum Reading {
-        case inflated, inflatedByZlib, byLibelf
+        case inflated, byLibelf
     }
 
     init?(reading: Reading = .inflated) {
         guard let handle = rh_symbol_cache_new() else { return nil }
         self.handle = handle
-        switch reading {
-        case .inflated: rh_symbol_cache_set_reading(handle, RH_DEBUG_INFLATED)
-        case .inflatedByZlib: rh_symbol_cache_set_reading(handle, RH_DEBUG_INFLATED_ZLIB)
-        case .byLibelf: rh_symbol_cache_set_reading(handle, RH_DEBUG_AS_LIBELF)
-        }
+        rh_symbol_cache_set_reading(handle, reading == .inflated ? RH_DEBUG_INFLATED : RH_DEBUG_AS_LIBELF)
     }
 
-    /// What inflated the last debug file opened: "libdeflate", "zlib", "libelf", or "".
+    /// What inflated the last debug file opened: "libdeflate", "libelf", or "".
     var lastInflater: String { String(cString: rh_symbol_cache_last_inflater(handle)) }
 
     deinit { rh_symbol_cache_free(handle) }

@@ -34,16 +34,14 @@ rh_symbol_cache *rh_symbol_cache_new(void);
 void rh_symbol_cache_free(rh_symbol_cache *);
 
 /* How a cache reads a separate debug file's compressed DWARF sections. RH_DEBUG_INFLATED (a new
-   cache's): into a copy in memory that libdw reads as the debug file, inflated by libdeflate
-   when libdeflate.so.0 can be loaded (else by zlib), without the sections no lookup reads
-   (variables' locations, macros). RH_DEBUG_INFLATED_ZLIB: the same copy, by zlib.
-   RH_DEBUG_AS_LIBELF: libelf inflates every section itself. The symbols found are the same
-   whichever way; the copy is what a recovery uses, the others are yardsticks. Set before the
-   cache's first module. */
-typedef enum { RH_DEBUG_INFLATED = 0, RH_DEBUG_INFLATED_ZLIB = 1, RH_DEBUG_AS_LIBELF = 2 } rh_debug_reading;
+   cache's): into a copy in memory that libdw reads as the debug file, inflated by libdeflate,
+   without the sections no lookup reads (variables' locations, macros); when libdeflate.so.0
+   cannot be loaded, as RH_DEBUG_AS_LIBELF: libelf inflates every section itself. The symbols
+   found are the same either way. Set before the cache's first module. */
+typedef enum { RH_DEBUG_INFLATED = 0, RH_DEBUG_AS_LIBELF = 1 } rh_debug_reading;
 void rh_symbol_cache_set_reading(rh_symbol_cache *, rh_debug_reading);
-/* What inflated the last debug file the cache opened: "libdeflate", "zlib", "libelf" (also when
-   no copy could be made, or the file had nothing compressed), or "" before any. */
+/* What inflated the last debug file the cache opened: "libdeflate", "libelf" (also when no
+   copy could be made, or the file had nothing compressed), or "" before any. */
 const char *rh_symbol_cache_last_inflater(const rh_symbol_cache *);
 
 /* Why symbolication cannot be done (libdw.so.1 could not be loaded), or NULL when it can.
