@@ -64,17 +64,17 @@ static bool unread(const char *name) {
 }
 
 /* A compressed section of the file: where its bytes are, and where its inflated ones go. */
-typedef struct packed {
+typedef struct compressed {
     size_t index;
     uint64_t from, to; /* its bytes in the file */
     uint64_t at;       /* in the copy; 0: left out */
     Elf64_Chdr header;
-} packed;
+} compressed;
 
 /* The file `bytes` (`size` long) read: its compressed sections in `found` (at most `cap`), each
    given its place after the file's end; the copy's size, its section table at *table. 0 when
    the copy cannot be made or would gain nothing. */
-static uint64_t plan(const unsigned char *bytes, uint64_t size, packed *found, size_t cap, size_t *count,
+static uint64_t plan(const unsigned char *bytes, uint64_t size, compressed *found, size_t cap, size_t *count,
                      uint64_t *table) {
     Elf64_Ehdr eh;
     if (size < sizeof eh) return 0;
@@ -95,7 +95,7 @@ static uint64_t plan(const unsigned char *bytes, uint64_t size, packed *found, s
         const Elf64_Shdr *s = &sections[i];
         if (!(s->sh_flags & SHF_COMPRESSED) || s->sh_type == SHT_NOBITS) continue;
         if (*count == cap) return 0;
-        packed *p = &found[(*count)++];
+        compressed *p = &found[(*count)++];
         if (s->sh_offset > size || s->sh_size > size - s->sh_offset || s->sh_size < sizeof p->header
             || s->sh_name >= names->sh_size)
             return 0;
@@ -118,13 +118,13 @@ static uint64_t plan(const unsigned char *bytes, uint64_t size, packed *found, s
 }
 
 static int by_offset(const void *a, const void *b) {
-    const packed *x = a, *y = b;
+    const compressed *x = a, *y = b;
     return x->from < y->from ? -1 : x->from > y->from;
 }
 
 /* Writes the copy into `out`: the file's bytes but its compressed sections', those inflated,
    and the section table that describes them. */
-static bool fill(const unsigned char *bytes, uint64_t size, packed *found, size_t count,
+static bool fill(const unsigned char *bytes, uint64_t size, compressed *found, size_t count,
                  uint64_t table, unsigned char *out) {
     Elf64_Ehdr eh;
     memcpy(&eh, bytes, sizeof eh);
@@ -171,7 +171,7 @@ int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater) {
     uint64_t size = (uint64_t)st.st_size;
     const unsigned char *bytes = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (bytes == MAP_FAILED) return -1;
-    packed found[256];
+    compressed found[256];
     size_t count = 0;
     uint64_t table = 0;
     uint64_t total = plan(bytes, size, found, sizeof found / sizeof found[0], &count, &table);
