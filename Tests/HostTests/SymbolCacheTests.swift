@@ -102,7 +102,8 @@ import Testing
         let maps = try String(decoding: BoundedFile.read("/proc/self/maps", limit: 1 << 22, system: SystemCalls()).get(), as: UTF8.self)
         let libc = try #require(maps.split(separator: "\n").compactMap { $0.split(separator: " ").last }.first { $0.hasSuffix("/libc.so.6") })
         let library = String(libc)
-        let debugFile = "/usr/lib/debug/.build-id/\(try buildID(library).prefix(2))/\(try buildID(library).dropFirst(2)).debug"
+        let id = try buildID(library)
+        let debugFile = "/usr/lib/debug/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
         let sections = try ChildProcess.run("/usr/bin/readelf", ["-S", "-W", debugFile]).stdout
         #expect(sections.contains(".debug_info") && sections.contains(".debug_loclists"), "\(debugFile): \(sections)")
         // Every 8th function libc exports, 5 bytes in.
