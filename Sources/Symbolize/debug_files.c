@@ -101,7 +101,8 @@ int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, D
         return -1;
     }
     *found_name = path; /* libdwfl's now, as the descriptor */
-    int copy = sym_inflated_copy(fd, owner->cache->reading, &owner->cache->last_inflater);
+    int copy = owner->cache->reading == RH_DEBUG_AS_LIBELF ? -1 : sym_inflated_copy(fd);
+    owner->cache->last_inflater = copy >= 0 ? "libdeflate" : "libelf";
     if (copy < 0) return fd;
     close(fd);
     return copy;

@@ -160,9 +160,7 @@ static bool fill(const unsigned char *bytes, uint64_t size, compressed *found, s
     return inflated;
 }
 
-int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater) {
-    *inflater = "libelf";
-    if (reading == RH_DEBUG_AS_LIBELF) return -1;
+int sym_inflated_copy(int fd) {
     pthread_once(&libdeflate_once, load_libdeflate);
     if (libdeflate.alloc == NULL) return -1;
 
@@ -186,6 +184,5 @@ int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater) {
         if (copy >= 0) close(copy);
         return -1;
     }
-    *inflater = "libdeflate";
     return copy;
 }

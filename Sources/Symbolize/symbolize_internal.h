@@ -173,9 +173,8 @@ int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, D
 
 /* inflate.c: a debug file's compressed sections inflated into a copy in memory. */
 /* The descriptor of a copy of the debug file open at `fd` (left open), its compressed
-   sections inflated by libdeflate; -1 when no copy was made (RH_DEBUG_AS_LIBELF, no
-   libdeflate, nothing compressed, anything unexpected): libdw reads `fd`.
-   *inflater names what inflated them ("libelf" for -1). */
-int sym_inflated_copy(int fd, rh_debug_reading reading, const char **inflater);
+   sections inflated by libdeflate; -1 when no copy was made (no libdeflate, nothing
+   compressed, anything unexpected): libdw reads `fd`. */
+int sym_inflated_copy(int fd);
 
 #pragma GCC visibility pop

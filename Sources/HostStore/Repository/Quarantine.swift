@@ -87,10 +87,7 @@ extension Repository {
         let databasePath = folder.appendingPathComponent(databaseName).path
         guard system.fileExists(databasePath) else { return nil }
         let repository = Repository(folder: folder, database: try Database(path: databasePath, create: false), system: system)
-        let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
-        guard version <= schemaVersion else {
-            throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(schemaVersion)")
-        }
+        _ = try repository.storedSchemaVersion()
         return try repository.clearQuarantine(path: path)
     }
 }

@@ -127,10 +127,7 @@ package final class Repository: Sendable {
         let path = folder.appendingPathComponent(databaseName).path
         guard system.fileExists(path) else { return nil }
         let repository = Repository(folder: folder, database: try Database(path: path, create: false, readOnly: true), system: system)
-        let version = try repository.database.query("PRAGMA user_version").first?.first?.int ?? 0
-        guard version <= schemaVersion else {
-            throw StorageError(path: path, message: "schema version \(version) is newer than this host's \(schemaVersion)")
-        }
+        _ = try repository.storedSchemaVersion()
         return repository
     }
 

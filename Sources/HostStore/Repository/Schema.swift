@@ -3,11 +3,17 @@ import HostSupport
 /// The repository's schema and its migrations: each version adds to the one before, all of
 /// them in one transaction, and a database newer than this host is refused (never downgraded).
 extension Repository {
-    func migrate() throws(StorageError) {
+    /// The schema version the database holds; one newer than this host's is refused.
+    func storedSchemaVersion() throws(StorageError) -> Int64 {
         let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
-        if version > Self.schemaVersion {
+        guard version <= Self.schemaVersion else {
             throw StorageError(path: databasePath, message: "schema version \(version) is newer than this host's \(Self.schemaVersion)")
         }
+        return version
+    }
+
+    func migrate() throws(StorageError) {
+        let version = try storedSchemaVersion()
         try database.execute("PRAGMA journal_mode=WAL")
         try database.execute("PRAGMA synchronous=FULL")
         guard version < Self.schemaVersion else { return }
@@ -15,7 +21,7 @@ extension Repository {
         // repository costs one flush, not thirteen, and an upgrade is whole or not at all. The
         // version is read again under its lock: another process may have migrated meanwhile.
         try database.transaction { () throws(StorageError) in
-            let version = try database.query("PRAGMA user_version").first?.first?.int ?? 0
+            let version = try storedSchemaVersion()
             guard version < Self.schemaVersion else { return }
             try migrateToVersion3(from: version)
             try migrateToVersion7(from: version)
