@@ -113,6 +113,36 @@ import Testing
         }
     }
 
+    @Test("report document: stored apart (schema 16), the text without its breadcrumbs and their array make the whole text back, byte for byte, and its size, for 1,000 random documents (none, one, forty breadcrumbs)")
+    func storedApartMakesTheWhole() throws {
+        var random = SplitMix64(seed: 20_261_206)
+        var withBreadcrumbs = 0
+        for round in 0..<1_000 {
+            let document = Self.document(&random)
+            let whole = document.serialized()
+            let apart = document.serializedApart()
+            #expect(apart.bytes == whole.utf8.count, "document \(round)")
+            #expect((try JSONValue.parse(apart.text))["breadcrumbs"] == nil, "document \(round): the text still holds them")
+            // The array goes where the writer puts the member: after `changes`.
+            let member = #","breadcrumbs":"# + (apart.breadcrumbs ?? "[]")
+            let split = try #require(apart.text.range(of: #","duplicates":"#), "document \(round)")
+            let rebuilt = String(apart.text[..<split.lowerBound]) + member + String(apart.text[split.lowerBound...])
+            #expect(rebuilt == whole, "document \(round): \(Self.firstDifference(rebuilt, whole))")
+            #expect((apart.breadcrumbs == nil) == document.content.breadcrumbs.isEmpty, "document \(round)")
+            if let stored = apart.breadcrumbs {
+                withBreadcrumbs += 1
+                // Read back as the whole text reads back (a sequence past 2^53 comes back as
+                // JSON's numbers let it, as from a whole document).
+                let whole = try #require(ReportDocument(json: try JSONValue.parse(whole)), "document \(round)")
+                #expect(ReportDocument.breadcrumbs(stored: stored) == whole.content.breadcrumbs, "document \(round)")
+            }
+            if rebuilt != whole { return }
+        }
+        #expect(withBreadcrumbs > 900)
+        #expect(ReportDocument.breadcrumbs(stored: "{\"not\": \"an array\"}") == nil)
+        #expect(ReportDocument.breadcrumbs(stored: "[{\"timestamp\"") == nil)
+    }
+
     @Test("report document: a stored document reads back as the same document")
     func writtenTextParses() throws {
         var random = SplitMix64(seed: 7)

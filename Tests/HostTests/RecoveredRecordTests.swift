@@ -64,7 +64,7 @@ import Testing
         let reader = try #require(try Repository.openForReading(folder: folder.appendingPathComponent("repo")))
         #expect(try reader.record(kept)?.crash == Self.payload)
         let reopened = try Repository.open(folder: folder.appendingPathComponent("repo"))
-        #expect(try reopened.database.query("PRAGMA user_version").first?.first?.int == 15)
+        #expect(try reopened.database.query("PRAGMA user_version").first?.first?.int == Int64(Repository.schemaVersion))
         #expect(try reopened.record(kept)?.crash == Self.payload)
         #expect(try reopened.record(try saveCrash("new", in: reopened))?.crash == Self.payload)
     }

@@ -64,7 +64,9 @@ import Testing
 
         let before = try rowsWritten()
         let plain = try #require(try session.raise(ReportRequest(trigger: .logError)))
-        #expect(try rowsWritten() - before == 1, "one insert, no journal to update")
+        // Breadcrumbs are a row of their own (schema 16), written once.
+        func apart(_ document: ReportDocument) -> Int64 { document.content.breadcrumbs.isEmpty ? 0 : 1 }
+        #expect(try rowsWritten() - before == 1 + apart(plain), "one insert, no journal to update")
         let stored = try #require(try session.repository.records().first { $0.reportID == plain.id })
         #expect(stored.state == .awaitingFirstAttempt && stored.document.json.serialized() == plain.json.serialized())
 
@@ -79,7 +81,8 @@ import Testing
         let middle = try rowsWritten()
         let handled = try #require(try session.raise(ReportRequest(trigger: .logError)))
         #expect(seen.withLock { $0 } == [.pendingChain])
-        #expect(try rowsWritten() - middle == 2, "the journal, then the chain's result")
+        #expect(!handled.content.breadcrumbs.isEmpty, "the first report's own breadcrumb")
+        #expect(try rowsWritten() - middle == 2 + apart(handled), "the journal, then the chain's result (its breadcrumbs unchanged)")
         #expect(try session.repository.records().first { $0.reportID == handled.id }?.state == .awaitingFirstAttempt)
     }
 

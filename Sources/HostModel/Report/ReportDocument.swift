@@ -70,6 +70,41 @@ public struct ReportDocument: Sendable, Equatable {
     /// (mostly breadcrumbs) was half of a report's second write. A test holds the two equal.
     package func serialized() -> String {
         var out = JSONWriter(reservingCapacity: 1_024 + 192 * content.breadcrumbs.count)
+        write(to: &out, breadcrumbs: true)
+        return out.text
+    }
+
+    /// The document as the repository stores it (schema 16): its text without the
+    /// `breadcrumbs` member, and that member's array apart, nil when it is empty. `bytes` is
+    /// the length of `serialized()`, which the two make up.
+    package func serializedApart() -> (text: String, breadcrumbs: String?, bytes: Int) {
+        var out = JSONWriter(reservingCapacity: 1_024)
+        write(to: &out, breadcrumbs: false)
+        let text = out.text
+        guard !content.breadcrumbs.isEmpty else { return (text, nil, text.utf8.count + Self.emptyBreadcrumbsMember.utf8.count) }
+        var array = JSONWriter(reservingCapacity: 192 * content.breadcrumbs.count)
+        Self.write(content.breadcrumbs, to: &array)
+        let breadcrumbs = array.text
+        return (text, breadcrumbs, text.utf8.count + Self.breadcrumbsKey.utf8.count + breadcrumbs.utf8.count)
+    }
+
+    /// What the `breadcrumbs` member adds to a document's text besides its array.
+    private static let breadcrumbsKey = #","breadcrumbs":"#
+    private static let emptyBreadcrumbsMember = #","breadcrumbs":[]"#
+
+    private static func write(_ breadcrumbs: [Breadcrumb], to out: inout JSONWriter) {
+        out.openArray()
+        for breadcrumb in breadcrumbs { breadcrumb.write(to: &out) }
+        out.closeArray()
+    }
+
+    /// The breadcrumbs `serializedApart` stored apart; nil when the text is not their array.
+    package static func breadcrumbs(stored text: String) -> [Breadcrumb]? {
+        guard let items = (try? JSONValue.parse(text))?.arrayValue else { return nil }
+        return items.compactMap(Breadcrumb.init(json:))
+    }
+
+    private func write(to out: inout JSONWriter, breadcrumbs: Bool) {
         out.openObject()
         out.member("report_id", id)
         out.member("type", type.name)
@@ -114,14 +149,13 @@ public struct ReportDocument: Sendable, Equatable {
         out.openArray()
         for change in changes { out.value(change.json) }
         out.closeArray()
-        out.key("breadcrumbs")
-        out.openArray()
-        for breadcrumb in content.breadcrumbs { breadcrumb.write(to: &out) }
-        out.closeArray()
+        if breadcrumbs {
+            out.key("breadcrumbs")
+            Self.write(content.breadcrumbs, to: &out)
+        }
         out.member("duplicates", int: duplicates)
         out.member("created_at", Self.timestamp(createdAt))
         out.closeObject()
-        return out.text
     }
 
     /// ISO 8601 in UTC with seconds, e.g. 2026-01-01T00:00:00Z.

@@ -68,9 +68,9 @@ extension Repository {
         try database.transaction(.committed) { () throws(StorageError) -> Bool in
             let waiting = [RecordState.pendingChain, .awaitingFirstAttempt, .retry, .held].map { SQLValue.text($0.rawValue) }
             guard let row = try database.query(
-                "SELECT rowid, document FROM reports WHERE report_id = ? AND state IN (?, ?, ?, ?)", [.text(reportID)] + waiting).first,
-                let rowID = row[0].int, let text = row[1].string, let json = try? JSONValue.parse(text),
-                var document = ReportDocument(json: json)
+                "SELECT rowid, document, \(breadcrumbsColumn) FROM reports WHERE report_id = ? AND state IN (?, ?, ?, ?)",
+                [.text(reportID)] + waiting
+            ).first, let rowID = row[0].int, var document = Self.document(text: row[1].string, breadcrumbs: row[2].string)
             else { return false }
             document.content.attributes[key] = value
             try rewrite(rowID, document)

@@ -91,12 +91,13 @@ extension Repository {
         rerunAt: Date? = nil
     ) throws(StorageError) {
         try database.transaction { () throws(StorageError) in
-            let row = try database.query("SELECT report_id, document FROM reports WHERE rowid = ?", [.integer(rowID)]).first
-            guard let id = row?[0].string, let text = row?[1].string, let json = try? JSONValue.parse(text),
-                var document = ReportDocument(json: json)
-            else { throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document") }
-            document.id = id
+            guard let found = try storedDocument(rowID) else {
+                throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document")
+            }
+            var document = found.document
+            document.id = found.id
             document.internalLog += notes
+            let stored = StoredDocument(document)
             try database.query(
                 """
                 UPDATE reports SET document = ?, state = ?, held = ?, dialog_pending = 0,
@@ -104,9 +105,10 @@ extension Repository {
                     held_reruns = CASE WHEN ? IS NULL THEN 0 ELSE held_reruns + 1 END, next_attempt_at = ?
                 WHERE rowid = ?
                 """,
-                [.text(document.serialized()), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
+                [.text(stored.text), .text(RecordState.held.rawValue), .text(HoldReason.required(reason).stored),
                  .integer(chainEnded ? 1 : 0), .integer(Self.milliseconds(system.now())),
                  .optional(rerunAt.map { Self.milliseconds($0) }), .optional(rerunAt.map { Self.milliseconds($0) }), .integer(rowID)])
+            try writeBreadcrumbs(stored, of: rowID, isNew: false)
             if let session { try setChainRecord(nil, session: session) }
         }
     }
@@ -183,6 +185,7 @@ extension Repository {
                 [.text(RecordState.terminal.rawValue), .text(outcome), .optional(stub?.json.serialized()),
                  .integer(Self.milliseconds(system.now())), .integer(rowID)])
             try database.query("DELETE FROM crash_payloads WHERE record = ?", [.integer(rowID)])
+            try database.query("DELETE FROM report_breadcrumbs WHERE record = ?", [.integer(rowID)])
             if copies > 0 { try database.query("DELETE FROM attachments WHERE record = ?", [.integer(rowID)]) }
         }
         // A record without copies has no folder (a leftover one goes with `sweepLeftovers`).

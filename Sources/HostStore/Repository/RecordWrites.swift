@@ -77,7 +77,7 @@ extension Repository {
         _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
         session: String? = nil, dialogPending: Bool = false, fingerprint: String? = nil, omitting: Bool = false
     ) throws(StorageError) -> (Int64, AttachmentCopies) {
-        let text = document.serialized()  // once: the column and the size
+        let stored = StoredDocument(document)
         try database.query(
             """
             INSERT INTO reports(report_id, trigger, state, created_at, document, crash_file, session,
@@ -85,10 +85,10 @@ extension Repository {
             VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(document.id), .text(document.trigger.name), .text(state.rawValue), .integer(Self.milliseconds(document.createdAt)),
-             .text(text), .optional(crashFile), .optional(session),
-             .integer(dialogPending ? 1 : 0), .integer(Int64(Self.size(of: document, serialized: text))),
+             .text(stored.text), .optional(crashFile), .optional(session), .integer(dialogPending ? 1 : 0), .integer(stored.bytes),
              .integer(Self.milliseconds(system.now())), .optional(fingerprint)])
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
+        try writeBreadcrumbs(stored, of: rowID, isNew: true)
         // Apart from the row, which its state changes write again (schema 15).
         if let crash { try database.query("INSERT INTO crash_payloads(record, payload) VALUES(?, ?)", [.integer(rowID), .text(crash.serialized())]) }
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
@@ -99,10 +99,9 @@ extension Repository {
     /// Replaces a row's document in place, inside the caller's transaction (the attachments
     /// a full disk left out are gone from it).
     func rewrite(_ rowID: Int64, _ document: ReportDocument) throws(StorageError) {
-        let text = document.serialized()
-        try database.query(
-            "UPDATE reports SET document = ?, bytes = ? WHERE rowid = ?",
-            [.text(text), .integer(Int64(Self.size(of: document, serialized: text))), .integer(rowID)])
+        let stored = StoredDocument(document)
+        try database.query("UPDATE reports SET document = ?, bytes = ? WHERE rowid = ?", [.text(stored.text), .integer(stored.bytes), .integer(rowID)])
+        try writeBreadcrumbs(stored, of: rowID, isNew: false)
     }
 
     /// Says on the console which attachments a full disk left out of a stored report.
@@ -129,13 +128,14 @@ extension Repository {
         then: () throws(StorageError) -> Void = {}
     ) throws(StorageError) {
         var copies = AttachmentCopies()
-        let text = document.serialized()  // once: the column and the size
+        let stored = StoredDocument(document)
         do throws(StorageError) {
             try database.transaction(flush ? .flushed : .committed) { () throws(StorageError) in
                 try database.query(
                     "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
-                    [.text(text), .text(state.rawValue), .integer(Int64(Self.size(of: document, serialized: text))),
-                     .integer(Self.milliseconds(system.now())), .integer(rowID)])
+                    [.text(stored.text), .text(state.rawValue), .integer(stored.bytes), .integer(Self.milliseconds(system.now())),
+                     .integer(rowID)])
+                try writeBreadcrumbs(stored, of: rowID, isNew: false)
                 // The id changes rarely (a chain run again); setting it unchanged would still
                 // rewrite its index's page.
                 try database.query(

@@ -26,10 +26,12 @@ package final class Repository: Sendable {
     private let duplicatesColumn = Locked<Bool?>(nil)
     /// Whether the repository has its table of crash payloads (schema 15), once looked up.
     let payloadTable = Locked<Bool?>(nil)
+    /// Whether it has its table of breadcrumbs (schema 16), once looked up.
+    let breadcrumbsTable = Locked<Bool?>(nil)
 
     package static let databaseName = "reporthost.sqlite"
     package static let lockName = "reporthost.lock"
-    static let schemaVersion = 15
+    static let schemaVersion = 16
 
     package var databasePath: String { folder.appendingPathComponent(Self.databaseName).path }
     package var crashesFolder: URL { CrashFolder.of(repository: folder) }
@@ -164,7 +166,7 @@ package final class Repository: Sendable {
             return present
         }
         return "rowid, document, state, attempts, next_attempt_at, \(crash), crash_file, session, dialog_pending, outcome, bytes, updated_at, held, "
-            + (duplicates ? "duplicates" : "1")
+            + (duplicates ? "duplicates" : "1") + ", \(breadcrumbsColumn)"
     }
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
@@ -354,7 +356,7 @@ package final class Repository: Sendable {
 
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
         let rowID = row[0].int ?? 0
-        guard let text = row[1].string, let json = try? JSONValue.parse(text), var document = ReportDocument(json: json) else {
+        guard var document = Self.document(text: row[1].string, breadcrumbs: row[14].string) else {
             throw StorageError(path: databasePath, message: "record \(rowID) holds an unreadable document")
         }
         // The column counts the identical crashes merged into the record since its document was written.
@@ -372,10 +374,6 @@ package final class Repository: Sendable {
     /// The physical size of the database file (SPEC D-12 measures this file only).
     package var databaseBytes: Int {
         system.stat(databasePath).map { Int($0.st_size) } ?? 0
-    }
-
-    static func size(of document: ReportDocument, serialized: String? = nil) -> Int {
-        (serialized ?? document.serialized()).utf8.count + document.content.attachments.reduce(0) { $0 + $1.size }
     }
 
     /// Milliseconds since 1970, saturating: no date, however far off, traps. A due time is

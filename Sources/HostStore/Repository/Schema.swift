@@ -29,6 +29,7 @@ extension Repository {
             try migrateToVersion13(from: version)
             try migrateToVersion14(from: version)
             try migrateToVersion15(from: version)
+            try migrateToVersion16(from: version)
         }
     }
 
@@ -262,15 +263,34 @@ extension Repository {
         }
     }
 
+    /// Schema 16: a report's breadcrumbs in a table of their own (`StoredDocuments`), deleted
+    /// with its record. Records kept so far keep theirs in their documents, read as before.
+    private func migrateToVersion16(from version: Int64) throws(StorageError) {
+        guard version < 16 else { return }
+        try database.transaction { () throws(StorageError) in
+            try database.execute("""
+                CREATE TABLE IF NOT EXISTS report_breadcrumbs(record INTEGER PRIMARY KEY, breadcrumbs TEXT NOT NULL);
+                CREATE TRIGGER IF NOT EXISTS breadcrumbs_with_record AFTER DELETE ON reports
+                    BEGIN DELETE FROM report_breadcrumbs WHERE record = old.rowid; END;
+                PRAGMA user_version = 16;
+                """)
+        }
+    }
+
     /// The crash payload as a column of `reports`: since schema 15 a record's payload is in
     /// `crash_payloads`, a record kept from before has it in its own row.
     var payloadColumn: String {
-        let separate = payloadTable.withLock { known in
+        knownTable("crash_payloads", payloadTable) ? "coalesce(crash, (SELECT payload FROM crash_payloads WHERE record = reports.rowid))" : "crash"
+    }
+
+    /// Whether the database has the table `name`, looked up once (`known` keeps the answer): a
+    /// repository read without migrating it may lack the newest.
+    func knownTable(_ name: String, _ known: Locked<Bool?>) -> Bool {
+        known.withLock { known in
             if let known { return known }
-            let present = !((try? database.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'crash_payloads'")) ?? []).isEmpty
+            let present = !((try? database.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)])) ?? []).isEmpty
             known = present
             return present
         }
-        return separate ? "coalesce(crash, (SELECT payload FROM crash_payloads WHERE record = reports.rowid))" : "crash"
     }
 }
