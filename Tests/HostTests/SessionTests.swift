@@ -121,6 +121,34 @@ import Testing
         }
     }
 
+    @Test("H-13, D-1: the log's flusher runs as a batch thread (SCHED_BATCH): asked for a flush, it never takes the processor from the report that asked")
+    func flusherYieldsItsWakeUps() throws {
+        let host = try host(calls: FaultPlan([]))
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        host.setHandler(Self.marking, for: .handler)
+        _ = try #require(try session.raise(ReportRequest(trigger: .logError)))
+        // Other tests' flushers run in this process too: every one of them is a batch thread.
+        let flushers = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").compactMap(Int32.init)
+            .filter { Self.threadName($0) == "rh-log-flush" }
+        #expect(!flushers.isEmpty, "the session's flusher is running")
+        for thread in flushers {
+            #expect(sched_getscheduler(thread) == batchScheduling, "thread \(thread): policy \(sched_getscheduler(thread))")
+        }
+    }
+
+    /// A thread's name from `/proc` (read whole: `String(contentsOfFile:)` cuts `/proc` files).
+    static func threadName(_ thread: Int32) -> String? {
+        let fd = open("/proc/self/task/\(thread)/comm", O_RDONLY)
+        guard fd >= 0 else { return nil }  // the thread has ended
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 64)
+        let count = read(fd, &bytes, bytes.count)
+        guard count > 0 else { return nil }
+        return String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .newlines)
+    }
+
     @Test("H-13, D-1: a flush of the journal that fails (EIO) fails raise with the log's path and the reason; the report is stored with its chain's changes, and the next report is flushed again")
     func journalFlushFails() throws {
         let plan = FaultPlan([FaultPlan.Fault(.fsync, from: 1, count: 1, errno: EIO)])

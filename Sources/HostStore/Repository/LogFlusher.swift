@@ -46,6 +46,8 @@ final class LogFlusher: Sendable {
         let counts = counts
         let started = startThread {
             nameCurrentThread("rh-log-flush")
+            // Asked for a flush, it never takes the processor from the report that asked.
+            yieldCurrentThreadsWakeUps()
             var folderSynced = false
             while let target = counts.wait(
                 until: nil, clock: SystemClock(), for: { $0.asked > $0.done || $0.finished },

@@ -23,6 +23,20 @@ package func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     return true
 }
 
+/// Makes the calling thread one whose wake-ups need not be prompt (Linux's `SCHED_BATCH`, at
+/// the same priority): woken, it does not take the processor from the thread that woke it,
+/// but runs once a processor is free. For a thread that only waits on the disk for others
+/// (the log's flusher): asking it for a flush cost the asker a switch to it and back, a tenth
+/// of a report (`report-full-ring`). False when the system refused (the thread is unchanged).
+@discardableResult
+package func yieldCurrentThreadsWakeUps() -> Bool {
+    var parameters = sched_param()
+    return pthread_setschedparam(pthread_self(), batchScheduling, &parameters) == 0
+}
+
+/// `SCHED_BATCH` (`<sched.h>`; Glibc does not export it to Swift).
+package let batchScheduling: Int32 = 3
+
 private final class ThreadBody {
     let body: @Sendable () -> Void
     init(_ body: @escaping @Sendable () -> Void) { self.body = body }
