@@ -253,26 +253,26 @@ extension Repository {
     /// kept so far keep theirs in `reports.crash`, read as before (`Repository.columns`).
     private func migrateToVersion15(from version: Int64) throws(StorageError) {
         guard version < 15 else { return }
-        try database.transaction { () throws(StorageError) in
-            try database.execute("""
-                CREATE TABLE IF NOT EXISTS crash_payloads(record INTEGER PRIMARY KEY, payload TEXT NOT NULL);
-                CREATE TRIGGER IF NOT EXISTS crash_payload_with_record AFTER DELETE ON reports
-                    BEGIN DELETE FROM crash_payloads WHERE record = old.rowid; END;
-                PRAGMA user_version = 15;
-                """)
-        }
+        try createRecordPart("crash_payloads", column: "payload", trigger: "crash_payload_with_record", version: 15)
     }
 
     /// Schema 16: a report's breadcrumbs in a table of their own (`StoredDocuments`), deleted
     /// with its record. Records kept so far keep theirs in their documents, read as before.
     private func migrateToVersion16(from version: Int64) throws(StorageError) {
         guard version < 16 else { return }
+        try createRecordPart("report_breadcrumbs", column: "breadcrumbs", trigger: "breadcrumbs_with_record", version: 16)
+    }
+
+    /// A table that keeps one large part of a record apart from its row (one text `column`,
+    /// keyed by the record's rowid), emptied of a record's row by `trigger` when the record is
+    /// deleted; the schema is `version` then.
+    private func createRecordPart(_ table: String, column: String, trigger: String, version: Int) throws(StorageError) {
         try database.transaction { () throws(StorageError) in
             try database.execute("""
-                CREATE TABLE IF NOT EXISTS report_breadcrumbs(record INTEGER PRIMARY KEY, breadcrumbs TEXT NOT NULL);
-                CREATE TRIGGER IF NOT EXISTS breadcrumbs_with_record AFTER DELETE ON reports
-                    BEGIN DELETE FROM report_breadcrumbs WHERE record = old.rowid; END;
-                PRAGMA user_version = 16;
+                CREATE TABLE IF NOT EXISTS \(table)(record INTEGER PRIMARY KEY, \(column) TEXT NOT NULL);
+                CREATE TRIGGER IF NOT EXISTS \(trigger) AFTER DELETE ON reports
+                    BEGIN DELETE FROM \(table) WHERE record = old.rowid; END;
+                PRAGMA user_version = \(version);
                 """)
         }
     }
