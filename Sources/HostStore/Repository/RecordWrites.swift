@@ -100,7 +100,8 @@ extension Repository {
     /// a full disk left out are gone from it).
     func rewrite(_ rowID: Int64, _ document: ReportDocument) throws(StorageError) {
         let stored = StoredDocument(document)
-        try database.query("UPDATE reports SET document = ?, bytes = ? WHERE rowid = ?", [.text(stored.text), .integer(stored.bytes), .integer(rowID)])
+        try database.query(
+            "UPDATE reports SET document = ?, bytes = ? WHERE rowid = ?", [.text(stored.text), .integer(stored.bytes), .integer(rowID)])
         try writeBreadcrumbs(stored, of: rowID, isNew: false)
     }
 
