@@ -90,7 +90,7 @@ public struct ReportDocument: Sendable, Equatable {
 
     /// What the `breadcrumbs` member adds to a document's text besides its array.
     private static let breadcrumbsKey = #","breadcrumbs":"#
-    private static let emptyBreadcrumbsMember = #","breadcrumbs":[]"#
+    private static let emptyBreadcrumbsMember = breadcrumbsKey + "[]"
 
     private static func write(_ breadcrumbs: [Breadcrumb], to out: inout JSONWriter) {
         out.openArray()

@@ -27,11 +27,10 @@ package func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
 /// the same priority): woken, it does not take the processor from the thread that woke it,
 /// but runs once a processor is free. For a thread that only waits on the disk for others
 /// (the log's flusher): asking it for a flush cost the asker a switch to it and back, a tenth
-/// of a report (`report-full-ring`). False when the system refused (the thread is unchanged).
-@discardableResult
-package func yieldCurrentThreadsWakeUps() -> Bool {
+/// of a report (`report-full-ring`). Best effort: refused, the thread stays as it was.
+package func yieldCurrentThreadsWakeUps() {
     var parameters = sched_param()
-    return pthread_setschedparam(pthread_self(), batchScheduling, &parameters) == 0
+    _ = pthread_setschedparam(pthread_self(), batchScheduling, &parameters)
 }
 
 /// `SCHED_BATCH` (`<sched.h>`; Glibc does not export it to Swift).
