@@ -1,36 +1,10 @@
-#include "breadcrumb_ring.h"
+#include "ring_layout.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
-#include <string.h>
 #include <time.h>
-
-#define RING_MAGIC 0x43424852u /* "RHBC" */
-#define RING_VERSION 2u /* 1: the checksum took the sequence first (still read) */
-
-typedef struct ring_header {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t slot_bytes;
-    uint32_t slots;
-    _Atomic uint64_t next;
-    uint8_t reserved[RH_CRUMB_HEADER_BYTES - 24];
-} ring_header;
-
-typedef struct ring_slot {
-    _Atomic uint64_t sequence;
-    int64_t timestamp_ms;
-    int32_t level;
-    uint16_t category_len;
-    uint16_t message_len;
-    uint64_t checksum;
-    uint32_t reserved;
-    char text[RH_CRUMB_TEXT_MAX];
-} ring_slot;
-
-_Static_assert(sizeof(ring_header) == RH_CRUMB_HEADER_BYTES, "ring header size");
-_Static_assert(sizeof(ring_slot) == RH_CRUMB_SLOT_BYTES, "ring slot size");
-_Static_assert(offsetof(ring_slot, text) == RH_CRUMB_SLOT_FIELDS, "ring slot fields");
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 /* Slots come in powers of two, so a sequence finds its slot with a mask, not a division. */
 static uint32_t slot_count(uint32_t asked) {
@@ -39,108 +13,73 @@ static uint32_t slot_count(uint32_t asked) {
     return slots;
 }
 
-size_t rh_crumb_ring_bytes(uint32_t slots) { return RH_CRUMB_HEADER_BYTES + (size_t)slot_count(slots) * RH_CRUMB_SLOT_BYTES; }
+/* A ring's shape: `slots` per lane, enough for the last `asked` and the one before them (a
+ * breadcrumb's id counts the breadcrumbs of every lane older than it, so each lane keeps one
+ * more than a reader shows). Clock-ordered rings get as many lanes as fit 2 MB, at most 16:
+ * lane 0 and 15 a thread may own; threads beyond that share lane 0. A ring of one lane is
+ * ordered by its sequence. */
+#define LANES_MAX 16
+#define LANES_BUDGET (2u << 20)
 
-void rh_crumb_ring_format(void *base, uint32_t slots) {
+typedef struct ring_shape {
+    uint32_t slots;
+    uint32_t lanes;
+    rh_crumb_order order;
+} ring_shape;
+
+static ring_shape shape(uint32_t asked, rh_crumb_order order) {
+    ring_shape shape = {slot_count(asked < (1u << 30) ? asked + 1 : asked), 1, RH_CRUMB_ORDER_SEQUENCE};
+    if (order == RH_CRUMB_ORDER_CLOCK) {
+        size_t fit = LANES_BUDGET / ((size_t)shape.slots * RH_CRUMB_SLOT_BYTES);
+        shape.lanes = fit >= LANES_MAX ? LANES_MAX : fit < 1 ? 1 : (uint32_t)fit;
+        if (shape.lanes > 1) shape.order = RH_CRUMB_ORDER_CLOCK;
+    }
+    return shape;
+}
+
+/* The processor's timestamp counter: constant-rate, and in step across cores where the
+ * kernel keeps its own clock on it. */
+static inline uint64_t clock_key(void) {
+#if defined(__x86_64__)
+    return __rdtsc();
+#elif defined(__aarch64__)
+    uint64_t ticks;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(ticks));
+    return ticks;
+#else
+    return 0;
+#endif
+}
+
+bool rh_crumb_clock_order_available(const char *clocksource) {
+    if (clocksource == NULL) return false;
+#if defined(__x86_64__)
+    const char *counter = "tsc";
+#elif defined(__aarch64__)
+    const char *counter = "arch_sys_counter";
+#else
+    return false;
+#endif
+    size_t len = strlen(counter);
+    return strncmp(clocksource, counter, len) == 0 && (clocksource[len] == '\0' || clocksource[len] == '\n');
+}
+
+size_t rh_crumb_ring_bytes(uint32_t slots, rh_crumb_order order) {
+    ring_shape ring = shape(slots, order);
+    return RH_CRUMB_HEADER_BYTES + (size_t)ring.lanes * (RH_CRUMB_LANE_BYTES + (size_t)ring.slots * RH_CRUMB_SLOT_BYTES);
+}
+
+void rh_crumb_ring_format(void *base, uint32_t slots, rh_crumb_order order) {
     ring_header *header = base;
-    slots = slot_count(slots);
+    ring_shape ring = shape(slots, order);
     header->version = RING_VERSION;
     header->slot_bytes = RH_CRUMB_SLOT_BYTES;
-    header->slots = slots;
-    atomic_store_explicit(&header->next, 0, memory_order_relaxed);
+    header->slots = ring.slots;
+    header->lanes = ring.lanes;
+    header->order = ring.order;
     /* The magic last: a ring read while it is made is not one yet. */
     atomic_thread_fence(memory_order_release);
     header->magic = RING_MAGIC;
-}
-
-bool rh_crumb_ring_valid(const void *base, size_t bytes, uint32_t *slots_out) {
-    if (base == NULL || bytes < RH_CRUMB_HEADER_BYTES) return false;
-    const ring_header *header = base;
-    if (header->magic != RING_MAGIC || (header->version != 1 && header->version != RING_VERSION) || header->slot_bytes != RH_CRUMB_SLOT_BYTES
-        || header->slots == 0 || (header->slots & (header->slots - 1)) != 0 || rh_crumb_ring_bytes(header->slots) > bytes)
-        return false;
-    if (slots_out) *slots_out = header->slots;
-    return true;
-}
-
-/* Version 1's checksum, kept to read a ring an older host left: a 64-bit multiply-xorshift
- * mix over 8 bytes at a time, the sequence first. */
-static uint64_t mix(uint64_t hash, uint64_t word) {
-    hash = (hash ^ word) * 0x9E3779B97F4A7C15ull;
-    return hash ^ (hash >> 29);
-}
-
-static uint64_t mix_bytes(uint64_t hash, const void *bytes, size_t len) {
-    const unsigned char *at = bytes;
-    while (len >= 8) {
-        uint64_t word;
-        memcpy(&word, at, 8);
-        hash = mix(hash, word);
-        at += 8;
-        len -= 8;
-    }
-    uint64_t tail = 0;
-    memcpy(&tail, at, len);
-    return mix(hash, tail ^ ((uint64_t)len << 56));
-}
-
-static uint64_t checksum_v1(uint64_t sequence, int64_t timestamp_ms, int32_t level, uint16_t category_len,
-                            uint16_t message_len, const char *category, const char *message) {
-    uint64_t hash = mix(0xcbf29ce484222325ull, sequence);
-    hash = mix(hash, (uint64_t)timestamp_ms);
-    hash = mix(hash, (uint64_t)(uint32_t)level | (uint64_t)category_len << 32 | (uint64_t)message_len << 48);
-    hash = mix_bytes(hash, category, category_len);
-    return mix_bytes(hash, message, message_len);
-}
-
-/* Version 2's checksum (a checksum, not a MAC: it detects torn and mixed writes; nobody
- * forges a ring in memory they can already write). One multiply per 8 bytes: each step is
- * a bijection of the word, so two contents that differ in one word always differ. The text
- * is hashed before the slot is claimed, in the same pass that looks for non-ASCII bytes;
- * the sequence and the fields are folded in after, then mixed once. It is computed over
- * the values themselves, never read back from the shared slot, so two writers that met in
- * one slot (a ring lapped while a writer was preempted) leave a checksum that matches
- * neither's. */
-#define HASH_SEED 0xcbf29ce484222325ull
-
-static inline uint64_t step(uint64_t hash, uint64_t word) { return (hash ^ word) * 0x9E3779B97F4A7C15ull; }
-
-/* The last `rest` (< 8) bytes of a text of `len` bytes ending at `end`, in a register. A text
- * of 8 bytes or more is read with one load that ends at its end; a shorter one byte by byte
- * into a register: a variable-length copy to memory read back as a word would stall on
- * store forwarding, a third of a breadcrumb's time. */
-static inline uint64_t tail_word(const char *end, size_t rest, size_t len) {
-    if (rest == 0) return 0;
-    uint64_t word = 0;
-    if (len >= 8) {
-        memcpy(&word, end - 8, 8);
-        return word >> (8 * (8 - rest));
-    }
-    for (size_t i = 0; i < rest; i++) word |= (uint64_t)(unsigned char)end[(ptrdiff_t)i - (ptrdiff_t)rest] << (8 * i);
-    return word;
-}
-
-/* Hashes `len` bytes into `hash`; ORs every byte into *bits (a high bit set: not ASCII). */
-static inline uint64_t hash_text(uint64_t hash, const char *text, size_t len, uint64_t *bits) {
-    uint64_t seen = 0;
-    size_t at = 0;
-    for (; at + 8 <= len; at += 8) {
-        uint64_t word;
-        memcpy(&word, text + at, 8);
-        seen |= word;
-        hash = step(hash, word);
-    }
-    uint64_t tail = tail_word(text + len, len - at, len);
-    *bits |= seen | tail;
-    return step(hash, tail ^ ((uint64_t)len << 56));
-}
-
-static inline uint64_t finish(uint64_t text_hash, uint64_t sequence, int64_t timestamp_ms, int32_t level, uint16_t category_len,
-                              uint16_t message_len) {
-    uint64_t hash = step(text_hash, sequence);
-    hash = step(hash, (uint64_t)timestamp_ms);
-    hash = step(hash, (uint64_t)(uint32_t)level | (uint64_t)category_len << 32 | (uint64_t)message_len << 48);
-    return hash ^ (hash >> 29);
 }
 
 /* `len` cut to at most `limit` bytes without splitting a UTF-8 sequence. */
@@ -153,118 +92,166 @@ static size_t cut(const char *text, size_t len, size_t limit) {
 
 static inline bool writable(const ring_header *header) {
     return header != NULL && header->magic == RING_MAGIC && header->version == RING_VERSION && header->slots != 0 &&
-           (header->slots & (header->slots - 1)) == 0;
+           (header->slots & (header->slots - 1)) == 0 && header->lanes >= 1 && header->lanes <= LANES_MAX;
 }
 
-/* Claims a slot and writes one breadcrumb whose text is already hashed. `mask` is the slot
- * count less one (the header's, read once by whoever passes it). */
-static uint64_t store(ring_header *header, uint64_t mask, int64_t timestamp_ms, int32_t level, const char *category,
-                      size_t category_len, const char *message, size_t message_len, uint64_t text_hash) {
-    uint64_t sequence = atomic_fetch_add_explicit(&header->next, 1, memory_order_relaxed) + 1;
-    ring_slot *slot = (ring_slot *)((char *)header + RH_CRUMB_HEADER_BYTES + ((sequence - 1) & mask) * RH_CRUMB_SLOT_BYTES);
+/* One breadcrumb, its text already hashed, with the counter read when the call began (a
+ * clock-ordered ring's; read first, so its latency hides behind the hashing). */
+typedef struct crumb_text {
+    uint64_t clock;
+    int64_t timestamp_ms;
+    int32_t level;
+    const char *category;
+    size_t category_len;
+    const char *message;
+    size_t message_len;
+    uint64_t hash;
+} crumb_text;
+
+/* Writes a breadcrumb into slot `sequence` of `lane`, claimed by the caller. */
+static inline void fill(const ring_header *header, uint32_t lane, uint64_t sequence, uint64_t key, const crumb_text *crumb) {
+    ring_slot *slot = lane_slot(header, header->lanes, header->slots, lane, (sequence - 1) & (header->slots - 1));
     /* Empty first: a reader (or a kill) from here to the last store sees no breadcrumb. */
     atomic_store_explicit(&slot->sequence, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    slot->timestamp_ms = timestamp_ms;
+    /* A level outside a byte reads back as an unknown one, as it would have before. */
+    uint8_t level = crumb->level >= 0 && crumb->level < 255 ? (uint8_t)crumb->level : 255;
+    slot->key = key;
+    slot->timestamp_ms = crumb->timestamp_ms;
     slot->level = level;
-    slot->category_len = (uint16_t)category_len;
-    slot->message_len = (uint16_t)message_len;
-    memcpy(slot->text, category, category_len);
-    memcpy(slot->text + category_len, message, message_len);
-    slot->checksum = finish(text_hash, sequence, timestamp_ms, level, (uint16_t)category_len, (uint16_t)message_len);
+    slot->category_len = (uint8_t)crumb->category_len;
+    slot->message_len = (uint16_t)crumb->message_len;
+    memcpy(slot->text, crumb->category, crumb->category_len);
+    memcpy(slot->text + crumb->category_len, crumb->message, crumb->message_len);
+    slot->checksum = finish(crumb->hash, sequence, key, crumb->timestamp_ms, level, (uint8_t)crumb->category_len,
+                            (uint16_t)crumb->message_len);
     atomic_store_explicit(&slot->sequence, sequence, memory_order_release);
-    return sequence;
 }
 
-uint64_t rh_crumb_write(void *base, int64_t timestamp_ms, int32_t level, const char *category, size_t category_len,
-                        const char *message, size_t message_len) {
+/* Lane 0, shared: a sequence claimed with a compare-and-swap, the counter read before each
+ * try, so the lane's sequences and keys rise together. In a sequence-ordered ring the
+ * sequence is the key. */
+static void write_shared(ring_header *header, const crumb_text *crumb) {
+    lane_header *lane = lane_at(header, 0);
+    if (header->order != RH_CRUMB_ORDER_CLOCK) {
+        uint64_t sequence = atomic_fetch_add_explicit(&lane->claimed, 1, memory_order_relaxed) + 1;
+        fill(header, 0, sequence, sequence, crumb);
+        return;
+    }
+    uint64_t claimed = atomic_load_explicit(&lane->claimed, memory_order_relaxed), key;
+    do {
+        key = clock_key();
+    } while (!atomic_compare_exchange_weak_explicit(&lane->claimed, &claimed, claimed + 1, memory_order_relaxed, memory_order_relaxed));
+    fill(header, 0, claimed + 1, key, crumb);
+}
+
+/* Which lane the calling thread writes. A lane is released when its thread ends (a
+ * pthread key's destructor), or when the thread writes to another ring. glibc keeps the
+ * first 32 keys' values in the thread itself: setting one there allocates nothing, so it is
+ * safe in a signal handler; a later key could allocate, and then threads share lane 0. */
+typedef struct lane_claim {
+    ring_header *ring; /* the ring `lane` is in; NULL: none yet */
+    uint64_t sequence; /* the lane's newest sequence (also in its header) and key (there when released) */
+    uint64_t last_key;
+    uint32_t lane;     /* 0: the shared lane (none of its own was free) */
+    uint32_t retry;    /* writes left in the shared lane before looking for a free one again */
+    bool busy;         /* inside a write: a signal handler's breadcrumb goes to the shared lane */
+    bool ending;       /* the thread is ending: the shared lane only */
+} lane_claim;
+
+static __thread lane_claim claim __attribute__((tls_model("initial-exec")));
+
+#define CLAIM_RETRY 256
+#define KEYS_KEPT_IN_THREAD 32
+
+static pthread_key_t lane_key;
+static bool lanes_claimable;
+
+/* Gives the lane back, its key where its next owner goes on from it. */
+static void release(ring_header *ring, uint32_t lane) {
+    lane_header *header = lane_at(ring, lane);
+    header->last_key = claim.last_key;
+    uint64_t token = (uintptr_t)&claim;
+    atomic_compare_exchange_strong_explicit(&header->owner, &token, 0, memory_order_release, memory_order_relaxed);
+}
+
+static void thread_ending(void *unused) {
+    (void)unused;
+    claim.ending = true;
+    if (claim.ring != NULL && claim.lane != 0) release(claim.ring, claim.lane);
+    claim.ring = NULL;
+    claim.lane = 0;
+}
+
+__attribute__((constructor)) static void make_lane_key(void) {
+#if defined(__GLIBC__)
+    lanes_claimable = pthread_key_create(&lane_key, thread_ending) == 0 && lane_key < KEYS_KEPT_IN_THREAD;
+#endif
+}
+
+/* Moves the calling thread to a free lane of `ring` (its lane in another ring released). */
+static void claim_lane(ring_header *ring) {
+    if (claim.ring != NULL && claim.lane != 0) release(claim.ring, claim.lane);
+    claim.ring = ring;
+    claim.lane = 0;
+    claim.retry = CLAIM_RETRY;
+    if (lanes_claimable) {
+        uint64_t token = (uintptr_t)&claim;
+        for (uint32_t lane = 1; lane < ring->lanes; lane++) {
+            uint64_t free = 0;
+            if (atomic_load_explicit(&lane_at(ring, lane)->owner, memory_order_relaxed) == 0 &&
+                atomic_compare_exchange_strong(&lane_at(ring, lane)->owner, &free, token)) {
+                claim.lane = lane;
+                claim.sequence = atomic_load_explicit(&lane_at(ring, lane)->claimed, memory_order_relaxed);
+                claim.last_key = lane_at(ring, lane)->last_key;
+                break;
+            }
+        }
+    }
+    if (lanes_claimable) pthread_setspecific(lane_key, claim.lane != 0 ? ring : NULL);
+}
+
+/* A lane of the calling thread's own: nobody else writes it, so its sequence and key are
+ * the thread's own variables, and the thread's breadcrumbs never leave its core's cache
+ * lines. A key never falls behind the thread's last one. */
+static inline void write_owned(ring_header *header, const crumb_text *crumb) {
+    uint64_t key = crumb->clock > claim.last_key ? crumb->clock : claim.last_key + 1;
+    claim.last_key = key;
+    uint64_t sequence = ++claim.sequence;
+    /* For readers: how far the lane was written (they skip the rest). */
+    atomic_store_explicit(&lane_at(header, claim.lane)->claimed, sequence, memory_order_relaxed);
+    fill(header, claim.lane, sequence, key, crumb);
+}
+
+static inline __attribute__((always_inline)) void store(ring_header *header, const crumb_text *crumb) {
+    if (header->order != RH_CRUMB_ORDER_CLOCK || claim.busy || claim.ending) {
+        write_shared(header, crumb);
+        return;
+    }
+    claim.busy = true;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (claim.ring != header || (claim.lane == 0 && --claim.retry == 0)) claim_lane(header);
+    if (claim.lane != 0) write_owned(header, crumb);
+    else write_shared(header, crumb);
+    atomic_signal_fence(memory_order_seq_cst);
+    claim.busy = false;
+}
+
+bool rh_crumb_write(void *base, int64_t timestamp_ms, int32_t level, const char *category, size_t category_len,
+                    const char *message, size_t message_len) {
     ring_header *header = base;
-    if (!writable(header) || message == NULL) return 0;
+    if (!writable(header) || message == NULL) return false;
     if (category == NULL) {
         category = "default";
         category_len = 7;
     }
     category_len = cut(category, category_len, RH_CRUMB_CATEGORY_MAX);
     message_len = cut(message, message_len, RH_CRUMB_TEXT_MAX - category_len);
+    uint64_t clock = header->order == RH_CRUMB_ORDER_CLOCK ? clock_key() : 0;
     uint64_t bits = 0;
-    uint64_t text_hash = hash_text(hash_text(HASH_SEED, category, category_len, &bits), message, message_len, &bits);
-    return store(header, header->slots - 1, timestamp_ms, level, category, category_len, message, message_len, text_hash);
-}
-
-/* The checksum a slot's copy should carry, by the ring's version. */
-static uint64_t slot_checksum(uint32_t version, uint64_t sequence, const ring_slot *copy) {
-    const char *category = copy->text, *message = copy->text + copy->category_len;
-    if (version == 1)
-        return checksum_v1(sequence, copy->timestamp_ms, copy->level, copy->category_len, copy->message_len, category, message);
-    uint64_t bits = 0;
-    uint64_t text_hash = hash_text(hash_text(HASH_SEED, category, copy->category_len, &bits), message, copy->message_len, &bits);
-    return finish(text_hash, sequence, copy->timestamp_ms, copy->level, copy->category_len, copy->message_len);
-}
-
-static ring_slot *slot_at(const void *base, uint32_t index) {
-    return (ring_slot *)((char *)base + RH_CRUMB_HEADER_BYTES + (size_t)index * RH_CRUMB_SLOT_BYTES);
-}
-
-/* Copies the slot that held `sequence` when its sequence was read (acquire) into `copy`: its
- * fields and only as much text as they name. Whether the copy is that breadcrumb, whole: the
- * sequence unchanged after the copy, the lengths in bounds and the checksum matching. */
-static bool copy_slot(uint32_t version, ring_slot *shared, uint64_t sequence, ring_slot *copy) {
-    memcpy(copy, shared, RH_CRUMB_SLOT_FIELDS);
-    size_t text = (size_t)copy->category_len + copy->message_len;
-    if (text > RH_CRUMB_TEXT_MAX) return false;
-    memcpy(copy->text, shared->text, text);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t after = atomic_load_explicit(&shared->sequence, memory_order_relaxed);
-    return after == sequence && slot_checksum(version, sequence, copy) == copy->checksum;
-}
-
-/* The breadcrumb `copy` holds, its text read from `text` (the copy's own, or the caller's). */
-static rh_crumb crumb_of(uint64_t sequence, const ring_slot *copy, const char *text) {
-    return (rh_crumb){sequence, copy->timestamp_ms, copy->level, text, copy->category_len, text + copy->category_len, copy->message_len};
-}
-
-void rh_crumb_ring_read(const void *base, size_t bytes, void (*visit)(void *ctx, const rh_crumb *crumb), void *ctx,
-                        uint64_t *torn_out) {
-    uint32_t slots = 0;
-    uint64_t torn = 0;
-    if (rh_crumb_ring_valid(base, bytes, &slots)) {
-        uint32_t version = ((const ring_header *)base)->version;
-        for (uint32_t index = 0; index < slots; index++) {
-            ring_slot *shared = slot_at(base, index);
-            uint64_t sequence = atomic_load_explicit(&shared->sequence, memory_order_acquire);
-            if (sequence == 0) continue;
-            ring_slot copy;
-            if (!copy_slot(version, shared, sequence, &copy)) {
-                torn++;
-                continue;
-            }
-            rh_crumb crumb = crumb_of(sequence, &copy, copy.text);
-            visit(ctx, &crumb);
-        }
-    }
-    if (torn_out) *torn_out = torn;
-}
-
-size_t rh_crumb_ring_sequences(const void *base, size_t bytes, uint64_t *out, size_t capacity) {
-    uint32_t slots = 0;
-    size_t count = 0;
-    if (!rh_crumb_ring_valid(base, bytes, &slots)) return 0;
-    for (uint32_t index = 0; index < slots && count < capacity; index++) {
-        uint64_t sequence = atomic_load_explicit(&slot_at(base, index)->sequence, memory_order_acquire);
-        if (sequence != 0) out[count++] = sequence;
-    }
-    return count;
-}
-
-bool rh_crumb_ring_read_one(const void *base, size_t bytes, uint64_t sequence, rh_crumb_text *text, rh_crumb *crumb) {
-    uint32_t slots = 0;
-    if (sequence == 0 || !rh_crumb_ring_valid(base, bytes, &slots)) return false;
-    ring_slot *shared = slot_at(base, (uint32_t)((sequence - 1) & (slots - 1)));
-    if (atomic_load_explicit(&shared->sequence, memory_order_acquire) != sequence) return false;
-    ring_slot copy;
-    if (!copy_slot(((const ring_header *)base)->version, shared, sequence, &copy)) return false;
-    memcpy(text->bytes, copy.text, (size_t)copy.category_len + copy.message_len);
-    *crumb = crumb_of(sequence, &copy, text->bytes);
+    crumb_text crumb = {clock, timestamp_ms, level, category, category_len, message, message_len,
+                        text_checksum(category, category_len, message, message_len, &bits)};
+    store(header, &crumb);
     return true;
 }
 
@@ -311,29 +298,49 @@ bool rh_crumb_valid_utf8(const char *text, size_t len) {
 int64_t rh_crumb_now_ms(void) {
     struct timespec now;
     /* The kernel's tick (4 ms here), read from the vDSO in a few nanoseconds: the precise
-     * clock alone would cost a breadcrumb a fifth of its time. Order is the sequence's. */
+     * clock alone would cost a breadcrumb a fifth of its time. Order is the key's. */
     clock_gettime(CLOCK_REALTIME_COARSE, &now);
     return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
+/* The time a clock-ordered breadcrumb carries: the coarse clock's, read again only when the
+ * counter says a quarter of a millisecond may have passed since this thread last read it
+ * (250,000 ticks: the counter runs at 1 GHz or faster where it orders breadcrumbs). The
+ * coarse clock moves once a tick (4 ms here), so what is reused is as fresh as what would be
+ * read, and a breadcrumb in a busy loop skips a third of its cost. */
+#if defined(__x86_64__)
+#define FRESH_TICKS 250000u
+#else
+#define FRESH_TICKS 0u
+#endif
+
+static __thread struct {
+    uint64_t clock;
+    int64_t ms;
+} recent_time __attribute__((tls_model("initial-exec")));
+
+static inline int64_t now_ms_at(uint64_t clock) {
+    if (clock - recent_time.clock < FRESH_TICKS) return recent_time.ms;
+    int64_t ms = rh_crumb_now_ms();
+    /* The time before the counter: a signal handler between the two sees an old counter, and
+     * reads the clock itself. */
+    recent_time.ms = ms;
+    atomic_signal_fence(memory_order_seq_cst);
+    recent_time.clock = clock;
+    return ms;
+}
+
 /* The embedding program's live ring. Rings are never unmapped (a writer may hold the
  * pointer it loaded a moment before a stop), so a stale pointer writes into a mapping that
- * stays valid, into a file the next launch reads or has removed.
- *
- * The ring is kept with its slot count's log2 in the top byte: one load gives a writer both,
- * always of the same ring, and a writer never reads the header's line (where every writer's
- * atomic add lands) for them: with threads on several cores, that read cost a second
- * transfer of the line per breadcrumb. 0: no ring (breadcrumbs off). */
+ * stays valid, into a file the next launch reads or has removed. NULL: no ring (breadcrumbs
+ * off). */
 static _Atomic uintptr_t live_token;
-static _Atomic uint64_t live_ring;
+static _Atomic(ring_header *) live_ring;
 
-#define RING_SHIFT 56
-
-static void *unpacked_ring(uint64_t packed) { return (void *)(uintptr_t)(packed & ((1ull << RING_SHIFT) - 1)); }
 static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
 static void forget_in_child(void) {
-    atomic_store(&live_ring, 0);
+    atomic_store(&live_ring, NULL);
     atomic_store(&live_token, 0);
 }
 
@@ -341,16 +348,13 @@ static void install_fork_handler(void) { pthread_atfork(NULL, NULL, forget_in_ch
 
 void rh_crumb_activate(uintptr_t token, void *base) {
     pthread_once(&fork_handler_once, install_fork_handler);
-    uint64_t packed = 0;
-    if (writable(base) && (uintptr_t)base >> RING_SHIFT == 0)
-        packed = (uintptr_t)base | (uint64_t)__builtin_ctz(((ring_header *)base)->slots) << RING_SHIFT;
-    atomic_store(&live_ring, packed);
+    atomic_store(&live_ring, writable(base) ? (ring_header *)base : NULL);
     atomic_store(&live_token, token);
 }
 
 void rh_crumb_deactivate(uintptr_t token) {
     uintptr_t expected = token;
-    if (atomic_compare_exchange_strong(&live_token, &expected, 0)) atomic_store(&live_ring, 0);
+    if (atomic_compare_exchange_strong(&live_token, &expected, 0)) atomic_store(&live_ring, NULL);
 }
 
 bool rh_crumb_is_live(uintptr_t token) {
@@ -359,12 +363,13 @@ bool rh_crumb_is_live(uintptr_t token) {
 
 void *rh_crumb_live_ring(uintptr_t token) {
     if (token == 0 || atomic_load_explicit(&live_token, memory_order_acquire) != token) return NULL;
-    return unpacked_ring(atomic_load_explicit(&live_ring, memory_order_acquire));
+    return atomic_load_explicit(&live_ring, memory_order_acquire);
 }
 
 rh_crumb_outcome rh_crumb_record(uintptr_t token, int32_t level, const char *category, const char *message) {
     if (token == 0 || atomic_load_explicit(&live_token, memory_order_acquire) != token) return RH_CRUMB_NOT_LIVE;
-    uint64_t packed = atomic_load_explicit(&live_ring, memory_order_acquire);
+    ring_header *ring = atomic_load_explicit(&live_ring, memory_order_acquire);
+    uint64_t clock = ring != NULL && ring->order == RH_CRUMB_ORDER_CLOCK ? clock_key() : 0;
     size_t category_len = category ? strlen(category) : 0, message_len = strlen(message);
     const char *kept_category = category ? category : "default";
     size_t kept_category_len = cut(kept_category, category ? category_len : 7, RH_CRUMB_CATEGORY_MAX);
@@ -372,13 +377,13 @@ rh_crumb_outcome rh_crumb_record(uintptr_t token, int32_t level, const char *cat
     /* One pass hashes the kept text and sees whether it is all ASCII; only text that is not,
      * or was cut, is validated byte by byte. */
     uint64_t bits = 0;
-    uint64_t text_hash = hash_text(hash_text(HASH_SEED, kept_category, kept_category_len, &bits), message, kept_message_len, &bits);
+    uint64_t text_hash = text_checksum(kept_category, kept_category_len, message, kept_message_len, &bits);
     if ((bits & 0x8080808080808080ull) != 0 || kept_category_len < category_len || kept_message_len < message_len) {
         if ((category && !rh_crumb_valid_utf8(category, category_len)) || !rh_crumb_valid_utf8(message, message_len))
             return RH_CRUMB_INVALID_TEXT;
     }
-    if (packed == 0) return RH_CRUMB_OFF;
-    store(unpacked_ring(packed), (1ull << (packed >> RING_SHIFT)) - 1, rh_crumb_now_ms(), level, kept_category, kept_category_len,
-          message, kept_message_len, text_hash);
+    if (ring == NULL) return RH_CRUMB_OFF;
+    crumb_text crumb = {clock, clock != 0 ? now_ms_at(clock) : rh_crumb_now_ms(), level, kept_category, kept_category_len, message, kept_message_len, text_hash};
+    store(ring, &crumb);
     return RH_CRUMB_RECORDED;
 }

@@ -44,6 +44,7 @@ final class EmbeddedHost: Sendable {
             // A second copy of the program runs as a secondary: it never waits for the lock.
             var options = RuntimeOptions(configuration: configuration, mainExecutor: mainThread)
             options.delivery = .worker
+            options.breadcrumbWriters = .threads
             runtime = try Runtime.start(options)
         } catch {
             mainThread.finish()

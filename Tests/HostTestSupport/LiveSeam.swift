@@ -19,8 +19,8 @@ extension Repository {
 }
 
 extension BreadcrumbRing {
-    package static func create(at path: String, slots: Int) -> Result<BreadcrumbRing, SystemError> {
-        create(at: path, slots: slots, system: .live)
+    package static func create(at path: String, slots: Int, threads: Bool = false) -> Result<BreadcrumbRing, SystemError> {
+        create(at: path, slots: slots, threads: threads, system: .live)
     }
 
     package static func read(fileAt path: String, last limit: Int) -> (entries: [Entry], torn: Int)? {

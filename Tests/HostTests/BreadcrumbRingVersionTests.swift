@@ -9,29 +9,69 @@ import Testing
 @Suite struct BreadcrumbRingVersionTests {
     let folder = makeTemporaryDirectory("breadcrumb-versions")
 
-    @Test("B-1: a ring an older host left (version 1, whose checksum took the sequence first) is still read after an upgrade")
-    func versionOneRingRead() throws {
-        let ring = try BreadcrumbRing.create(at: folder.appendingPathComponent("old.ring").path, slots: 4).get()
-        for index in 1...3 { ring.write(level: 1, category: "app", "before the upgrade \(index)") }
-        // Rewrite the file as version 1 wrote it: its version and each slot's checksum.
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: ring.path)))
-        bytes[4] = 1
-        for slot in 0..<3 {
-            let at = Int(RH_CRUMB_HEADER_BYTES) + slot * Int(RH_CRUMB_SLOT_BYTES)
-            let word = { (offset: Int, count: Int) in (0..<count).reduce(UInt64(0)) { $0 | UInt64(bytes[at + offset + $1]) << (8 * $1) } }
-            let categoryLength = Int(word(20, 2)), messageLength = Int(word(22, 2))
-            let text = Int(RH_CRUMB_SLOT_FIELDS)
-            var hash = Self.v1Mix(0xcbf2_9ce4_8422_2325, word(0, 8))
-            hash = Self.v1Mix(hash, word(8, 8))
-            hash = Self.v1Mix(hash, word(16, 4) | word(20, 2) << 32 | word(22, 2) << 48)
-            hash = Self.v1MixBytes(hash, Array(bytes[(at + text)..<(at + text + categoryLength)]))
-            hash = Self.v1MixBytes(hash, Array(bytes[(at + text + categoryLength)..<(at + text + categoryLength + messageLength)]))
-            for index in 0..<8 { bytes[at + 24 + index] = UInt8(truncatingIfNeeded: hash >> (8 * UInt64(index))) }
-        }
-        try Data(bytes).write(to: URL(fileURLWithPath: ring.path))
-        let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 10))
+    @Test("B-1: a ring an older host left (version 1, whose checksum took the sequence first, or version 2, both of one lane) is still read after an upgrade", arguments: [1, 2])
+    func olderRingRead(version: Int) throws {
+        let path = folder.appendingPathComponent("old-\(version).ring").path
+        try Data(Self.olderRing(version: version, messages: (1...6).map { "before the upgrade \($0)" })).write(to: URL(fileURLWithPath: path))
+        let read = try #require(BreadcrumbRing.read(fileAt: path, last: 10))
         #expect(read.torn == 0)
-        #expect(read.entries.map(\.message) == (1...3).map { "before the upgrade \($0)" })
+        #expect(read.entries.map(\.message) == (3...6).map { "before the upgrade \($0)" }, "a ring of 4 slots keeps the last 4")
+        #expect(read.entries.map(\.sequence) == [3, 4, 5, 6])
+        // One damaged byte is caught by that version's checksum.
+        var damaged = Self.olderRing(version: version, messages: ["intact", "damaged"])
+        damaged[Int(RH_CRUMB_HEADER_BYTES) + Int(RH_CRUMB_SLOT_BYTES) + Int(RH_CRUMB_SLOT_FIELDS) + 4] ^= 1
+        try Data(damaged).write(to: URL(fileURLWithPath: path))
+        let torn = try #require(BreadcrumbRing.read(fileAt: path, last: 10))
+        #expect(torn.entries.map(\.message) == ["intact"] && torn.torn == 1)
+    }
+
+    /// The bytes of a ring of 4 slots as a version 1 or 2 host wrote it, holding `messages`
+    /// (category "app", level 1) in order.
+    static func olderRing(version: Int, messages: [String]) -> [UInt8] {
+        let slots = 4
+        var bytes = [UInt8](repeating: 0, count: Int(RH_CRUMB_HEADER_BYTES) + slots * Int(RH_CRUMB_SLOT_BYTES))
+        func put(_ value: UInt64, at offset: Int, count: Int) {
+            for index in 0..<count { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
+        }
+        put(0x4342_4852, at: 0, count: 4)
+        put(UInt64(version), at: 4, count: 4)
+        put(UInt64(RH_CRUMB_SLOT_BYTES), at: 8, count: 4)
+        put(UInt64(slots), at: 12, count: 4)
+        put(UInt64(messages.count), at: 16, count: 8)
+        for (index, message) in messages.enumerated() {
+            let sequence = UInt64(index + 1), category = Array("app".utf8), text = Array(message.utf8)
+            let at = Int(RH_CRUMB_HEADER_BYTES) + (index % slots) * Int(RH_CRUMB_SLOT_BYTES)
+            let timestamp = UInt64(1_700_000_000_000 + index)
+            let fields = 1 | UInt64(category.count) << 32 | UInt64(text.count) << 48
+            put(sequence, at: at, count: 8)
+            put(timestamp, at: at + 8, count: 8)
+            put(fields, at: at + 16, count: 8)
+            let checksum: UInt64
+            if version == 1 {
+                checksum = v1MixBytes(v1MixBytes(v1Mix(v1Mix(v1Mix(0xcbf2_9ce4_8422_2325, sequence), timestamp), fields), category), text)
+            } else {
+                var hash = v2Step(v2Step(v2Step(v2Text(v2Text(0xcbf2_9ce4_8422_2325, category), text), sequence), timestamp), fields)
+                hash ^= hash >> 29
+                checksum = hash
+            }
+            put(checksum, at: at + 24, count: 8)
+            let textAt = at + Int(RH_CRUMB_SLOT_FIELDS)
+            bytes.replaceSubrange(textAt..<(textAt + category.count + text.count), with: category + text)
+        }
+        return bytes
+    }
+
+    static func v2Step(_ hash: UInt64, _ word: UInt64) -> UInt64 { (hash ^ word) &* 0x9E37_79B9_7F4A_7C15 }
+
+    static func v2Text(_ hash: UInt64, _ bytes: [UInt8]) -> UInt64 {
+        var hash = hash
+        var at = 0
+        while at + 8 <= bytes.count {
+            hash = v2Step(hash, (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) })
+            at += 8
+        }
+        let tail = (0..<(bytes.count - at)).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) }
+        return v2Step(hash, tail ^ (UInt64(bytes.count) << 56))
     }
 
     static func v1Mix(_ hash: UInt64, _ word: UInt64) -> UInt64 {

@@ -53,10 +53,10 @@ import Testing
     func tornSlotSkipped() throws {
         let ring = try ring(slots: 8)
         for index in 1...8 { ring.write(level: 1, category: "app", "message number \(index)") }
-        // Damage one byte of the third slot's message, as a half-finished write would leave it.
+        // Damage one byte of the third breadcrumb's message, as a half-finished write would leave it.
+        let third = try #require(try Data(contentsOf: URL(fileURLWithPath: ring.path)).firstRange(of: Data("message number 3".utf8)))
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: ring.path))
-        let offset = UInt64(RH_CRUMB_HEADER_BYTES + 2 * RH_CRUMB_SLOT_BYTES + RH_CRUMB_SLOT_FIELDS + 5)
-        try handle.seek(toOffset: offset)
+        try handle.seek(toOffset: UInt64(third.lowerBound + 5))
         try handle.write(contentsOf: Data("X".utf8))
         try handle.close()
         let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
@@ -78,11 +78,11 @@ import Testing
                 written += 1
                 ring.write(level: Int32(written % 5), category: "c\(written % 3)", "breadcrumb \(written)")
             }
-            let slots = ring.read(last: 12) { sequence in kept.contains { $0.sequence == sequence } }
+            let slots = ring.read(last: 12) { position in kept.contains { $0.locator == position.locator } }
             let made = slots.filter { $0.entry != nil }.count
-            let read = slots.compactMap { slot in slot.entry ?? kept.first { $0.sequence == slot.sequence } }
+            let read = slots.compactMap { slot in slot.entry ?? kept.first { $0.locator == slot.position.locator } }
             #expect(read == ring.read(last: 12), "round \(round)")
-            let new = read.filter { entry in !kept.contains { $0.sequence == entry.sequence } }.count
+            let new = read.filter { entry in !kept.contains { $0.locator == entry.locator } }.count
             #expect(made == new, "round \(round): \(made) slots copied for \(new) new breadcrumbs")
             kept = read
         }
@@ -91,7 +91,7 @@ import Testing
 
     @Test("B-1: eight threads writing while another reads, afresh and keeping what it read: every breadcrumb read is one that was written")
     func concurrentWritersNeverTorn() async throws {
-        let ring = try ring(slots: 64)
+        let ring = try BreadcrumbRing.create(at: folder.appendingPathComponent("threads.ring").path, slots: 64, threads: true).get()
         // Each message says who wrote it and carries a payload its number determines.
         func message(_ thread: Int, _ index: Int) -> String {
             "t\(thread) n\(index) " + String(repeating: Character(Unicode.Scalar(UInt8(97 + (thread + index) % 26))), count: (index * 7) % 300)
@@ -104,12 +104,12 @@ import Testing
             group.addTask {
                 var kept: [BreadcrumbRing.Entry] = []
                 for pass in 0..<200 {
-                    // A fresh read, and one that keeps what the last read found (by sequence).
+                    // A fresh read, and one that keeps what the last read found (by locator).
                     let known = kept
                     let read = pass % 2 == 0
                         ? ring.read(last: 64)
-                        : ring.read(last: 64) { sequence in known.contains { $0.sequence == sequence } }
-                            .compactMap { slot in slot.entry ?? known.first { $0.sequence == slot.sequence } }
+                        : ring.read(last: 64) { position in known.contains { $0.locator == position.locator } }
+                            .compactMap { slot in slot.entry ?? known.first { $0.locator == slot.position.locator } }
                     kept = read
                     for crumb in read {
                         let fields = crumb.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)

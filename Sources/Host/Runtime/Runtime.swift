@@ -31,6 +31,18 @@ public struct RuntimeOptions: Sendable {
     public var watchedProgram: ProgramExit?
     /// How `Runtime.deliver` delivers for this entry.
     public var delivery = Delivery.none
+    /// Whose breadcrumbs the session's ring takes (SPEC B-1): the host's own, one after
+    /// another (one lane), or an embedding program's threads, at once (a lane for each of up
+    /// to 15 threads, 2 MB by default; breadcrumb_ring.h).
+    public var breadcrumbWriters = BreadcrumbWriters.host
+
+    /// Who writes into a session's breadcrumb ring.
+    public enum BreadcrumbWriters: Sendable, Equatable {
+        /// The host alone: a CLI command, `run` (the watched program's standard error).
+        case host
+        /// An embedding program's threads, any number at once (`rh_embed_breadcrumb`).
+        case threads
+    }
 
     /// How an entry delivers what is stored (`Runtime.deliver`).
     public enum Delivery: Sendable, Equatable {
@@ -166,11 +178,12 @@ public final class Runtime: Sendable {
             case .runAsSecondary:
                 session = try HostSession.open(
                     host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: 0, secondaryAllowed: true,
-                    watched: options.watchedProgram)
+                    watched: options.watchedProgram, breadcrumbWriters: options.breadcrumbWriters)
             case .waitToBePrimary(let giveUp):
                 session = try HostSession.open(
                     host: host, installCrashCapture: options.installCrashCapture, lockWaitMs: Int.max / 2,
-                    secondaryAllowed: false, giveUpWaiting: giveUp, watched: options.watchedProgram)
+                    secondaryAllowed: false, giveUpWaiting: giveUp, watched: options.watchedProgram,
+                    breadcrumbWriters: options.breadcrumbWriters)
             }
         } catch {
             host.stop()

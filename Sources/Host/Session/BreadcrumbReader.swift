@@ -13,10 +13,10 @@ final class BreadcrumbReader: Sendable {
     private let ring: BreadcrumbRing
     private let kept = Locked(Kept())
 
-    /// The breadcrumbs the last report carried, oldest first, and their sequences (looked up
-    /// without copying a breadcrumb).
+    /// The breadcrumbs the last report carried, oldest first, and their positions in the ring
+    /// (in the same order: looked up by bisection, without copying a breadcrumb).
     private struct Kept {
-        var sequences: [UInt64] = []
+        var positions: [BreadcrumbRing.Position] = []
         var breadcrumbs: [Breadcrumb] = []
     }
 
@@ -25,27 +25,36 @@ final class BreadcrumbReader: Sendable {
     /// The last `limit` breadcrumbs in the ring, oldest first.
     func current(last limit: Int) -> [Breadcrumb] {
         kept.withLock { kept in
-            let sequences = kept.sequences
+            let positions = kept.positions
             let breadcrumbs = kept.breadcrumbs
-            let read = ring.read(last: limit) { sequences.bisecting($0) != nil }
-            var current: [Breadcrumb] = []
-            current.reserveCapacity(read.count)
+            let read = ring.read(last: limit) { positions.bisecting($0) != nil }
+            var current = Kept()
+            current.positions.reserveCapacity(read.count)
+            current.breadcrumbs.reserveCapacity(read.count)
+            var known = 0  // both in ascending order: the kept one found walks forward
             for slot in read {
+                var breadcrumb: Breadcrumb
                 if let entry = slot.entry {
-                    current.append(Breadcrumb(entry))
-                } else if let index = sequences.bisecting(slot.sequence) {
-                    current.append(breadcrumbs[index])
+                    breadcrumb = Breadcrumb(entry)
+                } else {
+                    while known < positions.count && positions[known] < slot.position { known += 1 }
+                    guard known < positions.count && positions[known] == slot.position else { continue }
+                    breadcrumb = breadcrumbs[known]
+                    // Its id, counted again: one lower while an older breadcrumb was being written.
+                    if breadcrumb.sequence != slot.sequence { breadcrumb.sequence = slot.sequence }
                 }
+                current.positions.append(slot.position)
+                current.breadcrumbs.append(breadcrumb)
             }
-            kept = Kept(sequences: current.map(\.sequence), breadcrumbs: current)
-            return current
+            kept = current
+            return current.breadcrumbs
         }
     }
 }
 
-extension [UInt64] {
+extension [BreadcrumbRing.Position] {
     /// The index of `value` in these values in ascending order, found by bisection.
-    fileprivate func bisecting(_ value: UInt64) -> Int? {
+    fileprivate func bisecting(_ value: BreadcrumbRing.Position) -> Int? {
         var low = 0
         var high = count
         while low < high {

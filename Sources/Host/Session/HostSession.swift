@@ -73,7 +73,8 @@ package final class HostSession: Sendable {
     ///   `lockWaitMs`, open a secondary session instead of failing.
     package static func open(
         host: ReportHost, installCrashCapture: Bool = true, lockWaitMs: Int = defaultLockWaitMs, secondaryAllowed: Bool = false,
-        giveUpWaiting: () -> Bool = { false }, watched: ProgramExit? = nil
+        giveUpWaiting: () -> Bool = { false }, watched: ProgramExit? = nil,
+        breadcrumbWriters: RuntimeOptions.BreadcrumbWriters = .host
     ) throws(HostError) -> HostSession {
         let folder = URL(fileURLWithPath: Paths.absolute(host.configuration.repository))
         if case .failure(let failure) = Paths.makeFolder(folder.path, system: host.system) {
@@ -103,7 +104,7 @@ package final class HostSession: Sendable {
         }
         if crashesBefore >= 2 { host.logger.warn("\(crashesBefore) consecutive crashed sessions before this one") }
         if history != nil && host.configuration.metrics.enabled { try queueMetrics(repository: repository, session: sessionID, host: host) }
-        let ring = makeBreadcrumbRing(repository: repository, session: sessionID, host: host)
+        let ring = makeBreadcrumbRing(repository: repository, session: sessionID, host: host, writers: breadcrumbWriters)
         ring?.write(level: LogLevel.info.rawValue, category: Breadcrumb.hostCategory, "session \(sessionID) started\(host.release.map { " (release \($0))" } ?? "")")
         let session = HostSession(
             host: host, repository: repository, lock: lock, alive: alive, sessionID: sessionID, watched: watched,
@@ -133,15 +134,21 @@ package final class HostSession: Sendable {
         }
     }
 
-    /// The session's ring file in `breadcrumbs/`, or nil (logged) when none can be made.
-    private static func makeBreadcrumbRing(repository: Repository, session: String, host: ReportHost) -> BreadcrumbRing? {
+    /// The session's ring file in `breadcrumbs/`, or nil (logged) when none can be made. Lanes
+    /// for an embedding program's threads where the processor's counter can order them; one
+    /// lane for the host's own breadcrumbs.
+    private static func makeBreadcrumbRing(
+        repository: Repository, session: String, host: ReportHost, writers: RuntimeOptions.BreadcrumbWriters
+    ) -> BreadcrumbRing? {
         guard host.configuration.breadcrumbsMax > 0 else { return nil }
         let path = repository.breadcrumbsPath(session)
         if case .failure(let failure) = Paths.makeFolder(Paths.folder(of: path), system: repository.system) {
             host.logger.warn("breadcrumbs are off for this session: cannot create \(Paths.folder(of: path)) (\(failure))")
             return nil
         }
-        switch BreadcrumbRing.create(at: path, slots: host.configuration.breadcrumbsMax, system: repository.system) {
+        let ring = BreadcrumbRing.create(
+            at: path, slots: host.configuration.breadcrumbsMax, threads: writers == .threads, system: repository.system)
+        switch ring {
         case .success(let ring): return ring
         case .failure(let failure):
             host.logger.warn("breadcrumbs are off for this session: cannot make \(path) (\(failure))")

@@ -7,17 +7,20 @@ import Glibc
 /// the layout and the write protocol).
 ///
 /// The mapping is never unmapped: the embedding program's threads may hold its address a
-/// moment after a stop (`rh_crumb_deactivate`), and a ring is a few hundred kilobytes. The
-/// file is removed once its session's reports carry what it held (`Repository`).
+/// moment after a stop (`rh_crumb_deactivate`), and a ring is 2 MB at most by default (the
+/// pages of lanes no thread wrote are never touched). The file is removed once its session's
+/// reports carry what it held (`Repository`).
 ///
 /// # Thread safety
-/// Writes are lock-free (one atomic add per breadcrumb); reads copy each slot and skip one
-/// being written: any thread.
+/// Writes are lock-free (a lane of the thread's own, or one atomic operation in the shared
+/// lane); reads copy each slot and skip one being written: any thread.
 package final class BreadcrumbRing: Sendable {
     package let path: String
     /// The mapping's address (an integer: the mapping is shared by design, see above).
     private let base: UInt
     private let bytes: Int
+    /// Room for the ring's listing (`rh_crumb_ring_list`), reused by every read of this ring.
+    private let listing = Locked<[rh_crumb_ref]>([])
 
     private init(path: String, base: UnsafeMutableRawPointer, bytes: Int) {
         self.path = path
@@ -31,7 +34,13 @@ package final class BreadcrumbRing: Sendable {
     /// One breadcrumb as the ring holds it (the report's `Breadcrumb` is made from it above
     /// this layer).
     package struct Entry: Sendable, Equatable {
+        /// Its place among the ring's breadcrumbs (1 for the first), counted when it was read.
         package var sequence: UInt64
+        /// Where it is in the ring (its lane and its place there): the same for as long as the
+        /// ring holds it.
+        package var locator: UInt64
+        /// Its order among the ring's breadcrumbs (breadcrumb_ring.h).
+        package var key: UInt64
         package var timestampMs: Int64
         /// An `RH_LOG_*` value.
         package var level: Int32
@@ -39,10 +48,16 @@ package final class BreadcrumbRing: Sendable {
         package var message: String
     }
 
-    /// Makes the ring of `slots` slots at `path` (0600; replacing a file there) and maps it.
-    package static func create(at path: String, slots: Int, system: SystemCalls) -> Result<BreadcrumbRing, SystemError> {
+    /// Makes the ring that keeps the last `slots` breadcrumbs at `path` (0600; replacing a file
+    /// there) and maps it. For `threads` writing at once (an embedding program's), lanes
+    /// ordered by the processor's counter where the kernel's own clock runs on it
+    /// (`clockOrder`); otherwise, or elsewhere, one lane ordered by its sequence.
+    package static func create(at path: String, slots: Int, threads: Bool = false, system: SystemCalls)
+        -> Result<BreadcrumbRing, SystemError>
+    {
         let slots = UInt32(clamping: max(1, slots))
-        let bytes = rh_crumb_ring_bytes(slots)
+        let order = threads ? clockOrder(system: system) : RH_CRUMB_ORDER_SEQUENCE
+        let bytes = rh_crumb_ring_bytes(slots, order)
         let fd: Int32
         switch system.open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) {
         case .success(let opened): fd = opened
@@ -54,8 +69,22 @@ package final class BreadcrumbRing: Sendable {
         let allocated = system.fallocate(fd, length: off_t(bytes))
         guard allocated == 0 else { return .failure(SystemError(.truncate, allocated)) }
         guard let mapped = system.mapShared(fd, bytes: bytes, writable: true) else { return .failure(SystemError(.map, errno)) }
-        rh_crumb_ring_format(mapped, slots)
+        rh_crumb_ring_format(mapped, slots, order)
         return .success(BreadcrumbRing(path: path, base: mapped, bytes: bytes))
+    }
+
+    /// The kernel's current clocksource, which says whether the processor's counter runs in
+    /// step on every core (the kernel checked it at boot, and keeps its own clock on it only
+    /// then).
+    package static let clocksourcePath = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+
+    /// How a new ring orders breadcrumbs of several threads (breadcrumb_ring.h).
+    package static func clockOrder(system: SystemCalls) -> rh_crumb_order {
+        guard case .success(let data) = BoundedFile.read(clocksourcePath, limit: 4096, followLinks: true, system: system) else {
+            return RH_CRUMB_ORDER_SEQUENCE
+        }
+        let available = String(decoding: data, as: UTF8.self).withCString { rh_crumb_clock_order_available($0) }
+        return available ? RH_CRUMB_ORDER_CLOCK : RH_CRUMB_ORDER_SEQUENCE
     }
 
     /// Records one breadcrumb now; `level` is an `RH_LOG_*` value.
@@ -73,29 +102,27 @@ package final class BreadcrumbRing: Sendable {
         Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit).entries
     }
 
-    /// The sequences of the last `limit` breadcrumbs, oldest first, each with its breadcrumb
-    /// unless `isKnown` says the caller holds it already: a slot keeps its breadcrumb unchanged
-    /// until the ring laps it, so a reader that keeps what it read copies only the breadcrumbs
-    /// written since. The same breadcrumbs as `read(last:)`, but for one being written over
-    /// meanwhile.
-    package func read(last limit: Int, isKnown: (UInt64) -> Bool) -> [(sequence: UInt64, entry: Entry?)] {
-        let base = UnsafeRawPointer(address)
-        var sequences = [UInt64](repeating: 0, count: (bytes - Int(RH_CRUMB_HEADER_BYTES)) / Int(RH_CRUMB_SLOT_BYTES))
-        let count = sequences.withUnsafeMutableBufferPointer { rh_crumb_ring_sequences(base, bytes, $0.baseAddress, $0.count) }
-        var newestFirst: [(sequence: UInt64, entry: Entry?)] = []  // oldest first once reversed
-        newestFirst.reserveCapacity(min(limit, count))
-        var text = rh_crumb_text()
-        for sequence in sequences[..<count].sorted(by: >) where newestFirst.count < limit {
-            if isKnown(sequence) {
-                newestFirst.append((sequence, nil))
-                continue
-            }
-            var crumb = rh_crumb()
-            guard rh_crumb_ring_read_one(base, bytes, sequence, &text, &crumb) else { continue }  // torn
-            newestFirst.append((sequence, Entry(crumb)))
-        }
-        newestFirst.reverse()
-        return newestFirst
+    /// A breadcrumb's place: in the ring's order (its key, then its locator), and where it is.
+    package struct Position: Comparable, Sendable {
+        package var key: UInt64
+        package var locator: UInt64
+
+        @inlinable package static func < (a: Position, b: Position) -> Bool { a.key < b.key || (a.key == b.key && a.locator < b.locator) }
+    }
+
+    /// One breadcrumb of `read(last:isKnown:)`: its id and position, and the breadcrumb unless
+    /// the caller holds it already.
+    package typealias Slot = (sequence: UInt64, position: Position, entry: Entry?)
+
+    /// The last `limit` breadcrumbs, oldest first, each with its breadcrumb unless `isKnown`
+    /// says the caller holds the one at that position already: a slot keeps its breadcrumb
+    /// unchanged until its lane laps it, so a reader that keeps what it read copies only the
+    /// breadcrumbs written since. The same breadcrumbs as `read(last:)`, but for one being
+    /// written over meanwhile.
+    package func read(last limit: Int, isKnown: (Position) -> Bool) -> [Slot] {
+        // The listing's room, kept from one read to the next (a report's read allocated and
+        // faulted in 100 KB each time).
+        listing.withLock { refs in Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit, refs: &refs, isKnown: isKnown).slots }
     }
 
     /// The last `limit` breadcrumbs of the ring file at `path`, oldest first, and how many
@@ -103,43 +130,62 @@ package final class BreadcrumbRing: Sendable {
     package static func read(fileAt path: String, last limit: Int, system: SystemCalls) -> (entries: [Entry], torn: Int)? {
         guard case .success(let file) = system.openRegular(path), file.size > 0 else { return nil }
         defer { system.close(file.fd) }
-        guard file.size <= Int64(rh_crumb_ring_bytes(UInt32(Self.maxSlots))) else { return nil }
+        guard file.size <= Int64(rh_crumb_ring_bytes(UInt32(Self.maxSlots), RH_CRUMB_ORDER_CLOCK)) else { return nil }
         let bytes = Int(file.size)
         guard let mapped = system.mapShared(file.fd, bytes: bytes, writable: false) else { return nil }
         defer { system.unmap(mapped, bytes: bytes) }
-        guard rh_crumb_ring_valid(mapped, bytes, nil) else { return nil }
+        guard rh_crumb_ring_valid(mapped, bytes) else { return nil }
         return read(UnsafeRawPointer(mapped), bytes: bytes, last: limit)
     }
 
-    /// The most slots a ring may have (`breadcrumbs.max`): 10,000 slots are 10 MB.
+    /// The most slots a ring may have (`breadcrumbs.max`): 10,000 slots are 16 MB.
     package static let maxSlots = 10_000
 
     private static func read(_ base: UnsafeRawPointer, bytes: Int, last limit: Int) -> (entries: [Entry], torn: Int) {
-        final class Collected {
-            var entries: [Entry] = []
+        var refs: [rh_crumb_ref] = []
+        let read = read(base, bytes: bytes, last: limit, refs: &refs) { _ in false }
+        return (read.slots.compactMap(\.entry), read.torn)
+    }
+
+    /// Lists the ring and reads its newest breadcrumbs back to front until `limit` are whole
+    /// (a torn one is skipped and counted).
+    private static func read(
+        _ base: UnsafeRawPointer, bytes: Int, last limit: Int, refs: inout [rh_crumb_ref], isKnown: (Position) -> Bool
+    ) -> (slots: [Slot], torn: Int) {
+        let capacity = rh_crumb_ring_capacity(base, bytes)
+        if refs.count < capacity { refs = [rh_crumb_ref](repeating: rh_crumb_ref(), count: capacity) }
+        let count = refs.withUnsafeMutableBufferPointer { rh_crumb_ring_list(base, bytes, $0.baseAddress, $0.count) }
+        var newestFirst: [Slot] = []  // oldest first once reversed
+        newestFirst.reserveCapacity(min(limit, count))
+        var torn = 0
+        var text = rh_crumb_text()
+        for ref in refs[..<count].reversed() where newestFirst.count < limit {
+            let position = Position(key: ref.key, locator: ref.locator)
+            if isKnown(position) {
+                newestFirst.append((ref.id, position, nil))
+                continue
+            }
+            var crumb = rh_crumb()
+            guard rh_crumb_ring_read_one(base, bytes, ref.locator, &text, &crumb) else {
+                torn += 1
+                continue
+            }
+            newestFirst.append((ref.id, position, Entry(crumb, sequence: ref.id, key: ref.key)))
         }
-        let collected = Collected()
-        var torn: UInt64 = 0
-        withExtendedLifetime(collected) {
-            rh_crumb_ring_read(base, bytes, { context, crumb in
-                guard let context, let crumb = crumb?.pointee else { return }
-                Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue().entries.append(Entry(crumb))
-            }, Unmanaged.passUnretained(collected).toOpaque(), &torn)
-        }
-        let ordered = collected.entries.sorted { $0.sequence < $1.sequence }
-        return (Array(ordered.suffix(max(0, limit))), Int(torn))
+        newestFirst.reverse()
+        return (newestFirst, torn)
     }
 }
 
 extension BreadcrumbRing.Entry {
     /// A breadcrumb the ring's reader handed over (its text points into the reader's copy).
-    fileprivate init(_ crumb: rh_crumb) {
+    fileprivate init(_ crumb: rh_crumb, sequence: UInt64, key: UInt64) {
         func text(_ pointer: UnsafePointer<CChar>?, _ count: Int) -> String {
             guard let pointer else { return "" }
             return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
         }
         self.init(
-            sequence: crumb.sequence, timestampMs: crumb.timestamp_ms, level: crumb.level,
+            sequence: sequence, locator: crumb.locator, key: key, timestampMs: crumb.timestamp_ms, level: crumb.level,
             category: text(crumb.category, crumb.category_len), message: text(crumb.message, crumb.message_len))
     }
 }
