@@ -209,9 +209,12 @@ void rh_embed_stop(rh_embed *h);
  * that category and message fit 988 bytes, at a UTF-8 character boundary). Both UTF-8,
  * copied before return.
  *
- * Never blocks: no lock, no allocation, no system call, no flush (one atomic add and a
- * copy into the mapped slot, with a checksum that lets the reader skip a slot a kill left
- * half written). Safe from any thread, and from a signal handler.
+ * Never blocks: no lock, no allocation, no system call, no flush (a copy into a mapped slot
+ * of a lane the calling thread writes alone, with a checksum that lets the reader skip a
+ * slot a kill left half written; threads beyond the ring's lanes and signal handlers share
+ * one lane, with one atomic operation). Breadcrumbs of several threads are ordered by the
+ * processor's timestamp counter where the kernel's clock runs on it, by one shared
+ * sequence elsewhere. Safe from any thread, and from a signal handler.
  *
  * Returns RH_EMBED_OK (also with breadcrumbs off, `breadcrumbs.max` 0: nothing is recorded);
  * RH_EMBED_ERR_INVALID for a level outside 0-3, a NULL message, or text that is not UTF-8
