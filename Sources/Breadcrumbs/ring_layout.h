@@ -74,16 +74,15 @@ static inline void *lane_slot(const void *base, uint32_t lanes, uint32_t slots, 
 }
 
 /* Checksums (a checksum, not a MAC: it detects torn and mixed writes; nobody forges a ring
- * in memory they can already write). One multiply per 8 bytes: each step is a bijection of
- * the word, so two contents that differ in one word always differ. The text is hashed
- * before the slot is claimed, in the same pass that looks for non-ASCII bytes; the fields
- * are folded in after. It is computed over the values themselves, never read back from the
- * shared slot, so two writers that met in one slot (a lane lapped while a writer was
- * preempted) leave a checksum that matches neither's.
+ * in memory they can already write). Each step is a bijection of its word (a multiply after
+ * an exclusive or, or an add), so two contents that differ in one word always differ. The
+ * text is hashed before the slot is claimed, in the same pass that looks for non-ASCII
+ * bytes; the fields are folded in after. It is computed over the values themselves, never
+ * read back from the shared slot, so two writers that met in one slot (a lane lapped while a
+ * writer was preempted) leave a checksum that matches neither's.
  *
  * Version 2 chains every word through one multiply after another. Version 3 sums the text
- * (below) and chains the fields apart, joined at the end: the multiplies of a chain wait for
- * each other, those of different chains do not. */
+ * (below) and chains the fields apart, the two joined at the end. */
 #define HASH_SEED 0xcbf29ce484222325ull
 #define HASH_SEED_ODD 0x84222325cbf29ce4ull
 #define HASH_SEED_FIELDS 0x9ce484222325cbf2ull
@@ -118,9 +117,9 @@ static inline uint64_t hash_text_v2(uint64_t hash, const char *text, size_t len)
 
 /* Version 3's text sums: every word (the tail with the length) added to `first`, and `first`
  * after each to `second`, as Fletcher's checksum does. A word that differs changes `first`;
- * two that differ and cancel there change `second`. Adds wait one cycle for each other,
- * where a multiply per word waited three: hashing was a third of a breadcrumb's time. ORs
- * every byte into *bits (a high bit set: not ASCII). */
+ * two that differ and cancel there change `second`. Adds wait one cycle for each other where
+ * a multiply per word waited three (0.4 ns of a breadcrumb here). ORs every byte into *bits
+ * (a high bit set: not ASCII). */
 typedef struct text_sums {
     uint64_t first, second;
 } text_sums;
@@ -160,7 +159,7 @@ static inline uint64_t finish(uint64_t text_hash, uint64_t sequence, uint64_t ke
     return hash ^ (hash >> 29);
 }
 
-/* Version 2's: as version 3's without the key, the level and lengths in wider fields. */
+/* Version 2's: the sequence, the time and the fields chained after the text's hash. */
 static inline uint64_t finish_v2(uint64_t text_hash, uint64_t sequence, int64_t timestamp_ms, int32_t level, uint16_t category_len,
                                  uint16_t message_len) {
     uint64_t hash = step(text_hash, sequence);
