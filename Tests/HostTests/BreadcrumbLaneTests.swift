@@ -110,6 +110,17 @@ import Testing
         #expect(entries.filter { $0.message.hasPrefix("m ") }.allSatisfy { Self.lane($0) != 0 }, "the thread's own in its lane")
     }
 
+    @Test("B-1: a breadcrumb's time is the clock's when it was written: the clock read again after a while, not kept from the breadcrumb before")
+    func timeKeepsUp() async throws {
+        let (entries, output) = try await written("times")
+        // The driver prints the clock (Unix ms) before the first breadcrumb and after the last.
+        let bounds = output.split(separator: " ").compactMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try #require(bounds.count == 2 && entries.count == 3, "driver output: \(output)")
+        #expect(entries.allSatisfy { bounds[0] <= $0.timestampMs && $0.timestampMs <= bounds[1] })
+        #expect(entries[1].timestampMs - entries[0].timestampMs >= 30, "the second, 30 ms of the clock later")
+        #expect(entries[2].timestampMs == entries[1].timestampMs || entries[2].timestampMs - entries[1].timestampMs < 30)
+    }
+
     @Test("B-1: the processor's counter orders breadcrumbs only where the kernel keeps its own clock on it; otherwise one shared sequence")
     func clockOrderOnlyOnTheKernelsClock() throws {
         #if arch(x86_64)
@@ -139,6 +150,7 @@ private let driverSource = #"""
     #include <sched.h>
     #include <sys/mman.h>
     #include <sys/stat.h>
+    #include <time.h>
     #include <unistd.h>
     #include "breadcrumb_ring.h"
 
@@ -271,6 +283,25 @@ private let driverSource = #"""
         printf("%d %d %zu\n", n, atomic_load(&inside_a_write), shared);
     }
 
+    static int64_t coarse_ms(void) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME_COARSE, &now);
+        return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    }
+
+    /* Through the embedding path (the live ring, the time the call reads): a breadcrumb, 30 ms
+     * of the clock without one (waited for by reading the clock, not by sleeping), then two. */
+    static void times(void) {
+        rh_crumb_activate(1, ring);
+        int64_t before = coarse_ms();
+        if (rh_crumb_record(1, 1, "lanes", "first") != RH_CRUMB_RECORDED) abort();
+        int64_t until = coarse_ms() + 30;
+        while (coarse_ms() < until) {}
+        if (rh_crumb_record(1, 1, "lanes", "second") != RH_CRUMB_RECORDED) abort();
+        if (rh_crumb_record(1, 1, "lanes", "third") != RH_CRUMB_RECORDED) abort();
+        printf("%lld %lld\n", (long long)before, (long long)coarse_ms());
+    }
+
     int main(int argc, char **argv) {
         if (argc != 3) return 2;
         int fd = open(argv[1], O_RDWR);
@@ -285,6 +316,7 @@ private let driverSource = #"""
         else if (strcmp(scenario, "churn") == 0) churn();
         else if (strcmp(scenario, "crowd") == 0) crowd();
         else if (strcmp(scenario, "signals") == 0) signals();
+        else if (strcmp(scenario, "times") == 0) times();
         else return 5;
         return 0;
     }
