@@ -280,6 +280,7 @@ private let driverSource = #"""
         rh_crumb_ref *refs = calloc(capacity, sizeof *refs);
         size_t count = rh_crumb_ring_list(ring, ring_bytes, refs, capacity);
         for (size_t i = 0; i < count; i++) shared += refs[i].locator >> RH_CRUMB_LANE_SHIFT == 0;
+        free(refs);
         printf("%d %d %zu\n", n, atomic_load(&inside_a_write), shared);
     }
 
