@@ -51,12 +51,35 @@ static inline uint64_t clock_key(void) {
 #endif
 }
 
+/* The same, read only once what came before it is done (a load, a failed compare-and-swap):
+ * lane 0's writers read it between their claims, so its keys rise with its sequences. Twice
+ * the cost, on the shared lane only. */
+static inline uint64_t clock_key_after(void) {
+#if defined(__x86_64__)
+    _mm_lfence();
+    return __rdtsc();
+#elif defined(__aarch64__)
+    __asm__ volatile("isb" ::: "memory");
+    return clock_key();
+#else
+    return 0;
+#endif
+}
+
+/* At least this many ticks a microsecond: a slower counter gives two threads' breadcrumbs
+ * the same tick (ordered by lane, not by time), and a thread writing faster than it ticks
+ * keys that run ahead of it. */
+#define CLOCK_TICKS_PER_US_MIN 1000u
+
 bool rh_crumb_clock_order_available(const char *clocksource) {
     if (clocksource == NULL) return false;
 #if defined(__x86_64__)
-    const char *counter = "tsc";
+    const char *counter = "tsc"; /* a constant-rate TSC runs at the processor's base clock: GHz */
 #elif defined(__aarch64__)
     const char *counter = "arch_sys_counter";
+    uint64_t frequency;
+    __asm__ volatile("mrs %0, cntfrq_el0" : "=r"(frequency));
+    if (frequency < (uint64_t)CLOCK_TICKS_PER_US_MIN * 1000000u) return false; /* 1 GHz from ARMv8.6 on; often 25-100 MHz before */
 #else
     return false;
 #endif
@@ -140,7 +163,7 @@ static void write_shared(ring_header *header, const crumb_text *crumb) {
     }
     uint64_t claimed = atomic_load_explicit(&lane->claimed, memory_order_relaxed), key;
     do {
-        key = clock_key();
+        key = clock_key_after();
     } while (!atomic_compare_exchange_weak_explicit(&lane->claimed, &claimed, claimed + 1, memory_order_relaxed, memory_order_relaxed));
     fill(header, 0, claimed + 1, key, crumb);
 }
@@ -305,14 +328,11 @@ int64_t rh_crumb_now_ms(void) {
 
 /* The time a clock-ordered breadcrumb carries: the coarse clock's, read again only when the
  * counter says a quarter of a millisecond may have passed since this thread last read it
- * (250,000 ticks: the counter runs at 1 GHz or faster where it orders breadcrumbs). The
- * coarse clock moves once a tick (4 ms here), so what is reused is as fresh as what would be
- * read, and a breadcrumb in a busy loop skips a third of its cost. */
-#if defined(__x86_64__)
-#define FRESH_TICKS 250000u
-#else
-#define FRESH_TICKS 0u
-#endif
+ * (250,000 ticks: the counter runs at 1 GHz or faster where it orders breadcrumbs,
+ * CLOCK_TICKS_PER_US_MIN). The coarse clock moves once a tick (4 ms here), so what is reused
+ * is as fresh as what would be read, and a breadcrumb in a busy loop skips a fifth of its
+ * cost. */
+#define FRESH_TICKS (250u * CLOCK_TICKS_PER_US_MIN)
 
 static __thread struct {
     uint64_t clock;
@@ -342,6 +362,9 @@ static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 static void forget_in_child(void) {
     atomic_store(&live_ring, NULL);
     atomic_store(&live_token, 0);
+    /* The forking thread's lane is its parent's: the child (sharing the mapping) never writes
+     * or gives it back. */
+    claim = (lane_claim){0};
 }
 
 static void install_fork_handler(void) { pthread_atfork(NULL, NULL, forget_in_child); }

@@ -34,6 +34,12 @@ bool rh_crumb_ring_valid(const void *base, size_t bytes) {
     return view(base, bytes, &ring);
 }
 
+size_t rh_crumb_ring_window(const void *base, size_t bytes) {
+    ring_view ring;
+    if (!view(base, bytes, &ring)) return 0;
+    return ring.lanes > 1 ? ring.slots - 1 : ring.slots;
+}
+
 size_t rh_crumb_ring_capacity(const void *base, size_t bytes) {
     ring_view ring;
     return view(base, bytes, &ring) ? 2 * (size_t)ring.lanes * ring.slots : 0;
@@ -45,6 +51,10 @@ static _Atomic uint64_t *slot_of(const ring_view *ring, uint32_t lane, uint64_t 
     if (ring->version == RING_VERSION) return &((ring_slot *)lane_slot(ring->base, ring->lanes, ring->slots, lane, index))->sequence;
     return &((ring_slot_v2 *)((char *)ring->base + RH_CRUMB_HEADER_BYTES + index * RH_CRUMB_SLOT_BYTES))->sequence;
 }
+
+/* Sequences a locator holds: below it, and so is every sequence a lane of this ring reaches
+ * in 2^56 breadcrumbs (2,000 years at one a nanosecond). */
+#define SEQUENCE_LIMIT (1ull << RH_CRUMB_LANE_SHIFT)
 
 static uint64_t locator(uint32_t lane, uint64_t sequence) { return (uint64_t)lane << RH_CRUMB_LANE_SHIFT | sequence; }
 
@@ -65,9 +75,14 @@ static uint64_t given(const ring_view *ring, uint32_t lane) {
  * breadcrumb's); returns how many. Only the slots of the last sequences it was given are
  * read: a lane no thread wrote costs nothing, and no page it never used is touched. */
 static size_t collect(const ring_view *ring, uint32_t lane, rh_crumb_ref *refs, size_t capacity) {
-    uint64_t newest = given(ring, lane), oldest = newest > ring->slots ? newest - ring->slots + 1 : 1;
+    /* A damaged count past what a locator holds is read as none. */
+    uint64_t newest = given(ring, lane);
+    if (newest >= SEQUENCE_LIMIT) return 0;
+    uint64_t held = newest < ring->slots ? newest : ring->slots;
+    if (held > capacity) held = capacity; /* the newest of them, then */
     size_t count = 0;
-    for (uint64_t sequence = oldest; sequence <= newest && count < capacity; sequence++) {
+    for (uint64_t index = 0; index < held; index++) {
+        uint64_t sequence = newest - held + 1 + index;
         _Atomic uint64_t *shared = slot_of(ring, lane, sequence);
         if (atomic_load_explicit(shared, memory_order_acquire) != sequence) continue; /* being written, or torn */
         uint64_t key = sequence;
@@ -87,7 +102,7 @@ static void number(rh_crumb_ref *refs, size_t count) {
     uint64_t counted[64] = {0}, oldest[64] = {0};
     for (size_t i = 0; i < count; i++) {
         uint32_t lane = (uint32_t)(refs[i].locator >> RH_CRUMB_LANE_SHIFT);
-        uint64_t sequence = refs[i].locator & ((1ull << RH_CRUMB_LANE_SHIFT) - 1);
+        uint64_t sequence = refs[i].locator & (SEQUENCE_LIMIT - 1);
         if (oldest[lane] == 0 || sequence < oldest[lane]) oldest[lane] = sequence;
     }
     uint64_t total = 0;
@@ -98,7 +113,7 @@ static void number(rh_crumb_ref *refs, size_t count) {
     uint64_t last = 0;
     for (size_t i = 0; i < count; i++) {
         uint32_t lane = (uint32_t)(refs[i].locator >> RH_CRUMB_LANE_SHIFT);
-        uint64_t sequence = refs[i].locator & ((1ull << RH_CRUMB_LANE_SHIFT) - 1);
+        uint64_t sequence = refs[i].locator & (SEQUENCE_LIMIT - 1);
         if (sequence > counted[lane]) {
             total += sequence - counted[lane];
             counted[lane] = sequence;
@@ -194,7 +209,7 @@ static size_t text_len_v2(const void *copy) {
 bool rh_crumb_ring_read_one(const void *base, size_t bytes, uint64_t locator, rh_crumb_text *text, rh_crumb *crumb) {
     ring_view ring;
     uint32_t lane = (uint32_t)(locator >> RH_CRUMB_LANE_SHIFT);
-    uint64_t sequence = locator & ((1ull << RH_CRUMB_LANE_SHIFT) - 1);
+    uint64_t sequence = locator & (SEQUENCE_LIMIT - 1);
     if (sequence == 0 || !view(base, bytes, &ring) || lane >= ring.lanes) return false;
     _Atomic uint64_t *shared = slot_of(&ring, lane, sequence);
     if (atomic_load_explicit(shared, memory_order_acquire) != sequence) return false;

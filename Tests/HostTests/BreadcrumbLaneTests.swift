@@ -121,6 +121,37 @@ import Testing
         #expect(entries[2].timestampMs == entries[1].timestampMs || entries[2].timestampMs - entries[1].timestampMs < 30)
     }
 
+    @Test("B-1: a ring answers for one breadcrumb fewer than each lane holds: a reader asking for more (breadcrumbs.max raised since) gets that many")
+    func readerGetsWhatTheRingAnswersFor() throws {
+        for threads in [true, false] {
+            let ring = try BreadcrumbRing.create(at: folder.appendingPathComponent("window-\(threads).ring").path, slots: 100, threads: threads).get()
+            for index in 1...300 { ring.write(level: 1, category: "app", "step \(index)") }
+            let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 1_000))
+            let held = threads && Self.lanes ? 127 : 128  // 128 slots a lane
+            #expect(read.entries.map(\.message) == (301 - held...300).map { "step \($0)" }, "threads: \(threads)")
+            #expect(read.entries.map(\.sequence) == (301 - held...300).map(UInt64.init))
+        }
+    }
+
+    @Test("B-1: a damaged ring file whose lanes claim impossible counts is read without a hang or a stray write, as holding none of them")
+    func damagedCountsReadAsNone() throws {
+        let ring = try BreadcrumbRing.create(at: folder.appendingPathComponent("damaged.ring").path, slots: 100, threads: true).get()
+        for index in 1...5 { ring.write(level: 1, category: "app", "step \(index)") }
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: ring.path)))
+        let lanes = Int(bytes[24]) | Int(bytes[25]) << 8
+        func put(_ value: UInt64, at offset: Int) { for index in 0..<8 { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) } }
+        // Every lane's count past what a locator holds (one of them also in its first slot), or
+        // the largest there is.
+        for lane in 0..<lanes {
+            let count: UInt64 = lane % 2 == 0 ? 0xFF00_0000_0000_0001 : .max
+            put(count, at: Int(RH_CRUMB_HEADER_BYTES) + lane * Int(RH_CRUMB_LANE_BYTES) + 8)
+        }
+        put(0xFF00_0000_0000_0001, at: Int(RH_CRUMB_HEADER_BYTES) + lanes * Int(RH_CRUMB_LANE_BYTES))
+        try Data(bytes).write(to: URL(fileURLWithPath: ring.path))
+        let read = try #require(BreadcrumbRing.read(fileAt: ring.path, last: 100))
+        #expect(read.entries.isEmpty && read.torn == 0)
+    }
+
     @Test("B-1: the processor's counter orders breadcrumbs only where the kernel keeps its own clock on it; otherwise one shared sequence")
     func clockOrderOnlyOnTheKernelsClock() throws {
         #if arch(x86_64)

@@ -91,10 +91,17 @@ typedef struct rh_crumb_ref {
  * lanes in the second half). */
 size_t rh_crumb_ring_capacity(const void *base, size_t bytes);
 
+/* How many of the newest breadcrumbs the ring answers for: a ring of lanes holds one more in
+ * each lane than that, which the ids of the others count (a reader asking for more, after
+ * `breadcrumbs.max` was raised, gets this many). */
+size_t rh_crumb_ring_window(const void *base, size_t bytes);
+
 /* The breadcrumbs the ring holds now (or held a moment ago: one being written over may be
- * among them), oldest first, at most `capacity`; returns how many. Ids are counted from the
- * lanes' sequences, so they stay the same from one listing to the next; while a breadcrumb
- * is being written (not yet listed), those after it in order may read one lower. */
+ * among them), oldest first, at most `capacity` / 2 (the newest of each lane when it holds
+ * more); returns how many. Ids are counted from the lanes' sequences: for the newest
+ * rh_crumb_ring_window they are the same from one listing to the next, but for breadcrumbs
+ * still being written meanwhile (not listed yet), each of which lowers by one the ids of
+ * those after it in order. */
 size_t rh_crumb_ring_list(const void *base, size_t bytes, rh_crumb_ref *refs, size_t capacity);
 
 /* One breadcrumb read back. The text points into the caller's copy, valid during the visit. */

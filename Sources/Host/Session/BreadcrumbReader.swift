@@ -40,7 +40,7 @@ final class BreadcrumbReader: Sendable {
                     while known < positions.count && positions[known] < slot.position { known += 1 }
                     guard known < positions.count && positions[known] == slot.position else { continue }
                     breadcrumb = breadcrumbs[known]
-                    // Its id, counted again: one lower while an older breadcrumb was being written.
+                    // Its id, counted again: lower while older breadcrumbs were being written.
                     if breadcrumb.sequence != slot.sequence { breadcrumb.sequence = slot.sequence }
                 }
                 current.positions.append(slot.position)

@@ -148,11 +148,13 @@ package final class BreadcrumbRing: Sendable {
     }
 
     /// Lists the ring and reads its newest breadcrumbs back to front until `limit` are whole
-    /// (a torn one is skipped and counted).
+    /// (a torn one is skipped and counted), at most as many as the ring answers for
+    /// (`rh_crumb_ring_window`).
     private static func read(
         _ base: UnsafeRawPointer, bytes: Int, last limit: Int, refs: inout [rh_crumb_ref], isKnown: (Position) -> Bool
     ) -> (slots: [Slot], torn: Int) {
         let capacity = rh_crumb_ring_capacity(base, bytes)
+        let limit = min(limit, rh_crumb_ring_window(base, bytes))
         if refs.count < capacity { refs = [rh_crumb_ref](repeating: rh_crumb_ref(), count: capacity) }
         let count = refs.withUnsafeMutableBufferPointer { rh_crumb_ring_list(base, bytes, $0.baseAddress, $0.count) }
         var newestFirst: [Slot] = []  // oldest first once reversed
