@@ -33,18 +33,17 @@ final class BreadcrumbReader: Sendable {
             current.breadcrumbs.reserveCapacity(read.count)
             var known = 0  // both in ascending order: the kept one found walks forward
             for slot in read {
-                var breadcrumb: Breadcrumb
                 if let entry = slot.entry {
-                    breadcrumb = Breadcrumb(entry)
+                    current.breadcrumbs.append(Breadcrumb(entry))
                 } else {
                     while known < positions.count && positions[known] < slot.position { known += 1 }
                     guard known < positions.count && positions[known] == slot.position else { continue }
-                    breadcrumb = breadcrumbs[known]
+                    current.breadcrumbs.append(breadcrumbs[known])
                     // Its id, counted again: lower while older breadcrumbs were being written.
-                    if breadcrumb.sequence != slot.sequence { breadcrumb.sequence = slot.sequence }
+                    let last = current.breadcrumbs.count - 1
+                    if current.breadcrumbs[last].sequence != slot.sequence { current.breadcrumbs[last].sequence = slot.sequence }
                 }
                 current.positions.append(slot.position)
-                current.breadcrumbs.append(breadcrumb)
             }
             kept = current
             return current.breadcrumbs

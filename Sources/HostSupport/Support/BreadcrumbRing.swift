@@ -119,7 +119,7 @@ package final class BreadcrumbRing: Sendable {
     /// unchanged until its lane laps it, so a reader that keeps what it read copies only the
     /// breadcrumbs written since. The same breadcrumbs as `read(last:)`, but for one being
     /// written over meanwhile.
-    package func read(last limit: Int, isKnown: (Position) -> Bool) -> [Slot] {
+    package func read(last limit: Int, isKnown: (Position) -> Bool) -> ReversedCollection<[Slot]> {
         // The listing's room, kept from one read to the next (a report's read allocated and
         // faulted in 100 KB each time).
         listing.withLock { refs in Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit, refs: &refs, isKnown: isKnown).slots }
@@ -152,12 +152,12 @@ package final class BreadcrumbRing: Sendable {
     /// (`rh_crumb_ring_window`).
     private static func read(
         _ base: UnsafeRawPointer, bytes: Int, last limit: Int, refs: inout [rh_crumb_ref], isKnown: (Position) -> Bool
-    ) -> (slots: [Slot], torn: Int) {
+    ) -> (slots: ReversedCollection<[Slot]>, torn: Int) {
         let capacity = rh_crumb_ring_capacity(base, bytes)
         let limit = min(limit, rh_crumb_ring_window(base, bytes))
         if refs.count < capacity { refs = [rh_crumb_ref](repeating: rh_crumb_ref(), count: capacity) }
         let count = refs.withUnsafeMutableBufferPointer { rh_crumb_ring_list(base, bytes, $0.baseAddress, $0.count) }
-        var newestFirst: [Slot] = []  // oldest first once reversed
+        var newestFirst: [Slot] = []  // oldest first through `reversed()` (a view: nothing is copied)
         newestFirst.reserveCapacity(min(limit, count))
         var torn = 0
         var text = rh_crumb_text()
@@ -174,8 +174,7 @@ package final class BreadcrumbRing: Sendable {
             }
             newestFirst.append((ref.id, position, Entry(crumb, sequence: ref.id, key: ref.key)))
         }
-        newestFirst.reverse()
-        return (newestFirst, torn)
+        return (newestFirst.reversed(), torn)
     }
 }
 
