@@ -146,9 +146,9 @@ package final class HostSession: Sendable {
             host.logger.warn("breadcrumbs are off for this session: cannot create \(Paths.folder(of: path)) (\(failure))")
             return nil
         }
-        let ring = BreadcrumbRing.create(
+        let made = BreadcrumbRing.create(
             at: path, slots: host.configuration.breadcrumbsMax, threads: writers == .threads, system: repository.system)
-        switch ring {
+        switch made {
         case .success(let ring): return ring
         case .failure(let failure):
             host.logger.warn("breadcrumbs are off for this session: cannot make \(path) (\(failure))")
