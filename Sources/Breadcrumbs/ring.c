@@ -118,16 +118,12 @@ static inline bool writable(const ring_header *header) {
            (header->slots & (header->slots - 1)) == 0 && header->lanes >= 1 && header->lanes <= LANES_MAX;
 }
 
-/* One breadcrumb, its text already hashed, with the counter read when the call began (a
- * clock-ordered ring's; read first, so its latency hides behind the hashing). */
+/* One breadcrumb to write (its text cut to fit, `locator` unused), the hash of its text, and
+ * the counter read when the call began (a clock-ordered ring's; read first, so its latency
+ * hides behind the hashing). */
 typedef struct crumb_text {
     uint64_t clock;
-    int64_t timestamp_ms;
-    int32_t level;
-    const char *category;
-    size_t category_len;
-    const char *message;
-    size_t message_len;
+    rh_crumb fields;
     uint64_t hash;
 } crumb_text;
 
@@ -138,16 +134,17 @@ static inline void fill(const ring_header *header, uint32_t lane, uint64_t seque
     atomic_store_explicit(&slot->sequence, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     /* A level outside a byte reads back as an unknown one, as it would have before. */
-    uint8_t level = crumb->level >= 0 && crumb->level < 255 ? (uint8_t)crumb->level : 255;
+    const rh_crumb *fields = &crumb->fields;
+    uint8_t level = fields->level >= 0 && fields->level < 255 ? (uint8_t)fields->level : 255;
     slot->key = key;
-    slot->timestamp_ms = crumb->timestamp_ms;
+    slot->timestamp_ms = fields->timestamp_ms;
     slot->level = level;
-    slot->category_len = (uint8_t)crumb->category_len;
-    slot->message_len = (uint16_t)crumb->message_len;
-    memcpy(slot->text, crumb->category, crumb->category_len);
-    memcpy(slot->text + crumb->category_len, crumb->message, crumb->message_len);
-    slot->checksum = finish(crumb->hash, sequence, key, crumb->timestamp_ms, level, (uint8_t)crumb->category_len,
-                            (uint16_t)crumb->message_len);
+    slot->category_len = (uint8_t)fields->category_len;
+    slot->message_len = (uint16_t)fields->message_len;
+    memcpy(slot->text, fields->category, fields->category_len);
+    memcpy(slot->text + fields->category_len, fields->message, fields->message_len);
+    slot->checksum = finish(crumb->hash, sequence, key, fields->timestamp_ms, level, (uint8_t)fields->category_len,
+                            (uint16_t)fields->message_len);
     atomic_store_explicit(&slot->sequence, sequence, memory_order_release);
 }
 
@@ -272,7 +269,7 @@ bool rh_crumb_write(void *base, int64_t timestamp_ms, int32_t level, const char 
     message_len = cut(message, message_len, RH_CRUMB_TEXT_MAX - category_len);
     uint64_t clock = header->order == RH_CRUMB_ORDER_CLOCK ? clock_key() : 0;
     uint64_t bits = 0;
-    crumb_text crumb = {clock, timestamp_ms, level, category, category_len, message, message_len,
+    crumb_text crumb = {clock, {0, timestamp_ms, level, category, category_len, message, message_len},
                         text_checksum(category, category_len, message, message_len, &bits)};
     store(header, &crumb);
     return true;
@@ -406,7 +403,8 @@ rh_crumb_outcome rh_crumb_record(uintptr_t token, int32_t level, const char *cat
             return RH_CRUMB_INVALID_TEXT;
     }
     if (ring == NULL) return RH_CRUMB_OFF;
-    crumb_text crumb = {clock, clock != 0 ? now_ms_at(clock) : rh_crumb_now_ms(), level, kept_category, kept_category_len, message, kept_message_len, text_hash};
+    int64_t now = clock != 0 ? now_ms_at(clock) : rh_crumb_now_ms();
+    crumb_text crumb = {clock, {0, now, level, kept_category, kept_category_len, message, kept_message_len}, text_hash};
     store(ring, &crumb);
     return RH_CRUMB_RECORDED;
 }
