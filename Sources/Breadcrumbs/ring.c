@@ -171,8 +171,7 @@ static void write_shared(ring_header *header, const crumb_text *crumb) {
  * safe in a signal handler; a later key could allocate, and then threads share lane 0. */
 typedef struct lane_claim {
     ring_header *ring; /* the ring `lane` is in; NULL: none yet */
-    uint64_t sequence; /* the lane's newest sequence (also in its header) and key (there when released) */
-    uint64_t last_key;
+    uint64_t last_key; /* the lane's newest key (in its header when released) */
     uint32_t lane;     /* 0: the shared lane (none of its own was free) */
     uint32_t retry;    /* writes left in the shared lane before looking for a free one again */
     bool busy;         /* inside a write: a signal handler's breadcrumb goes to the shared lane */
@@ -215,31 +214,30 @@ static void claim_lane(ring_header *ring) {
     claim.ring = ring;
     claim.lane = 0;
     claim.retry = CLAIM_RETRY;
-    if (lanes_claimable) {
-        uint64_t token = (uintptr_t)&claim;
-        for (uint32_t lane = 1; lane < ring->lanes; lane++) {
-            uint64_t free = 0;
-            if (atomic_load_explicit(&lane_at(ring, lane)->owner, memory_order_relaxed) == 0 &&
-                atomic_compare_exchange_strong(&lane_at(ring, lane)->owner, &free, token)) {
-                claim.lane = lane;
-                claim.sequence = atomic_load_explicit(&lane_at(ring, lane)->claimed, memory_order_relaxed);
-                claim.last_key = lane_at(ring, lane)->last_key;
-                break;
-            }
+    if (!lanes_claimable) return;
+    uint64_t token = (uintptr_t)&claim;
+    for (uint32_t lane = 1; lane < ring->lanes; lane++) {
+        uint64_t free = 0;
+        if (atomic_load_explicit(&lane_at(ring, lane)->owner, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&lane_at(ring, lane)->owner, &free, token)) {
+            claim.lane = lane;
+            claim.last_key = lane_at(ring, lane)->last_key;
+            break;
         }
     }
-    if (lanes_claimable) pthread_setspecific(lane_key, claim.lane != 0 ? ring : NULL);
+    pthread_setspecific(lane_key, claim.lane != 0 ? ring : NULL);
 }
 
-/* A lane of the calling thread's own: nobody else writes it, so its sequence and key are
- * the thread's own variables, and the thread's breadcrumbs never leave its core's cache
- * lines. A key never falls behind the thread's last one. */
+/* A lane of the calling thread's own: nobody else writes it, so its sequence (which readers
+ * read to know how far it was written) and key are plain stores, and the thread's
+ * breadcrumbs never leave its core's cache lines. A key never falls behind the thread's
+ * last one. */
 static inline void write_owned(ring_header *header, const crumb_text *crumb) {
     uint64_t key = crumb->clock > claim.last_key ? crumb->clock : claim.last_key + 1;
     claim.last_key = key;
-    uint64_t sequence = ++claim.sequence;
-    /* For readers: how far the lane was written (they skip the rest). */
-    atomic_store_explicit(&lane_at(header, claim.lane)->claimed, sequence, memory_order_relaxed);
+    lane_header *lane = lane_at(header, claim.lane);
+    uint64_t sequence = atomic_load_explicit(&lane->claimed, memory_order_relaxed) + 1;
+    atomic_store_explicit(&lane->claimed, sequence, memory_order_relaxed);
     fill(header, claim.lane, sequence, key, crumb);
 }
 

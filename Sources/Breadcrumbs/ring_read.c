@@ -1,6 +1,5 @@
 #include "ring_layout.h"
 
-
 /* A ring as its reader sees it, of any version: versions 1 and 2 are one lane of version 2
  * slots right after the header, their sequence the order. */
 typedef struct ring_view {

@@ -206,12 +206,15 @@ private let driverSource = #"""
         return NULL;
     }
 
-    static void threads(void) {
-        pthread_t ids[8];
-        pthread_barrier_init(&together, NULL, 8);
-        for (int t = 0; t < 8; t++) pthread_create(&ids[t], NULL, thread_writes, (void *)(intptr_t)t);
-        for (int t = 0; t < 8; t++) pthread_join(ids[t], NULL);
+    /* `count` threads running `body` (each given its number) at once, a barrier between them. */
+    static void together_run(int count, void *(*body)(void *)) {
+        pthread_t ids[64];
+        pthread_barrier_init(&together, NULL, (unsigned)count);
+        for (int t = 0; t < count; t++) pthread_create(&ids[t], NULL, body, (void *)(intptr_t)t);
+        for (int t = 0; t < count; t++) pthread_join(ids[t], NULL);
     }
+
+    static void threads(void) { together_run(8, thread_writes); }
 
     static int to_b[2], to_a[2];
 
@@ -261,12 +264,7 @@ private let driverSource = #"""
         return NULL;
     }
 
-    static void crowd(void) {
-        pthread_t ids[24];
-        pthread_barrier_init(&together, NULL, 24);
-        for (int t = 0; t < 24; t++) pthread_create(&ids[t], NULL, three_together, (void *)(intptr_t)t);
-        for (int t = 0; t < 24; t++) pthread_join(ids[t], NULL);
-    }
+    static void crowd(void) { together_run(24, three_together); }
 
     static _Atomic int handled, inside_a_write;
     static _Atomic int writing = 1;

@@ -64,14 +64,8 @@ import Testing
     static func v2Step(_ hash: UInt64, _ word: UInt64) -> UInt64 { (hash ^ word) &* 0x9E37_79B9_7F4A_7C15 }
 
     static func v2Text(_ hash: UInt64, _ bytes: [UInt8]) -> UInt64 {
-        var hash = hash
-        var at = 0
-        while at + 8 <= bytes.count {
-            hash = v2Step(hash, (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) })
-            at += 8
-        }
-        let tail = (0..<(bytes.count - at)).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) }
-        return v2Step(hash, tail ^ (UInt64(bytes.count) << 56))
+        let words = words(bytes)
+        return v2Step(words.whole.reduce(hash, v2Step), words.tail ^ (UInt64(bytes.count) << 56))
     }
 
     static func v1Mix(_ hash: UInt64, _ word: UInt64) -> UInt64 {
@@ -80,13 +74,14 @@ import Testing
     }
 
     static func v1MixBytes(_ hash: UInt64, _ bytes: [UInt8]) -> UInt64 {
-        var hash = hash
-        var at = 0
-        while at + 8 <= bytes.count {
-            hash = v1Mix(hash, (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) })
-            at += 8
-        }
-        let tail = (0..<(bytes.count - at)).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) }
-        return v1Mix(hash, tail ^ (UInt64(bytes.count - at) << 56))
+        let words = words(bytes)
+        return v1Mix(words.whole.reduce(hash, v1Mix), words.tail ^ (UInt64(words.tailCount) << 56))
+    }
+
+    /// `bytes` as little-endian 8-byte words, and the bytes after the last whole one as a word.
+    static func words(_ bytes: [UInt8]) -> (whole: [UInt64], tail: UInt64, tailCount: Int) {
+        let word = { (at: Int, count: Int) in (0..<count).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) } }
+        let rest = bytes.count % 8
+        return (stride(from: 0, to: bytes.count - rest, by: 8).map { word($0, 8) }, word(bytes.count - rest, rest), rest)
     }
 }

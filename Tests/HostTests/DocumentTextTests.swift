@@ -87,7 +87,7 @@ import Testing
             document.content.breadcrumbs = plain.map { crumb in
                 var read = Breadcrumb(
                     BreadcrumbRing.Entry(
-                        sequence: crumb.sequence, locator: crumb.sequence, key: crumb.sequence, timestampMs: Breadcrumb.milliseconds(crumb.timestamp),
+                        sequence: crumb.sequence, locator: crumb.sequence, timestampMs: Breadcrumb.milliseconds(crumb.timestamp),
                         level: crumb.level.rawValue, category: crumb.category, message: crumb.message))
                 switch random.int(0..<8) {
                 case 0: read.message = Self.text(&random)

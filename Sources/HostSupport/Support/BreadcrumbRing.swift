@@ -39,8 +39,6 @@ package final class BreadcrumbRing: Sendable {
         /// Where it is in the ring (its lane and its place there): the same for as long as the
         /// ring holds it.
         package var locator: UInt64
-        /// Its order among the ring's breadcrumbs (breadcrumb_ring.h).
-        package var key: UInt64
         package var timestampMs: Int64
         /// An `RH_LOG_*` value.
         package var level: Int32
@@ -172,7 +170,7 @@ package final class BreadcrumbRing: Sendable {
                 torn += 1
                 continue
             }
-            newestFirst.append((ref.id, position, Entry(crumb, sequence: ref.id, key: ref.key)))
+            newestFirst.append((ref.id, position, Entry(crumb, sequence: ref.id)))
         }
         return (newestFirst.reversed(), torn)
     }
@@ -180,13 +178,13 @@ package final class BreadcrumbRing: Sendable {
 
 extension BreadcrumbRing.Entry {
     /// A breadcrumb the ring's reader handed over (its text points into the reader's copy).
-    fileprivate init(_ crumb: rh_crumb, sequence: UInt64, key: UInt64) {
+    fileprivate init(_ crumb: rh_crumb, sequence: UInt64) {
         func text(_ pointer: UnsafePointer<CChar>?, _ count: Int) -> String {
             guard let pointer else { return "" }
             return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
         }
         self.init(
-            sequence: sequence, locator: crumb.locator, key: key, timestampMs: crumb.timestamp_ms, level: crumb.level,
+            sequence: sequence, locator: crumb.locator, timestampMs: crumb.timestamp_ms, level: crumb.level,
             category: text(crumb.category, crumb.category_len), message: text(crumb.message, crumb.message_len))
     }
 }
