@@ -72,7 +72,11 @@ final class ElfSymbols: Symbolicating {
 /// The module files one recovery opens for symbolication, each read once for all its crash
 /// files (a crash loop leaves thousands with the same libraries at other addresses).
 /// Freed with the recovery, after every `ElfSymbols` made with it.
-final class SymbolCache {
+///
+/// # Thread safety
+/// `@unchecked Sendable`: used by one thread at a time, each taking it after the last one's
+/// end was waited for (`BatchPipeline`).
+final class SymbolCache: @unchecked Sendable {
     let handle: OpaquePointer
     /// Frames found so far, by module file (path and recorded build id) and offset in it.
     var frames: [Frame: [FrameSymbol]] = [:]

@@ -20,49 +20,66 @@ extension Recovery {
     /// loss before the next flush leaves them `pending_purge`, and `resumePurges` finds their
     /// files gone and marks them again. A file that cannot be read is set aside on its own.
     /// Returns the names of the files saved.
+    ///
+    /// A backlog of several batches is a pipeline (`RecoveryBatches.swift`): batch k+1 is
+    /// read and batch k-1 unlinked, each on a thread of its own, while batch k is saved here.
+    /// A backlog of one batch makes its calls on this thread, in one order (a failure sweep
+    /// counts them).
     func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) -> [String] {
         var saved: [String] = []
         // Oldest first; files written in the same nanosecond (or with a clock stepped back) in
         // the order of their names, so the order never depends on the clock alone.
-        let files = paths.map { ($0, Self.modificationDate($0, system: repository.system)) }.sorted { ($0.1, $0.0) < ($1.1, $1.0) }
+        let files = paths.map { (path: $0, modified: Self.modificationDate($0, system: repository.system)) }
+            .sorted { ($0.modified, $0.path) < ($1.modified, $1.path) }
+        let batch = max(1, batch)
+        let batches = stride(from: 0, to: files.count, by: batch).map { files[$0..<min(files.count, $0 + batch)] }
         var reader = CrashReader(watched: watched)
-        for start in stride(from: 0, to: files.count, by: max(1, batch)) {
-            var read: [(save: Repository.CrashSave, crash: CrashFile)] = []
-            for (path, modified) in files[start..<min(files.count, start + max(1, batch))] {
-                // SIGINT or SIGTERM: what is read is saved, the rest waits for the next launch.
-                if host.isInterrupted { break }
-                switch CrashFile.read(path, modifiedAt: modified, system: repository.system) {
-                case .success(let crash): read.append((try reader.save(crash, path: path, recovery: self), crash))
-                case .failure(let rejection) where rejection.vanished: log.debug("crash file \(path) went before it was read: skipped")
+        var pipeline = BatchPipeline(system: repository.system, host: host)
+        // Waited for on every way out: no read or unlink outlives the call.
+        defer { pipeline.wait() }
+        for (index, files) in batches.enumerated() {
+            let read = pipeline.takeRead() ?? pipeline.read(files)
+            if index + 1 < batches.count, !host.isInterrupted { pipeline.startReading(batches[index + 1]) }
+            var saves: [(save: Repository.CrashSave, crash: CrashFile)] = []
+            for item in read {
+                switch item.outcome {
+                case .success(let found): saves.append((try reader.save(found, path: item.path, recovery: self), found.crash))
+                case .failure(let rejection) where rejection.vanished: log.debug("crash file \(item.path) went before it was read: skipped")
                 case .failure(let rejection) where rejection.transient:
-                    log.warn("crash file \(path) could not be read now (\(rejection.reason)): left for the next launch")
-                case .failure(let rejection): try reject(path, because: rejection.reason, modified: modified)
+                    log.warn("crash file \(item.path) could not be read now (\(rejection.reason)): left for the next launch")
+                case .failure(let rejection): try reject(item.path, because: rejection.reason, modified: item.modified)
                 }
             }
-            guard !read.isEmpty else { continue }
-            let records = try repository.saveCrashes(read.map(\.save))
+            guard !saves.isEmpty else { continue }
+            let records = try repository.saveCrashes(saves.map(\.save))
             log.debug("\(records.count) crash file(s) saved as records \(records.first?.rowID ?? 0)…\(records.last?.rowID ?? 0)")
-            for (item, record) in zip(read, records) {
+            for (item, record) in zip(saves, records) {
                 switch record {
                 case .new(let rowID): try skipChainsTheCrashInterrupted(item.crash, record: rowID)
                 case .counted(on: let rowID): log.info("crash file \(item.save.crashFile) is the same crash as record \(rowID): counted on it")
                 }
             }
             host.faults.hit(.afterSave)
-            try purge(zip(read, records).map { ($0.save.crashFile, $1) })
-            saved += read.map { LocalPaths.fileName($0.save.crashFile) }
+            if let unlinked = pipeline.takeUnlinked() { try markPurged(unlinked) }
+            let purge = zip(saves, records).map { (path: Optional($0.save.crashFile), record: $1) }
+            if index + 1 < batches.count {
+                pipeline.startUnlinking(purge)
+            } else {
+                try self.purge(purge)
+            }
+            saved += saves.map { LocalPaths.fileName($0.save.crashFile) }
         }
+        if let unlinked = pipeline.takeUnlinked() { try markPurged(unlinked) }
         if host.isInterrupted && saved.count < files.count {
             log.info("interrupted: \(files.count - saved.count) crash file(s) left for the next launch")
         }
         return saved
     }
 
-    /// Turns the crash files of one recovery into saves, with what they share: the module files
-    /// symbolication opened, and each session's registered attachments.
+    /// Turns the crash files of one recovery, read and symbolicated, into saves, with what they
+    /// share: each session's registered attachments, breadcrumbs and release.
     private struct CrashReader {
         let watched: ProgramExit?
-        let symbolCache = SymbolCache()
         var registered: [String: [String: FileIdentity]] = [:]
         /// Each crashed session's breadcrumbs, read from its ring once.
         var breadcrumbs: [String: [Breadcrumb]] = [:]
@@ -72,19 +89,17 @@ extension Recovery {
         init(watched: ProgramExit?) { self.watched = watched }
 
         /// The report `crash` (read from `path`) becomes, its plugin quarantined when at fault.
-        mutating func save(_ crash: CrashFile, path: String, recovery: Recovery) throws(StorageError) -> Repository.CrashSave {
+        mutating func save(_ found: ReadCrash.Found, path: String, recovery: Recovery) throws(StorageError) -> Repository.CrashSave {
+            let crash = found.crash
             let culprit = try recovery.quarantineCulprit(of: crash)
             let program = watched.flatMap { $0.session == crash.session ? $0 : nil }
-            // Symbolicated here, on the machine that crashed, while its files are the ones that
-            // ran (each checked by build id).
-            let symbols = ElfSymbols(for: crash, cache: symbolCache)
             var attachments: [String: FileIdentity] = [:]
             if let session = crash.session {
                 if registered[session] == nil { registered[session] = try recovery.repository.crashAttachments(of: session) }
                 attachments = registered[session] ?? [:]
             }
             var document = FoundReports.crash(
-                crash, culprit: culprit, program: program, unsymbolicated: symbols?.refusals ?? [ElfSymbols.unavailable], registered: attachments,
+                crash, culprit: culprit, program: program, unsymbolicated: found.refusals, registered: attachments,
                 system: recovery.repository.system)
             if program == nil, let session = crash.session {
                 if breadcrumbs[session] == nil { breadcrumbs[session] = recovery.breadcrumbs(of: session) }
@@ -103,7 +118,7 @@ extension Recovery {
                     .joined(separator: "\n")
             }
             return Repository.CrashSave(
-                document: document, crash: crash.payload(symbols: symbols), crashFile: path, session: crash.session,
+                document: document, serializedCrash: found.payload, crashFile: path, session: crash.session,
                 fingerprint: fingerprint)
         }
     }
@@ -199,18 +214,29 @@ extension Recovery {
     /// own. A kill before that unlink counts the file again at the next launch: a count too
     /// high by one, never a crash lost.
     func purge(_ saved: [(path: String?, record: Repository.CrashSaved)]) throws(StorageError) {
+        try markPurged(Self.unlink(saved, system: repository.system, log: log))
+    }
+
+    /// A purge's first half, on any thread: unlinks the files and syncs their folders once.
+    /// Returns the records to mark purged: the new ones whose file is gone.
+    static func unlink(_ saved: [(path: String?, record: Repository.CrashSaved)], system: SystemCalls, log: HostLogger) -> [Int64] {
         var purged: [Int64] = []
         var folders: Set<String> = []
         for (path, record) in saved {
-            if let path, repository.system.unlink(path) != 0, errno != ENOENT {
+            if let path, system.unlink(path) != 0, errno != ENOENT {
                 log.error("crash file \(path) saved but not purged (\(String(cString: strerror(errno)))): it is sent once a launch purges it")
                 continue
             }
             if let path { folders.insert(Paths.folder(of: path)) }
             if case .new(let rowID) = record { purged.append(rowID) }
         }
-        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder), system: repository.system) }
-        try repository.crashFilesPurged(purged)
+        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder), system: system) }
+        return purged
+    }
+
+    /// A purge's second half, on the recovery's thread: the records marked purged.
+    func markPurged(_ rowIDs: [Int64]) throws(StorageError) {
+        try repository.crashFilesPurged(rowIDs)
         host.faults.hit(.afterPurge)
     }
 

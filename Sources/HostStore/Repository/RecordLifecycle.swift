@@ -87,18 +87,23 @@ extension Repository {
     /// One crash file's report for `saveCrashes`.
     package struct CrashSave: Sendable {
         package var document: ReportDocument
-        package var crash: JSONValue
+        /// The crash payload, serialized (a recovery serializes it off the saving thread).
+        package var crash: String
         package var crashFile: String
         package var session: String?
         /// What makes two crashes the same one (SPEC B-3), nil for a crash never merged.
         package var fingerprint: String?
 
-        package init(document: ReportDocument, crash: JSONValue, crashFile: String, session: String?, fingerprint: String? = nil) {
+        package init(document: ReportDocument, serializedCrash: String, crashFile: String, session: String?, fingerprint: String? = nil) {
             self.document = document
-            self.crash = crash
+            self.crash = serializedCrash
             self.crashFile = crashFile
             self.session = session
             self.fingerprint = fingerprint
+        }
+
+        package init(document: ReportDocument, crash: JSONValue, crashFile: String, session: String?, fingerprint: String? = nil) {
+            self.init(document: document, serializedCrash: crash.serialized(), crashFile: crashFile, session: session, fingerprint: fingerprint)
         }
     }
 

@@ -53,7 +53,7 @@ extension Repository {
         do throws(StorageError) {
             rowID = try database.transaction(durability) { () throws(StorageError) -> Int64 in
                 let (rowID, copies) = try insert(
-                    document, state: state, crash: crash, crashFile: crashFile, session: session, dialogPending: dialogPending,
+                    document, state: state, crash: crash?.serialized(), crashFile: crashFile, session: session, dialogPending: dialogPending,
                     omitting: omitting)
                 written = copies
                 if let clearingSession {
@@ -72,9 +72,9 @@ extension Repository {
     }
 
     /// The insert of a new record and its attachment copies, inside the caller's transaction:
-    /// its row id and the copies written.
+    /// its row id and the copies written. `crash` is the crash payload, serialized.
     func insert(
-        _ document: ReportDocument, state: RecordState, crash: JSONValue? = nil, crashFile: String? = nil,
+        _ document: ReportDocument, state: RecordState, crash: String? = nil, crashFile: String? = nil,
         session: String? = nil, dialogPending: Bool = false, fingerprint: String? = nil, omitting: Bool = false
     ) throws(StorageError) -> (Int64, AttachmentCopies) {
         let stored = StoredDocument(document)
@@ -90,7 +90,7 @@ extension Repository {
         let rowID = try database.query("SELECT last_insert_rowid()").first?.first?.int ?? 0
         try writeBreadcrumbs(stored, of: rowID, isNew: true)
         // Apart from the row, which its state changes write again (schema 15).
-        if let crash { try database.query("INSERT INTO crash_payloads(record, payload) VALUES(?, ?)", [.integer(rowID), .text(crash.serialized())]) }
+        if let crash { try database.query("INSERT INTO crash_payloads(record, payload) VALUES(?, ?)", [.integer(rowID), .text(crash)]) }
         let copies = try writeAttachments(document.content.attachments, record: rowID, isNew: true, omittingWhatDoesNotFit: omitting)
         if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
         return (rowID, copies)

@@ -23,6 +23,34 @@ package func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     return true
 }
 
+/// A function run on a thread of its own while the thread that started it goes on, such as
+/// unlinking one batch of files while the next is read; `result()` waits for its end. When the
+/// system refuses a thread, the function runs at once on the starter's.
+///
+/// # Thread safety
+/// The result is a `WaitableState`, set once by the function's thread.
+package final class Overlapped<Value: Sendable>: Sendable {
+    private let value = WaitableState<Value?>(nil)
+
+    /// Starts `body` on a thread named `name` (the kernel keeps its first 15 bytes).
+    package init(name: String, _ body: @escaping @Sendable () -> Value) {
+        let value = value
+        let started = startThread {
+            nameCurrentThread(name)
+            let result = body()
+            value.update { $0 = result }
+        }
+        if !started { value.update { $0 = body() } }
+    }
+
+    /// What the function returned, once it has.
+    package func result() -> Value {
+        let result = value.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { value, _ in value })
+        guard let result else { preconditionFailure("Overlapped: woken without a result") }
+        return result
+    }
+}
+
 /// Makes the calling thread one whose wake-ups need not be prompt (Linux's `SCHED_BATCH`, at
 /// the same priority): woken, it does not take the processor from the thread that woke it,
 /// but runs once a processor is free. For a thread that only waits on the disk for others
