@@ -217,9 +217,29 @@ extension Recovery {
         try markPurged(Self.unlink(saved, system: repository.system, log: log))
     }
 
-    /// A purge's first half, on any thread: unlinks the files and syncs their folders once.
+    /// A purge's first half, on any thread: unlinks the files, then syncs their folders once.
     /// Returns the records to mark purged: the new ones whose file is gone.
+    ///
+    /// An unlink waits for the disk to free the file's blocks (to discard them, on a disk
+    /// mounted so): a batch's files are unlinked by up to `unlinkers` threads at once, whose
+    /// waits overlap (a thousand files took 135 ms on one thread, 60 on four). Fewer than 32
+    /// files are unlinked on the calling thread alone.
     static func unlink(_ saved: [(path: String?, record: Repository.CrashSaved)], system: SystemCalls, log: HostLogger) -> [Int64] {
+        let parts = max(1, min(unlinkers, saved.count / 16))
+        let size = (saved.count + parts - 1) / max(1, parts)
+        let slices = stride(from: 0, to: saved.count, by: max(1, size)).map { saved[$0..<min(saved.count, $0 + size)] }
+        let others = slices.dropFirst().map { slice in Overlapped(name: "rh-unlink") { unlinkEach(slice, system: system, log: log) } }
+        let unlinked = slices.prefix(1).map { unlinkEach($0, system: system, log: log) } + others.map { $0.result() }
+        for folder in Set(unlinked.flatMap(\.folders)) { DurableFile.syncDirectory(URL(fileURLWithPath: folder), system: system) }
+        return unlinked.flatMap(\.purged)
+    }
+
+    /// How many threads unlink one batch's files at most.
+    static let unlinkers = 4
+
+    private static func unlinkEach(
+        _ saved: ArraySlice<(path: String?, record: Repository.CrashSaved)>, system: SystemCalls, log: HostLogger
+    ) -> (purged: [Int64], folders: Set<String>) {
         var purged: [Int64] = []
         var folders: Set<String> = []
         for (path, record) in saved {
@@ -230,8 +250,7 @@ extension Recovery {
             if let path { folders.insert(Paths.folder(of: path)) }
             if case .new(let rowID) = record { purged.append(rowID) }
         }
-        for folder in folders { DurableFile.syncDirectory(URL(fileURLWithPath: folder), system: system) }
-        return purged
+        return (purged, folders)
     }
 
     /// A purge's second half, on the recovery's thread: the records marked purged.
