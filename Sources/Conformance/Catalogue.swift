@@ -58,14 +58,22 @@ package enum Catalogue {
                 : (.warning, "\(others.count) other symbol(s) exported, e.g. \(others.prefix(3).joined(separator: ", "))")
         },
         ConformanceCheck(
-            name: "entry-time", summary: "rh_plugin_entry and loading take at most 100 ms (a warning otherwise)",
+            name: "entry-time",
+            summary: "rh_plugin_entry and loading take at most 100 ms, not counting time spent waiting for a processor (a warning otherwise)",
             slots: Set(PluginSlot.allCases)
         ) { context in
+            // Loading runs on this thread (the host, the plugin's copy) and on the main executor's
+            // (dlopen, the entry): a machine busy with other work delays both, which is not the
+            // plugin's doing. A sleep or a blocking call in the entry still counts.
+            let queuedBefore = waitedForProcessor(context)
             let clock = SystemClock()
             let start = clock.now()
             _ = try context.host()
             let elapsed = clock.now().milliseconds(since: start)
-            return elapsed > 100 ? (.warning, "loading took \(elapsed) ms") : (.passed, "loading took \(elapsed) ms")
+            let queued = waitedForProcessor(context).map { Int(($0 &- (queuedBefore ?? $0)) / 1_000_000) } ?? 0
+            let own = max(0, elapsed - queued)
+            let note = "loading took \(own) ms" + (queued > 0 ? " (and \(queued) ms waiting for a processor)" : "")
+            return own > 100 ? (.warning, note) : (.passed, note)
         },
         ConformanceCheck(
             name: "completes-once-running-app",

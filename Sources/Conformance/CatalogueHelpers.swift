@@ -51,6 +51,23 @@ extension Catalogue {
         return events.first(of: kinds, about: plugin)?.message
     }
 
+    /// How long the calling thread and the main executor's thread have waited, runnable, for a
+    /// processor (nanoseconds, the kernel's `/proc/thread-self/schedstat`); nil when the kernel
+    /// does not say.
+    static func waitedForProcessor(_ context: CheckContext) -> UInt64? {
+        let system = context.system
+        let main = context.mainExecutor.sync(timeoutMilliseconds: 1_000) { runQueueWait(system: system) }
+        guard let own = runQueueWait(system: system), let main = main ?? nil else { return nil }
+        return own &+ main
+    }
+
+    /// The calling thread's wait for a processor so far (nanoseconds), from schedstat's second field.
+    static func runQueueWait(system: SystemCalls) -> UInt64? {
+        guard case .success(let data) = BoundedFile.read("/proc/thread-self/schedstat", limit: 256, system: system) else { return nil }
+        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        return fields.count >= 2 ? UInt64(fields[1]) : nil
+    }
+
     /// The defined dynamic symbols of a library, via nm; nil when nm is missing. Of nm's
     /// output the first 4 MB are kept (a plugin's symbol table is input from outside).
     static func exportedSymbols(_ path: String, system: SystemCalls) -> [String]? {

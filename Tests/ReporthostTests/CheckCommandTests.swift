@@ -285,6 +285,28 @@ import Testing
         #expect(results["entry-time"]?.status == .warning)
     }
 
+    @Test("I-8: entry-time does not count the time loading waits for a processor: three programs spinning on the check's one processor do not make a fast plugin slow")
+    func entryTimeOnABusyProcessor() async throws {
+        let library = Products.directory.appendingPathComponent("libwrapper-sim.so").path
+        let spinners = (0..<3).compactMap { _ in
+            try? Subprocess.spawn(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"]).get()
+        }
+        defer {
+            for spinner in spinners {
+                kill(spinner.pid, SIGKILL)
+                _ = spinner.wait()
+            }
+        }
+        try #require(spinners.count == 3, "taskset (util-linux) starts the spinners")
+        let result = try await offPool {
+            try ChildProcess.run("/usr/bin/taskset", ["-c", "0", Products.reporthost.path, "check", library, "--include", "entry-time", "--json"])
+        }
+        let json = try JSONValue.parse(result.stdout)
+        let entry = try #require((json["results"]?.arrayValue ?? []).compactMap(CheckResult.init(json:)).first { $0.check == "entry-time" })
+        #expect(entry.status == .passed, "\(entry.details)")
+        #expect(entry.details.contains("waiting for a processor"), "the wait is measured and said: \(entry.details)")
+    }
+
     @Test("I-8: a plugin that refuses to load fails the load check; one that crashes or hangs is reported and the run goes on")
     func isolation() async throws {
         let refuses = try Fixtures.plugin(
