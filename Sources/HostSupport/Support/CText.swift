@@ -35,11 +35,29 @@ extension StringProtocol {
     }
 }
 
-/// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, from
-/// `getrandom` (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time).
+/// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, from one
+/// `getrandom` (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time),
+/// written digit by digit (a recovered backlog takes two for each of its reports).
 package func randomUUID() -> String {
-    let high = SystemCalls.random64() & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
-    let low = SystemCalls.random64() & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000  // variant 10
-    let (h, l) = (String(hex: high, width: 16), String(hex: low, width: 16))
-    return "\(h.prefix(8))-\(h.dropFirst(8).prefix(4))-\(h.suffix(4))-\(l.prefix(4))-\(l.suffix(12))"
+    let (random, more) = SystemCalls.random128()
+    let high = random & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4
+    let low = more & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000  // variant 10
+    return String(unsafeUninitializedCapacity: 36) { text in
+        var at = 0
+        func put(_ value: UInt64, digits: Int) {
+            for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
+                let nibble = UInt8(truncatingIfNeeded: value >> UInt64(shift) & 0xF)
+                text[at] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+                at += 1
+            }
+        }
+        for (value, digits) in [(high >> 32, 8), (high >> 16, 4), (high, 4), (low >> 48, 4), (low, 12)] {
+            if at > 0 {
+                text[at] = UInt8(ascii: "-")
+                at += 1
+            }
+            put(value, digits: digits)
+        }
+        return at
+    }
 }

@@ -195,6 +195,14 @@ extension SystemCalls {
         var generator = SystemRandomNumberGenerator()
         return generator.next()
     }
+
+    /// 128 random bits from one call of glibc's `arc4random_buf` (`getrandom` underneath; the
+    /// standard library's generator makes a call for each 64); never injected.
+    package static func random128() -> (UInt64, UInt64) {
+        var bits: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &bits) { arc4random_buf($0.baseAddress!, $0.count) }
+        return bits
+    }
 }
 
 /// Gives the calling thread its kernel name (what `ps -L`, gdb and /proc show), cut to the 15
