@@ -67,7 +67,7 @@ struct BatchPipeline {
     mutating func startUnlinking(_ saved: [(path: String?, record: Repository.CrashSaved)]) {
         precondition(unlinking == nil, "BatchPipeline: an unlink started before the last one was taken")
         let (system, log) = (system, host.logger)
-        unlinking = Overlapped(name: "rh-recover-purge") { Recovery.unlink(saved, system: system, log: log) }
+        unlinking = Overlapped(name: "rh-purge") { Recovery.unlink(saved, system: system, log: log) }
     }
 
     /// The records whose files `startUnlinking` unlinked, once it has; nil when none was started.
