@@ -59,16 +59,18 @@ package enum Catalogue {
         },
         ConformanceCheck(
             name: "entry-time",
-            summary: "rh_plugin_entry and loading take at most 100 ms, not counting time spent waiting for a processor (a warning otherwise)",
+            summary: "loading (dlopen and rh_plugin_entry) takes at most 100 ms, not counting time spent waiting for a processor (a warning otherwise)",
             slots: Set(PluginSlot.allCases)
         ) { context in
-            // Loading runs on this thread (the host, the plugin's copy) and on the main executor's
-            // (dlopen, the entry): a machine busy with other work delays both, which is not the
-            // plugin's doing. A sleep or a blocking call in the entry still counts.
+            let (host, _) = try context.emptyHost()
+            defer { host.stop() }
+            // The plugin is loaded on the main executor's thread while this one waits: a machine
+            // busy with other work delays that thread, which is not the plugin's doing. A sleep or
+            // a blocking call in the entry still counts.
             let queuedBefore = waitedForProcessor(context)
             let clock = SystemClock()
             let start = clock.now()
-            _ = try context.host()
+            _ = try context.loadCopy(into: host)
             let elapsed = clock.now().milliseconds(since: start)
             let queued = waitedForProcessor(context).map { Int(($0 &- (queuedBefore ?? $0)) / 1_000_000) } ?? 0
             let own = max(0, elapsed - queued)

@@ -51,14 +51,12 @@ extension Catalogue {
         return events.first(of: kinds, about: plugin)?.message
     }
 
-    /// How long the calling thread and the main executor's thread have waited, runnable, for a
+    /// How long the main executor's thread, which loads plugins, has waited, runnable, for a
     /// processor (nanoseconds, the kernel's `/proc/thread-self/schedstat`); nil when the kernel
     /// does not say.
     static func waitedForProcessor(_ context: CheckContext) -> UInt64? {
         let system = context.system
-        let main = context.mainExecutor.sync(timeoutMilliseconds: 1_000) { runQueueWait(system: system) }
-        guard let own = runQueueWait(system: system), let main = main ?? nil else { return nil }
-        return own &+ main
+        return context.mainExecutor.sync(timeoutMilliseconds: 1_000) { runQueueWait(system: system) } ?? nil
     }
 
     /// The calling thread's wait for a processor so far (nanoseconds), from schedstat's second field.

@@ -92,6 +92,12 @@ package struct CheckContext: Sendable {
     /// A host with the plugin loaded into its slot, from a fresh copy of the library (fresh
     /// globals), recording the rule events the host notes.
     func host(limits: Limits = CheckContext.limits) throws(HostError) -> (host: ReportHost, events: RuleEvents, plugin: LoadedPlugin) {
+        let (host, events) = try emptyHost(limits: limits)
+        return (host, events, try loadCopy(into: host))
+    }
+
+    /// A host with no plugin yet (`host`'s first half), recording the rule events it notes.
+    func emptyHost(limits: Limits = CheckContext.limits) throws(HostError) -> (host: ReportHost, events: RuleEvents) {
         var configuration = Configuration()
         configuration.limits = limits
         // Its own repository, for the plugin's `data_folder`; removed with the copies.
@@ -99,7 +105,12 @@ package struct CheckContext: Sendable {
         Self.copies.withLock { $0.append(configuration.repository) }
         if let options { configuration.pluginOptions[slot] = options }
         let events = RuleEvents()
-        let host = try ReportHost(configuration: configuration, logger: .silent, mainExecutor: mainExecutor, observer: events.observe)
+        return (try ReportHost(configuration: configuration, logger: .silent, mainExecutor: mainExecutor, observer: events.observe), events)
+    }
+
+    /// The plugin loaded into its slot of `host` from a fresh copy of the library (fresh
+    /// globals): `host`'s second half.
+    func loadCopy(into host: ReportHost) throws(HostError) -> LoadedPlugin {
         let copy = copiesFolder.appendingPathComponent("rh-check-\(UUID().uuidString).so").path
         do {
             try FileManager.default.copyItem(atPath: pluginPath, toPath: copy)
@@ -107,8 +118,7 @@ package struct CheckContext: Sendable {
             throw .io(path: copy, reason: "cannot copy the plugin for a fresh image")
         }
         Self.copies.withLock { $0.append(copy) }
-        let plugin = try host.loadPlugin(at: copy, into: slot)
-        return (host, events, plugin)
+        return try host.loadPlugin(at: copy, into: slot)
     }
 
     /// Set by `reporthost check` for its child processes: where they put their plugin copies.
