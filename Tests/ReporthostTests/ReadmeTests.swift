@@ -144,6 +144,17 @@ import Testing
         }
     }
 
+    /// The names of the checks under `check`'s WARNING heading (its lines indented 4 spaces).
+    static func warnings(in output: String) -> [String] {
+        var names: [String] = []
+        var inWarnings = false
+        for line in output.split(separator: "\n") {
+            if !line.hasPrefix("    ") { inWarnings = line.trimmingCharacters(in: .whitespaces).hasPrefix("WARNING"); continue }
+            if inWarnings, let name = line.split(separator: " ").first { names.append(String(name)) }
+        }
+        return names
+    }
+
     @Test("docs/plugins.md: the Swift walkthrough, followed literally in its own package folder, builds a plugin that tags the report and passes check without a warning")
     func swiftWalkthrough() async throws {
         try await offPool {
@@ -162,9 +173,14 @@ import Testing
             #expect(!(build.stdout + build.stderr).contains("warning:"), "\(build.stdout)")
             let report = try Self.runAsReader(commands[1], in: folder)
             #expect(try JSONValue.parse(report.stdout)["attributes"]?["team"] == .string("payments"))
-            // entry-time does not count the time loading waits for a processor (the suite's other
-            // tests keep both busy): a warning here is the plugin's own.
-            let checked = try Self.runAsReader(commands[2], in: folder)
+            let sample = "reporthost check x\n  WARNING (1)\n    entry-time  106 ms  loading took 106 ms\n  PASSED (1)\n    loads  1 ms  loaded"
+            #expect(Self.warnings(in: sample) == ["entry-time"], "the WARNING heading is read as check prints it")
+            var checked = try Self.runAsReader(commands[2], in: folder)
+            // entry-time does not count the time loading waits for a processor, but it counts
+            // other stalls (page faults reading a debug Swift plugin from a disk the suite's other
+            // tests keep busy). Only that warning, and only once, is measured again; any other
+            // warning, or the same twice, fails.
+            if Self.warnings(in: checked.stdout) == ["entry-time"] { checked = try Self.runAsReader(commands[2], in: folder) }
             #expect(checked.status == 0 && !checked.stdout.contains("WARNING"), "\(checked.stdout)")
             try Self.expectFuzzPasses(folder.appendingPathComponent("my-plugin/.build/debug/libmy-plugin.so").path)
         }

@@ -23,8 +23,8 @@ extension Recovery {
     ///
     /// A backlog of several batches is a pipeline (`RecoveryBatches.swift`): batch k+1 is
     /// read and batch k-1 unlinked, each on a thread of its own, while batch k is saved here.
-    /// A backlog of one batch makes its calls on this thread, in one order (a failure sweep
-    /// counts them).
+    /// A backlog of one batch is read and saved on this thread; one batch of fewer than 32
+    /// files makes every call on it, in one order (a failure sweep counts them).
     func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) -> [String] {
         var saved: [String] = []
         // Oldest first; files written in the same nanosecond (or with a clock stepped back) in
@@ -35,7 +35,8 @@ extension Recovery {
         let batches = stride(from: 0, to: files.count, by: batch).map { files[$0..<min(files.count, $0 + batch)] }
         var reader = CrashReader(watched: watched)
         var pipeline = BatchPipeline(system: repository.system, host: host)
-        // Waited for on every way out: no read or unlink outlives the call.
+        // Waited for on every way out: no read or unlink outlives the call (a failed save waits
+        // for the next batch's read to end first).
         defer { pipeline.wait() }
         for (index, files) in batches.enumerated() {
             let read = pipeline.takeRead() ?? pipeline.read(files)

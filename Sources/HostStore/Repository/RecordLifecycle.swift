@@ -87,7 +87,8 @@ extension Repository {
     /// One crash file's report for `saveCrashes`.
     package struct CrashSave: Sendable {
         package var document: ReportDocument
-        /// The crash payload, serialized (a recovery serializes it off the saving thread).
+        /// The crash payload, serialized (a recovery serializes it where it reads the crash
+        /// file: a batch ahead, on a thread of its own, when the backlog has several).
         package var crash: String
         package var crashFile: String
         package var session: String?

@@ -36,8 +36,9 @@ extension StringProtocol {
 }
 
 /// A random (version 4) UUID in lower case, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, from one
-/// `getrandom` (Foundation's `UUID()` opens, reads and closes `/dev/urandom` each time),
-/// written digit by digit (a recovered backlog takes two for each of its reports).
+/// call of glibc's `arc4random_buf` (`getrandom` underneath; Foundation's `UUID()` opens,
+/// reads and closes `/dev/urandom` each time), written digit by digit (a recovered backlog
+/// takes two for each of its reports).
 package func randomUUID() -> String {
     let (random, more) = SystemCalls.random128()
     let high = random & 0xFFFF_FFFF_FFFF_0FFF | 0x4000  // version 4

@@ -25,22 +25,29 @@ package func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
 
 /// A function run on a thread of its own while the thread that started it goes on, such as
 /// unlinking one batch of files while the next is read; `result()` waits for its end. When the
-/// system refuses a thread, the function runs at once on the starter's.
+/// system refuses a thread, the function runs at once on the starter's. What the function
+/// holds is let go before its result is given: nothing it captured outlives `result()` on
+/// its thread.
 ///
 /// # Thread safety
-/// The result is a `WaitableState`, set once by the function's thread.
+/// The result is a `WaitableState`, set once: by the function's thread, or by the starter's
+/// when no thread could be made.
 package final class Overlapped<Value: Sendable>: Sendable {
     private let value = WaitableState<Value?>(nil)
 
     /// Starts `body` on a thread named `name` (the kernel keeps its first 15 bytes).
     package init(name: String, _ body: @escaping @Sendable () -> Value) {
         let value = value
+        let job = Job(body)
         let started = startThread {
             nameCurrentThread(name)
-            let result = body()
+            let result = job.run()
             value.update { $0 = result }
         }
-        if !started { value.update { $0 = body() } }
+        if !started {
+            let result = job.run()
+            value.update { $0 = result }
+        }
     }
 
     /// What the function returned, once it has.
@@ -48,6 +55,22 @@ package final class Overlapped<Value: Sendable>: Sendable {
         let result = value.wait(until: nil, clock: SystemClock(), for: { $0 != nil }, then: { value, _ in value })
         guard let result else { preconditionFailure("Overlapped: woken without a result") }
         return result
+    }
+
+    /// The function, dropped (with what it captured) as it returns.
+    ///
+    /// # Thread safety
+    /// `@unchecked Sendable`: run once, by one thread.
+    private final class Job: @unchecked Sendable {
+        private var body: (@Sendable () -> Value)?
+
+        init(_ body: @escaping @Sendable () -> Value) { self.body = body }
+
+        func run() -> Value {
+            guard let body else { preconditionFailure("Overlapped: run twice") }
+            self.body = nil
+            return body()
+        }
     }
 }
 
