@@ -27,7 +27,7 @@ import Testing
     /// A crash file's record saved in `target` (this suite's repository when nil): its row id.
     func saveCrash(_ summary: String, in target: Repository? = nil) throws -> Int64 {
         let file = folder.appendingPathComponent("\(summary).crash").path
-        let save = Repository.CrashSave(document: .summarised(summary, trigger: .crash), crash: Self.payload, crashFile: file, session: nil)
+        let save = Repository.CrashSave(document: .summarised(summary, trigger: .crash), serializedCrash: Self.payload.serialized(), crashFile: file, session: nil)
         return try #require(try (target ?? repository).saveCrashes([save]).first?.rowID)
     }
 

@@ -13,6 +13,15 @@ import Testing
     /// Three batches: two of `Recovery.crashFilesPerBatch` and a short one.
     static let count = 2 * 128 + 44
 
+    /// A fixture with the backlog, after a launch killed at `point`.
+    func killedLaunch(at point: FaultPoint) throws -> CommandFixture {
+        let fixture = CommandFixture("pipeline-\(point.rawValue)")
+        try backlog(fixture)
+        let killed = try fixture.run(["launch"], crashAt: point)
+        #expect(killed.signal == SIGKILL, "\(killed)")
+        return fixture
+    }
+
     func backlog(_ fixture: CommandFixture) throws {
         let crashes = fixture.repository + "/crashes"
         try FileManager.default.createDirectory(atPath: crashes, withIntermediateDirectories: true)
@@ -32,10 +41,7 @@ import Testing
 
     @Test("D-1, D-2, I-6: killed after the first batch's save, nothing of the backlog is unlinked yet; the next launch saves each crash once")
     func killedAfterTheFirstSave() throws {
-        let fixture = CommandFixture("pipeline-save")
-        try backlog(fixture)
-        let killed = try fixture.run(["launch"], crashAt: .afterSave)
-        #expect(killed.signal == SIGKILL, "\(killed)")
+        let fixture = try killedLaunch(at: .afterSave)
         let saved = try crashRecords(fixture)
         #expect(saved.count == 128 && saved.allSatisfy { $0.state == .pendingPurge }, "\(saved.map(\.state))")
         #expect(crashFiles(fixture) == Self.count, "no file is unlinked before its batch is saved and the launch goes on")
@@ -44,10 +50,7 @@ import Testing
 
     @Test("D-1, D-2, I-6: killed at the first purge's mark, the first batch is marked after the second is saved, whose files are all still there; the next launch finishes both")
     func killedAtTheFirstMark() throws {
-        let fixture = CommandFixture("pipeline-purge")
-        try backlog(fixture)
-        let killed = try fixture.run(["launch"], crashAt: .afterPurge)
-        #expect(killed.signal == SIGKILL, "\(killed)")
+        let fixture = try killedLaunch(at: .afterPurge)
         let saved = try crashRecords(fixture)
         #expect(saved.count == 256, "the second batch is saved before the first is marked purged")
         #expect(saved.filter { $0.state == .pendingChain }.count == 128, "the first batch, its files gone, is marked")

@@ -227,7 +227,7 @@ extension Recovery {
     /// files are unlinked on the calling thread alone.
     static func unlink(_ saved: [(path: String?, record: Repository.CrashSaved)], system: SystemCalls, log: HostLogger) -> [Int64] {
         let parts = max(1, min(unlinkers, saved.count / 16))
-        let size = (saved.count + parts - 1) / max(1, parts)
+        let size = (saved.count + parts - 1) / parts
         let slices = stride(from: 0, to: saved.count, by: max(1, size)).map { saved[$0..<min(saved.count, $0 + size)] }
         let others = slices.dropFirst().map { slice in Overlapped(name: "rh-unlink") { unlinkEach(slice, system: system, log: log) } }
         let unlinked = slices.prefix(1).map { unlinkEach($0, system: system, log: log) } + others.map { $0.result() }

@@ -102,10 +102,6 @@ extension Repository {
             self.session = session
             self.fingerprint = fingerprint
         }
-
-        package init(document: ReportDocument, crash: JSONValue, crashFile: String, session: String?, fingerprint: String? = nil) {
-            self.init(document: document, serializedCrash: crash.serialized(), crashFile: crashFile, session: session, fingerprint: fingerprint)
-        }
     }
 
     /// D-1 step 1 for a batch of crash files, in one transaction: every record is saved or

@@ -190,12 +190,6 @@ extension SystemCalls {
     /// The wall clock's now (the seam's `wallClock`).
     package func now() -> Date { wallClock.now() }
 
-    /// 64 random bits from the system's generator (`getrandom`); never injected.
-    package static func random64() -> UInt64 {
-        var generator = SystemRandomNumberGenerator()
-        return generator.next()
-    }
-
     /// 128 random bits from one call of glibc's `arc4random_buf` (`getrandom` underneath; the
     /// standard library's generator makes a call for each 64); never injected.
     package static func random128() -> (UInt64, UInt64) {
