@@ -38,10 +38,10 @@ final class BreadcrumbReader: Sendable {
                 } else {
                     while known < positions.count && positions[known] < slot.position { known += 1 }
                     guard known < positions.count && positions[known] == slot.position else { continue }
-                    current.breadcrumbs.append(breadcrumbs[known])
                     // Its id, counted again: lower while older breadcrumbs were being written.
-                    let last = current.breadcrumbs.count - 1
-                    if current.breadcrumbs[last].sequence != slot.sequence { current.breadcrumbs[last].sequence = slot.sequence }
+                    var breadcrumb = breadcrumbs[known]
+                    breadcrumb.sequence = slot.sequence
+                    current.breadcrumbs.append(breadcrumb)
                 }
                 current.positions.append(slot.position)
             }
