@@ -7,13 +7,19 @@ import HostSupport
 import MainQueue
 import MallocArena
 
-// One malloc arena for every thread: a command's work runs on a thread of its own, and a
-// second arena grows a page range at a time (an mprotect each: a tenth of `status --all`).
-// Not for `receive`, whose connections are served on threads at once (they would queue on
-// the one arena's lock). The embedding library leaves its host's malloc alone.
-// `receive` gives back what a large request took once it is answered: its memory stays flat
-// whatever size of posts arrives.
-if CommandLine.arguments.dropFirst().first != "receive" { _ = rh_use_one_malloc_arena() } else { _ = rh_return_large_blocks() }
+// One malloc arena for every thread of the commands that only read: their work runs on a
+// thread of its own, and a second arena grows a page range at a time (an mprotect each, 300
+// for `status --all` at 10,000 records). Not for the commands that recover: a backlog is
+// read, saved and unlinked on several threads at once, which one arena's lock would queue
+// (a launch with 10,000 crash files took a fifth longer). Nor for `receive`, whose
+// connections are served on threads at once; it gives back what a large request took once
+// it is answered: its memory stays flat whatever size of posts arrives. The embedding
+// library leaves its host's malloc alone.
+switch CommandLine.arguments.dropFirst().first {
+case "receive": _ = rh_return_large_blocks()
+case "report", "launch", "crash", "run", "demo": break
+default: _ = rh_use_one_malloc_arena()
+}
 // What `run` may pass on to its program: recorded before anything opens a descriptor.
 InheritedDescriptors.record(system: Switches.system)
 // A failure sweep routes SQLite's calls before any database opens.
