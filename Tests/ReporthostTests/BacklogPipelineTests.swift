@@ -6,9 +6,10 @@ import HostTestSupport
 import Testing
 
 /// A backlog of several batches goes through a pipeline: batch k+1 is read and batch k-1
-/// unlinked on threads of their own while batch k is saved (SPEC D-1, D-2). Killed at each
-/// fault point, a launch leaves exactly the state the order promises, and the next one
-/// finishes it without losing or doubling a crash.
+/// unlinked on threads of their own while batch k is saved, and batch k-1's chains run once
+/// its files are purged (SPEC D-1, D-2, H-13). Killed at each fault point, a launch leaves
+/// exactly the state the order promises, and the next one finishes it without losing or
+/// doubling a crash.
 @Suite struct BacklogPipelineTests {
     /// Three batches: two of `Recovery.crashFilesPerBatch` and a short one.
     static let count = 2 * 128 + 44
@@ -56,6 +57,18 @@ import Testing
         #expect(saved.filter { $0.state == .pendingChain }.count == 128, "the first batch, its files gone, is marked")
         #expect(saved.filter { $0.state == .pendingPurge }.count == 128, "the second waits for its unlinks")
         #expect(crashFiles(fixture) == Self.count - 128, "only the first batch's files are gone")
+        try finished(fixture)
+    }
+
+    @Test("D-1, H-13: a batch's chains run once its files are purged, before the last batch is saved; killed in the first chain, the next launch finishes every crash once")
+    func killedInTheFirstChain() throws {
+        let fixture = try killedLaunch(at: .duringHandlers)
+        let saved = try crashRecords(fixture)
+        #expect(saved.count == 256, "the first batch's chains run after the second batch is saved, never after the last")
+        #expect(saved.filter { $0.state == .pendingChain }.count == 128, "the first batch, purged, is in its chains")
+        #expect(saved.filter { $0.state == .pendingPurge }.count == 128, "the second waits for its unlinks to be marked")
+        // The second batch's files are unlinked on a thread of their own meanwhile.
+        #expect((Self.count - 256)...(Self.count - 128) ~= crashFiles(fixture), "the last batch's files are all there")
         try finished(fixture)
     }
 

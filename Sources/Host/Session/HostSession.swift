@@ -205,8 +205,8 @@ package final class HostSession: Sendable {
             host.logger.debug("write-ahead log not preallocated: \(error)")
         }
         let recovery = Recovery(host: host, repository: repository)
-        try recovery.collect(currentSession: sessionID, watched: watched, batch: crashFilesPerBatch ?? Recovery.crashFilesPerBatch)
-        let recovered = try recovery.finish(currentSession: sessionID)
+        let recovered = try recovery.collect(currentSession: sessionID, watched: watched, batch: crashFilesPerBatch ?? Recovery.crashFilesPerBatch)
+            + recovery.finish(currentSession: sessionID)
         recoveredDocuments.withLock { $0 += recovered }
         try storing { () throws(StorageError) in try repository.setSessionPhase(sessionID, .running) }
         // D-9: a record left `submitting` counts that attempt as a retryable failure, due now.

@@ -6,8 +6,9 @@ import HostPlugins
 import HostStore
 
 /// What a launch finds and finishes before its own work (SPEC D-1, D-2, D-16, H-13), in
-/// this order: interrupted purges, new crash files, abnormal exits, then every chain that
-/// has not finished.
+/// this order: interrupted purges, new crash files (the chains of a backlog's crash reports
+/// run batch by batch, as their files are purged), abnormal exits, then every chain that has
+/// not finished.
 package struct Recovery {
     package let host: ReportHost
     package let repository: Repository
@@ -24,24 +25,32 @@ package struct Recovery {
     /// is quarantined before it is opened. Everything else waits for `collect`, which an
     /// embedding program runs in the background: a start never waits for a backlog.
     package func collectPluginCrashes() throws(HostError) {
-        try storing { () throws(StorageError) in
-            _ = try saveCrashFiles(crashFiles(named: CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
-        }
+        _ = try saveCrashFiles(crashFiles(named: CrashFile.namesPluginCall), watched: nil, batch: Self.crashFilesPerBatch)
     }
 
-    /// What needs no plugin, in this order: interrupted purges, every crash file (oldest first,
-    /// in batches), how a `watched` program ended (`reporthost run`), abnormal exits.
-    package func collect(currentSession: String, watched: ProgramExit?, batch: Int = crashFilesPerBatch) throws(HostError) {
+    /// In this order: interrupted purges, every crash file (oldest first, in batches), how a
+    /// `watched` program ended (`reporthost run`), abnormal exits. The chains of a backlog's
+    /// crash reports run as their batches are purged, but for the last batch's (`finish`
+    /// runs those); returns the documents of the chains run.
+    package func collect(currentSession: String, watched: ProgramExit?, batch: Int = crashFilesPerBatch) throws(HostError)
+        -> [ReportDocument]
+    {
         try storing { () throws(StorageError) in
             try resumePurges()
             if let watched, watched.endedNormally { try discardCrashFiles(of: watched) }
-            let saved = try saveCrashFiles(crashFiles(), watched: watched, batch: batch)
+        }
+        var documents: [ReportDocument] = []
+        let saved = try saveCrashFiles(crashFiles(), watched: watched, batch: batch) { purged throws(HostError) in
+            documents += try finishChains(of: purged, currentSession: currentSession)
+        }
+        try storing { () throws(StorageError) in
             if let watched {
                 try recordKilled(watched, savedNow: saved)
                 try recordSession(of: watched, savedNow: saved)
             }
             try recordAbnormalExits(currentSession: currentSession)
         }
+        return documents
     }
 
     /// How many crash files one transaction saves: a backlog of thousands costs a flush and a

@@ -23,9 +23,13 @@ extension Recovery {
     ///
     /// A backlog of several batches is a pipeline (`RecoveryBatches.swift`): batch k+1 is
     /// read and batch k-1 unlinked, each on a thread of its own, while batch k is saved here.
-    /// A backlog of one batch is read and saved on this thread; one batch of fewer than 32
-    /// files makes every call on it, in one order (a failure sweep counts them).
-    func saveCrashFiles(_ paths: [String], watched: ProgramExit?, batch: Int) throws(StorageError) -> [String] {
+    /// Then batch k-1's records, marked purged, are given to `chains` (D-1 step 3), while
+    /// batch k's files are unlinked and batch k+1 is still read; the last batch's are left for
+    /// `finishChains`. A backlog of one batch is read and saved on this thread; one batch of
+    /// fewer than 32 files makes every call on it, in one order (a failure sweep counts them).
+    func saveCrashFiles(
+        _ paths: [String], watched: ProgramExit?, batch: Int, chains: ([Int64]) throws(HostError) -> Void = { _ in }
+    ) throws(HostError) -> [String] {
         var saved: [String] = []
         // Oldest first; files written in the same nanosecond (or with a clock stepped back) in
         // the order of their names, so the order never depends on the clock alone.
@@ -41,40 +45,49 @@ extension Recovery {
         for (index, files) in batches.enumerated() {
             let read = pipeline.takeRead() ?? pipeline.read(files)
             if index + 1 < batches.count, !host.isInterrupted { pipeline.startReading(batches[index + 1]) }
-            var saves: [(save: Repository.CrashSave, crash: CrashFile)] = []
-            for item in read {
-                switch item.outcome {
-                case .success(let found): saves.append((try reader.save(found, path: item.path, recovery: self), found.crash))
-                case .failure(let rejection) where rejection.vanished: log.debug("crash file \(item.path) went before it was read: skipped")
-                case .failure(let rejection) where rejection.transient:
-                    log.warn("crash file \(item.path) could not be read now (\(rejection.reason)): left for the next launch")
-                case .failure(let rejection): try reject(item.path, because: rejection.reason, modified: item.modified)
-                }
-            }
-            guard !saves.isEmpty else { continue }
-            let records = try repository.saveCrashes(saves.map(\.save))
-            log.debug("\(records.count) crash file(s) saved as records \(records.first?.rowID ?? 0)…\(records.last?.rowID ?? 0)")
-            for (item, record) in zip(saves, records) {
-                switch record {
-                case .new(let rowID): try skipChainsTheCrashInterrupted(item.crash, record: rowID)
-                case .counted(on: let rowID): log.info("crash file \(item.save.crashFile) is the same crash as record \(rowID): counted on it")
-                }
-            }
-            host.faults.hit(.afterSave)
-            if let unlinked = pipeline.takeUnlinked() { try markPurged(unlinked) }
-            let purge = zip(saves, records).map { (path: Optional($0.save.crashFile), record: $1) }
+            let purge = try storing { () throws(StorageError) in try save(read, reader: &reader) }
+            guard !purge.isEmpty else { continue }
+            let unlinked = pipeline.takeUnlinked()
+            if let unlinked { try storing { () throws(StorageError) in try markPurged(unlinked) } }
             if index + 1 < batches.count {
                 pipeline.startUnlinking(purge)
             } else {
-                try self.purge(purge)
+                try storing { () throws(StorageError) in try self.purge(purge) }
             }
-            saved += saves.map { LocalPaths.fileName($0.save.crashFile) }
+            if let unlinked { try chains(unlinked) }
+            saved += purge.compactMap { $0.path.map(LocalPaths.fileName) }
         }
-        if let unlinked = pipeline.takeUnlinked() { try markPurged(unlinked) }
+        if let unlinked = pipeline.takeUnlinked() { try storing { () throws(StorageError) in try markPurged(unlinked) } }
         if host.isInterrupted && saved.count < files.count {
             log.info("interrupted: \(files.count - saved.count) crash file(s) left for the next launch")
         }
         return saved
+    }
+
+    /// One batch's crash files, read: each saved as a record (or counted on one), or set
+    /// aside when it cannot be read. Returns the files to purge, each with its record.
+    private func save(_ read: [ReadCrash], reader: inout CrashReader) throws(StorageError) -> [(path: String?, record: Repository.CrashSaved)] {
+        var saves: [(save: Repository.CrashSave, crash: CrashFile)] = []
+        for item in read {
+            switch item.outcome {
+            case .success(let found): saves.append((try reader.save(found, path: item.path, recovery: self), found.crash))
+            case .failure(let rejection) where rejection.vanished: log.debug("crash file \(item.path) went before it was read: skipped")
+            case .failure(let rejection) where rejection.transient:
+                log.warn("crash file \(item.path) could not be read now (\(rejection.reason)): left for the next launch")
+            case .failure(let rejection): try reject(item.path, because: rejection.reason, modified: item.modified)
+            }
+        }
+        guard !saves.isEmpty else { return [] }
+        let records = try repository.saveCrashes(saves.map(\.save))
+        log.debug("\(records.count) crash file(s) saved as records \(records.first?.rowID ?? 0)…\(records.last?.rowID ?? 0)")
+        for (item, record) in zip(saves, records) {
+            switch record {
+            case .new(let rowID): try skipChainsTheCrashInterrupted(item.crash, record: rowID)
+            case .counted(on: let rowID): log.info("crash file \(item.save.crashFile) is the same crash as record \(rowID): counted on it")
+            }
+        }
+        host.faults.hit(.afterSave)
+        return zip(saves, records).map { (path: Optional($0.save.crashFile), record: $1) }
     }
 
     /// Turns the crash files of one recovery, read and symbolicated, into saves, with what they

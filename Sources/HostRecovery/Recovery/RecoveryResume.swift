@@ -11,8 +11,23 @@ extension Recovery {
     /// recovered mode under a new id (H-13); a running-app report goes as journaled, without
     /// its callbacks' changes; a dialog report the user had not sent is dropped.
     func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
-        var documents: [ReportDocument] = []
         let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain], crashes: false) }
+        return try finishChains(of: pending, currentSession: currentSession)
+    }
+
+    /// The same for the crash reports of one batch, saved together (`purged`: those whose
+    /// files are gone), as soon as they are purged.
+    func finishChains(of purged: [Int64], currentSession: String) throws(HostError) -> [ReportDocument] {
+        guard let first = purged.min(), let last = purged.max() else { return [] }
+        let batch = Set(purged)
+        let pending = try storing { () throws(StorageError) in
+            try repository.records(in: [.pendingChain], rowIDs: first...last, crashes: false).filter { batch.contains($0.rowID) }
+        }
+        return try finishChains(of: pending, currentSession: currentSession)
+    }
+
+    private func finishChains(of pending: [ReportRecord], currentSession: String) throws(HostError) -> [ReportDocument] {
+        var documents: [ReportDocument] = []
         // A journal of this session, or of another process still running (an embedding
         // program raises while its recovery runs), is a chain in progress, not an interrupted one.
         // A backlog's records mostly come from a few sessions: each is looked at once.

@@ -171,10 +171,13 @@ package final class Repository: Sendable {
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
+    /// - Parameter rowIDs: only the rows in this range (a batch's records, saved together).
     /// - Parameter crashes: false leaves `crash` nil, unread and unparsed (recovery's chains do
     ///   not look at the payload, often most of a crash record).
-    package func records(in states: [RecordState] = [], crashes: Bool = true) throws(StorageError) -> [ReportRecord] {
-        try rows(in: states, crashes: crashes).compactMap { row in try? record(from: row) }
+    package func records(in states: [RecordState] = [], rowIDs: ClosedRange<Int64>? = nil, crashes: Bool = true) throws(StorageError)
+        -> [ReportRecord]
+    {
+        try rows(in: states, rowIDs: rowIDs, crashes: crashes).compactMap { row in try? record(from: row) }
     }
 
     /// A record's columns without its document or crash payload: what `status` lists and what
@@ -341,17 +344,21 @@ package final class Repository: Sendable {
         }
     }
 
-    /// The rows in `states` (all when empty). By state through `readable_by_state`, the one
-    /// index on state: the rows it leaves out, and those `checkedIfWriting` leaves out, are
-    /// those `record(from:)` cannot read.
-    private func rows(in states: [RecordState], crashes: Bool = true) throws(StorageError) -> [[SQLValue]] {
-        let filter = states.isEmpty
-            ? ""
-            : "INDEXED BY readable_by_state WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND \(Self.readable) "
-                + "AND \(Self.checkedIfWriting)"
+    /// The rows in `states` (all when empty), in `rowIDs` when given. By state through
+    /// `readable_by_state`, the one index on state: the rows it leaves out, and those
+    /// `checkedIfWriting` leaves out, are those `record(from:)` cannot read.
+    private func rows(in states: [RecordState], rowIDs: ClosedRange<Int64>?, crashes: Bool) throws(StorageError) -> [[SQLValue]] {
+        var conditions: [String] = []
+        if !states.isEmpty {
+            conditions = ["state IN (\(states.map { _ in "?" }.joined(separator: ", ")))", Self.readable, Self.checkedIfWriting]
+        }
+        if rowIDs != nil { conditions.append("rowid BETWEEN ? AND ?") }
+        let filter = (states.isEmpty ? "" : "INDEXED BY readable_by_state ") + (conditions.isEmpty ? "" : "WHERE ")
+            + conditions.joined(separator: " AND ")
         let columns = crashes ? self.columns : columnsWithoutCrash
+        let range = rowIDs.map { [SQLValue.integer($0.lowerBound), .integer($0.upperBound)] } ?? []
         return try database.query(
-            "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) })
+            "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) } + range)
     }
 
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
