@@ -237,11 +237,16 @@ import Testing
         }
     }
 
-    @Test("JSON: a repeated key keeps its last value, in its last position; thousands of repeats leave one key")
+    @Test("JSON: a repeated key keeps its last value, in its last position, in a small object or a large one; thousands of repeats leave one key")
     func jsonRepeatedKeys() throws {
         let object = try JSONValue.parse(#"{"a": 1, "b": 2, "a": 3, "c": {"a": 4, "a": 5}}"#)
         #expect(object.objectValue?.map(\.0) == ["b", "a", "c"])
         #expect(object["a"] == .number(3) && object["c"]?["a"] == .number(5) && object["c"]?.objectValue?.count == 1)
+        let thrice = try JSONValue.parse(#"{"a": 1, "a": 2, "b": "é", "a": 3}"#)
+        #expect(thrice.objectValue?.map(\.0) == ["b", "a"] && thrice["a"] == .number(3) && thrice["b"] == .string("é"))
+        // 20 keys twice: repeats found one by one, then (past 16 keys) in a table.
+        let wide = try JSONValue.parse("{" + (0..<40).map { "\"k\($0 % 20)\": \($0)" }.joined(separator: ",") + "}")
+        #expect(wide.objectValue?.map(\.0) == (20..<40).map { "k\($0 % 20)" } && wide["k3"] == .number(23))
         let repeated = "{" + (0..<20_000).map { "\"k\($0 % 3)\": \($0)" }.joined(separator: ",") + "}"
         let parsed = try JSONValue.parse(repeated)
         #expect(parsed.objectValue?.map(\.0) == ["k2", "k0", "k1"] && parsed["k1"] == .number(19_999))

@@ -12,7 +12,7 @@ extension Recovery {
     /// its callbacks' changes; a dialog report the user had not sent is dropped.
     func finishChains(currentSession: String) throws(HostError) -> [ReportDocument] {
         let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain], crashes: false) }
-        return try finishChains(of: pending, currentSession: currentSession)
+        return try settle(pending, currentSession: currentSession)
     }
 
     /// The same for the crash reports of one batch, saved together (`purged`: those whose
@@ -23,10 +23,11 @@ extension Recovery {
         let pending = try storing { () throws(StorageError) in
             try repository.records(in: [.pendingChain], rowIDs: first...last, crashes: false).filter { batch.contains($0.rowID) }
         }
-        return try finishChains(of: pending, currentSession: currentSession)
+        return try settle(pending, currentSession: currentSession)
     }
 
-    private func finishChains(of pending: [ReportRecord], currentSession: String) throws(HostError) -> [ReportDocument] {
+    /// Runs or settles the chains of `pending`, in order.
+    private func settle(_ pending: [ReportRecord], currentSession: String) throws(HostError) -> [ReportDocument] {
         var documents: [ReportDocument] = []
         // A journal of this session, or of another process still running (an embedding
         // program raises while its recovery runs), is a chain in progress, not an interrupted one.

@@ -195,19 +195,26 @@ extension JSONValue {
     private struct Parser {
         let bytes: [UInt8]
         var index = 0
+        /// Up to this many keys, an object's keys are compared one by one.
+        static let smallObject = 16
 
         func fail(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
 
         mutating func skipSpace() {
-            while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x0A, 0x0D, 0x09: index += 1
+                default: return
+                }
+            }
         }
 
-        mutating func expect(_ literal: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
-            let lit = Array(literal.utf8)
-            guard index + lit.count <= bytes.count, Array(bytes[index..<index + lit.count]) == lit else {
-                throw fail("expected \(literal)")
-            }
-            index += lit.count
+        mutating func expect(_ literal: StaticString, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+            let count = literal.utf8CodeUnitCount
+            guard index + count <= bytes.count,
+                literal.withUTF8Buffer({ expected in (0..<count).allSatisfy { bytes[index + $0] == expected[$0] } })
+            else { throw fail("expected \(literal)") }
+            index += count
             return value
         }
 
@@ -237,10 +244,18 @@ extension JSONValue {
                 index += 1
                 // A repeated key: the last value wins, in the position of the last occurrence.
                 // The earlier one is left as a hole (nil), closed once at the end: a document
-                // repeating keys costs no more than one with as many distinct keys.
+                // repeating keys costs no more than one with as many distinct keys. A key is
+                // looked for among the keys so far while the object is small (most of a
+                // report's objects: hashing cost them more), in a table beyond.
                 var pairs: [(String, JSONValue)?] = []
-                var positions: [String: Int] = [:]
-                func object() -> JSONValue { .object(pairs.compactMap { $0 }) }
+                var keys: [String] = []
+                var positions: [String: Int]?
+                var repeats = false
+                func position(of key: String) -> Int? {
+                    if let positions { return positions[key] }
+                    return keys.lastIndex(of: key)  // an earlier one is a hole
+                }
+                func object() -> JSONValue { .object(repeats ? pairs.compactMap { $0 } : pairs.map { $0! }) }
                 skipSpace()
                 if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return object() }
                 while true {
@@ -252,8 +267,16 @@ extension JSONValue {
                     index += 1
                     skipSpace()
                     let item = try value(depth: depth + 1)
-                    if let position = positions[key] { pairs[position] = nil }
-                    positions[key] = pairs.count
+                    if let position = position(of: key) {
+                        pairs[position] = nil
+                        repeats = true
+                    }
+                    if positions == nil, keys.count == Self.smallObject {
+                        var table: [String: Int] = [:]
+                        for (at, pair) in pairs.enumerated() { if let pair { table[pair.0] = at } }
+                        positions = table
+                    }
+                    if positions == nil { keys.append(key) } else { positions?[key] = pairs.count }
                     pairs.append((key, item))
                     skipSpace()
                     guard index < bytes.count else { throw fail("unterminated object") }
@@ -302,9 +325,18 @@ extension JSONValue {
             index += 1  // opening quote
             // Most strings hold no escape: taken whole, validated once.
             var end = index
-            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+            var bits: UInt8 = 0
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 {
+                bits |= bytes[end]
+                end += 1
+            }
             if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-                guard let s = String(validating: bytes[index..<end], as: UTF8.self) else { throw fail("string is not UTF-8") }
+                // ASCII (most keys and values) needs no validation: `String(validating:)` is
+                // generic, and looked up its types at run time at every string.
+                let text = bytes[index..<end]
+                guard let s = bits < 0x80 ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self) else {
+                    throw fail("string is not UTF-8")
+                }
                 index = end + 1
                 return s
             }
