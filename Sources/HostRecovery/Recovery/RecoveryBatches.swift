@@ -18,6 +18,8 @@ struct ReadCrash: Sendable {
         let refusals: [String]
         /// The crash payload (`CrashFile.payload`), serialized.
         let payload: String
+        /// `CrashFile.fingerprint`: its frames' part of what makes two crashes the same.
+        let fingerprint: String?
     }
 }
 
@@ -93,7 +95,8 @@ struct BatchPipeline {
                 // that ran (each checked by build id).
                 let symbols = ElfSymbols(for: crash, cache: cache)
                 return ReadCrash.Found(
-                    crash: crash, refusals: symbols?.refusals ?? [ElfSymbols.unavailable], payload: crash.payload(symbols: symbols).serialized())
+                    crash: crash, refusals: symbols?.refusals ?? [ElfSymbols.unavailable], payload: crash.payload(symbols: symbols).serialized(),
+                    fingerprint: crash.fingerprint)
             }
             read.append(ReadCrash(path: path, modified: modified, outcome: outcome))
         }

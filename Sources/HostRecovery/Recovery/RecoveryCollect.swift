@@ -127,7 +127,7 @@ extension Recovery {
             }
             let release = crash.session.flatMap { releases[$0] } ?? ""
             let attributes = crash.attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-            let fingerprint = crash.fingerprint.map { frames in
+            let fingerprint = found.fingerprint.map { frames in
                 ([frames, "release=\(release)"] + attributes + document.content.attachments.map { "\($0.name):\($0.sha256)" })
                     .joined(separator: "\n")
             }
@@ -142,9 +142,11 @@ extension Recovery {
     func crashFiles(named include: (String) -> Bool = { _ in true }) -> [String] {
         let folder = repository.crashesFolder
         let names = repository.system.entries(ofFolder: folder.path) ?? []
+        // A name from the folder has no slash: joined as text, not through a URL per file.
+        let prefix = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
         return names.filter { name in
             (name.hasSuffix(".crash") || name.hasSuffix(".crash.partial")) && include(name) && !CrashFile.isBeingWritten(name, system: repository.system)
-        }.map { folder.appendingPathComponent($0, isDirectory: false).path }
+        }.map { prefix + $0 }
     }
 
     /// A watched program that went on after a fault and ended normally survived it

@@ -115,8 +115,12 @@ extension Repository {
             do throws(StorageError) {
                 let saved = try database.transaction { () throws(StorageError) -> [CrashSaved] in
                     var saved: [CrashSaved] = []
+                    // A session's first crash ends it (`recordEnd` changes a running one only).
+                    var ended: Set<String> = []
                     for save in saves {
-                        if let session = save.session { try recordEnd(of: session, .crashed, at: save.document.createdAt) }
+                        if let session = save.session, ended.insert(session).inserted {
+                            try recordEnd(of: session, .crashed, at: save.document.createdAt)
+                        }
                         if let fingerprint = save.fingerprint, let waiting = try waitingRecord(withFingerprint: fingerprint) {
                             try database.query("UPDATE reports SET duplicates = duplicates + 1 WHERE rowid = ?", [.integer(waiting)])
                             try database.query(
