@@ -51,7 +51,7 @@ import Testing
     /// nothing is left waiting, and no partial file is left.
     func checkAfterwards(
         _ run: Run, k: Int, errno: String, repository: URL, config: String, extra: [String] = [], receiver: LocalReceiver,
-        tag: String, mustBeStored: Bool
+        tag: String, mustBeStored: Bool, reports: Int = 1
     ) throws {
         let label = "k=\(k) \(errno)"
         #expect(run.signal == nil && (run.status == 0 || run.status == 1), "\(label): exit \(run.status) signal \(run.signal ?? 0): \(run.stderr)")
@@ -60,9 +60,9 @@ import Testing
         #expect(next.status == 0, "\(label): the next launch: \(next.stderr)")
         let ids = Set(receiver.received.filter { $0.report["attributes"]?["sweep.tag"]?.stringValue == tag }.map(\.uuid))
         if mustBeStored || run.status == 0 {
-            #expect(ids.count == 1, "\(label): exit \(run.status), delivered under \(ids.count) ids: \(run.stderr)")
+            #expect(ids.count == reports, "\(label): exit \(run.status), delivered under \(ids.count) ids: \(run.stderr)")
         } else {
-            #expect(ids.count <= 1, "\(label): delivered under \(ids.count) ids")
+            #expect(ids.count <= reports, "\(label): delivered under \(ids.count) ids")
         }
         let status = try ChildProcess.reporthost(["status", "--json", "--all", "--repository", repository.path], directory: folder)
         let waiting = try JSONValue.parse(status.stdout)["records"]?.arrayValue?.filter { $0["state"] != .string("terminal") } ?? []
@@ -178,6 +178,33 @@ import Testing
                 try checkAfterwards(
                     run, k: k, errno: errno, repository: folder.appendingPathComponent("crash-\(errno)-\(k)"), config: config,
                     extra: handler, receiver: receiver, tag: "crash-\(errno)-\(k)", mustBeStored: true)
+            })
+            #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
+        }
+    }
+
+    @Test("I-6, D-1, H-13: two crash files recovered with no plugin loaded (their chains stored in one commit), with each call failing in turn: each crash is delivered once")
+    func crashFilesRecoveredWithoutPlugins() async throws {
+        try await offPool { [self] in
+            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-unchained"))
+            defer { receiver.stop() }
+            let config = try configuration(receiver)
+            let base = try prepared("unchained") { (base: URL) throws in
+                #expect(try reporthost(["launch"], sweep: nil, repository: base).status == 0)
+            }
+            let counts = try sweep("two crash files' recovery, no plugin", { sweep, k, errno in
+                let repository = try copy(base, as: "unchained-\(errno)-\(k)")
+                for index in 1...2 {
+                    let crash = ["reporthost-crash 1", "session swept", "signal 11", "code 1", "address 0x\(index)", "thread 1", "pid 1",
+                                 "time \(Int(Date().timeIntervalSince1970))", "attribute sweep.tag=unchained-\(errno)-\(k)", "end", ""]
+                    try crash.joined(separator: "\n").write(
+                        toFile: repository.path + "/crashes/swept-1700000000-1-\(index)-\(k).crash", atomically: false, encoding: .utf8)
+                }
+                return try reporthost(["launch", "--config", config], sweep: sweep, repository: repository)
+            }, check: { run, k, errno in
+                try checkAfterwards(
+                    run, k: k, errno: errno, repository: folder.appendingPathComponent("unchained-\(errno)-\(k)"), config: config,
+                    receiver: receiver, tag: "unchained-\(errno)-\(k)", mustBeStored: true, reports: 2)
             })
             #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
         }

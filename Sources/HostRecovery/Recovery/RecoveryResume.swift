@@ -40,14 +40,36 @@ extension Recovery {
             return running
         }
         let settling = pending.filter { !($0.session.map(isRunning) ?? false) }
+        let slots = host.currentSlots
+        guard required.isEmpty, !slots.hasCallbacks else { return try settleOneByOne(settling[...], currentSession: currentSession) }
+        // Nothing loaded to call: the recovered reports' chains go a batch per commit.
+        var rest = settling[...]
+        while let first = rest.first, !host.isInterrupted {
+            let isRecovered = first.trigger.isRecovered
+            var run = rest.prefix { $0.trigger.isRecovered == isRecovered }
+            if isRecovered {
+                run = run.prefix(Self.crashFilesPerBatch)
+                documents += try finishEmptyChains(run, session: currentSession, slots: slots)
+            } else {
+                documents += try settleOneByOne(run, currentSession: currentSession)
+            }
+            rest = rest.dropFirst(run.count)
+        }
+        return documents
+    }
+
+    /// `settle`, a record at a time: a recovered report's chain is reopened in the commit
+    /// that finishes the one before.
+    private func settleOneByOne(_ settling: ArraySlice<ReportRecord>, currentSession: String) throws(HostError) -> [ReportDocument] {
+        var documents: [ReportDocument] = []
         // The chain of the record about to run, reopened as the one before it finished.
         var reopened: Repository.ReopenedChain?
-        for (index, record) in settling.enumerated() {
+        for (index, record) in zip(settling.indices, settling) {
             // SIGINT or SIGTERM: the rest stay pending; the next launch finishes them (D-2). A
             // chain already reopened runs (its calls skipped) and finishes.
             if host.isInterrupted && reopened == nil { break }
             if record.trigger.isRecovered {
-                let next = settling.dropFirst(index + 1).first.flatMap { $0.trigger.isRecovered ? $0 : nil }
+                let next = settling[(index + 1)...].first.flatMap { $0.trigger.isRecovered ? $0 : nil }
                 let rerun = try rerunChain(record, session: currentSession, reopened: reopened, then: next)
                 if let document = rerun.document { documents.append(document) }
                 reopened = rerun.next
@@ -141,18 +163,7 @@ extension Recovery {
             chain = try storing { () throws(StorageError) in try repository.reopenChain(reopening) }
         }
         let newID = chain.id
-        let report = LiveReport(
-            trigger: record.trigger, id: newID, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
-            events: host.events)
-        let hostAttributes = host.attributes.snapshot
-        report.edit { content in
-            content = record.document.content
-            content.attributes = hostAttributes.merging(record.document.content.attributes) { _, crashed in crashed }
-            content.attachments = chain.attachments
-        }
-        for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
-        report.continueTrail(record.document.changes)
-        host.noteQuarantine(on: report)
+        let report = reopenedReport(record, chain: chain)
         let document: ReportDocument
         if !required.isEmpty, let withoutChain = chain.skipReason.map({ "the handler chain was skipped: \($0)" })
             ?? (chain.runs > Self.maxChainRuns ? "the handler chain ended the host \(chain.runs - 1) times" : nil)
@@ -161,13 +172,7 @@ extension Recovery {
             try hold(record.rowID, id: newID, withoutChain, notes: [], chainEnded: false, session: session, rerun: rerun)
             _ = report.bundle()
             return (nil, nil)
-        } else if let skipReason = chain.skipReason {
-            report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
-            document = report.bundle()
-        } else if chain.runs > Self.maxChainRuns {
-            // Every earlier launch died in this chain (a plugin that crashes on this report):
-            // without this, the report would keep every later launch from delivering anything.
-            report.note(.warn, handler: "host", "the handler chain ended the host \(chain.runs - 1) times; the report is sent without it")
+        } else if noteSkippedChain(chain, on: report) {
             document = report.bundle()
         } else {
             host.faults.hit(.duringHandlers)
@@ -190,5 +195,67 @@ extension Recovery {
         }
         log.info("recovered \(document.trigger.name) report \(document.id)")
         return (document, reopenedNext)
+    }
+
+    /// `record` as the report its chain runs again on (`chain`): its content with the host's
+    /// attributes under its own, its internal log and trail continued.
+    private func reopenedReport(_ record: ReportRecord, chain: Repository.ReopenedChain) -> LiveReport {
+        let report = LiveReport(
+            trigger: record.trigger, id: chain.id, createdAt: record.document.createdAt, hostID: host.hostID, hostLog: host.logger,
+            events: host.events)
+        let hostAttributes = host.attributes.snapshot
+        report.edit { content in
+            content = record.document.content
+            content.attributes = hostAttributes.merging(record.document.content.attributes) { _, crashed in crashed }
+            content.attachments = chain.attachments
+        }
+        for entry in record.document.internalLog { report.note(entry.level, handler: entry.handler, entry.message) }
+        report.continueTrail(record.document.changes)
+        host.noteQuarantine(on: report)
+        return report
+    }
+
+    /// Whether `chain` must not run (a crash blamed it, or it ended the host too often),
+    /// noting why on `report` when so.
+    private func noteSkippedChain(_ chain: Repository.ReopenedChain, on report: LiveReport) -> Bool {
+        if let skipReason = chain.skipReason {
+            report.note(.warn, handler: "host", "sent without the handler chain: \(skipReason)")
+            return true
+        }
+        guard chain.runs > Self.maxChainRuns else { return false }
+        // Every earlier launch died in this chain (a plugin that crashes on this report):
+        // without this, the report would keep every later launch from delivering anything.
+        report.note(.warn, handler: "host", "the handler chain ended the host \(chain.runs - 1) times; the report is sent without it")
+        return true
+    }
+
+    /// The chains of recovered reports (`records`) when nothing is loaded to call (`slots`
+    /// has no handler and no delegate, and no slot is required): bundled one after the other
+    /// under new ids and stored in one commit (`Repository.emptyChainsFinished`), where each
+    /// took a commit of its own, most of a backlog's recovery. SPEC H-13 is about callbacks a
+    /// kill interrupts; none runs here. A kill before the commit leaves every one
+    /// `pending_chain` under its old id, and the next launch runs them again under new ones
+    /// (D-1); after it, every one is finished. A crash in the host's own code on one of them
+    /// is not blamed on it (no callback of its ran), as no crash elsewhere in the host is.
+    private func finishEmptyChains(_ records: ArraySlice<ReportRecord>, session: String, slots: ReportHost.ChainSlots)
+        throws(HostError) -> [ReportDocument]
+    {
+        var finished: [Repository.EmptyChainRun] = []
+        for record in records where !host.isInterrupted {
+            let chain = try storing { () throws(StorageError) in try repository.emptyChain(record.rowID, newID: randomUUID()) }
+            let report = reopenedReport(record, chain: chain)
+            let document: ReportDocument
+            if noteSkippedChain(chain, on: report) {
+                document = report.bundle()
+            } else {
+                host.faults.hit(.duringHandlers)
+                guard let run = try host.chain(report, mode: .recovered, slots: slots) else { continue }  // no dialog: never nil
+                document = run.document
+            }
+            finished.append(Repository.EmptyChainRun(rowID: record.rowID, document: document))
+        }
+        try storing { () throws(StorageError) in try repository.emptyChainsFinished(finished) }
+        for run in finished { log.info("recovered \(run.document.trigger.name) report \(run.document.id)") }
+        return finished.map(\.document)
     }
 }

@@ -256,6 +256,53 @@ extension Repository {
         return (Int(row?[0].int ?? 0), skip)
     }
 
+    /// A recovered report's chain about to run with nothing loaded to call (no handler, no
+    /// delegate): what `reopenChain` returns, read without a write. `emptyChainsFinished`
+    /// counts the run and re-keys the record as it stores the bundle.
+    package func emptyChain(_ rowID: Int64, newID: String) throws(StorageError) -> ReopenedChain {
+        let row = try database.query("SELECT chain_runs, skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first
+        return ReopenedChain(
+            id: newID, attachments: try attachments(of: rowID), runs: Int(row?[0].int ?? 0) + 1, skipReason: row?[1].string)
+    }
+
+    /// A recovered report whose chain had nothing to call, bundled.
+    package struct EmptyChainRun: Sendable {
+        package let rowID: Int64
+        package let document: ReportDocument
+
+        package init(rowID: Int64, document: ReportDocument) {
+            self.rowID = rowID
+            self.document = document
+        }
+    }
+
+    /// The chains of `emptyChain`: each run counted and each bundle stored as `chainFinished`
+    /// stores one, all in one commit, not flushed (see `chainFinished`). No callback ran in
+    /// them, so no callback's change can be lost (H-13): a kill before the commit leaves
+    /// every record `pending_chain` under its old id, for the next launch to run again.
+    package func emptyChainsFinished(_ runs: [EmptyChainRun]) throws(StorageError) {
+        guard !runs.isEmpty else { return }
+        var copies: [AttachmentCopies] = []
+        try makingRoom { omitting throws(StorageError) in
+            copies = []
+            do throws(StorageError) {
+                try database.transaction(.committed) { () throws(StorageError) in
+                    for run in runs {
+                        try database.query("UPDATE reports SET chain_runs = chain_runs + 1 WHERE rowid = ?", [.integer(run.rowID)])
+                        copies.append(try replaceRow(run.rowID, document: run.document, state: .awaitingFirstAttempt, omitting: omitting))
+                    }
+                }
+            } catch {
+                removeCopies(copies.flatMap(\.written))
+                throw error
+            }
+        }
+        for (run, copy) in zip(runs, copies) { warnOmitted(copy.omitted, reportID: run.document.id) }
+        // The old copies go only once the rows naming the new ones are committed.
+        removeCopies(copies.flatMap(\.replaced))
+        try enforceLimits()
+    }
+
     /// The chain finished (or the report was settled without it): the bundle replaces the
     /// journal, and the report awaits its first attempt. Attachments whose bytes a copy of the
     /// record already holds are not copied again. `session`'s chain record, when given, is

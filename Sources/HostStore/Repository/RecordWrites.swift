@@ -129,21 +129,9 @@ extension Repository {
         then: () throws(StorageError) -> Void = {}
     ) throws(StorageError) {
         var copies = AttachmentCopies()
-        let stored = StoredDocument(document)
         do throws(StorageError) {
             try database.transaction(flush ? .flushed : .committed) { () throws(StorageError) in
-                try database.query(
-                    "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
-                    [.text(stored.text), .text(state.rawValue), .integer(stored.bytes), .integer(Self.milliseconds(system.now())),
-                     .integer(rowID)])
-                try writeBreadcrumbs(stored, of: rowID, isNew: false)
-                // The id changes rarely (a chain run again); setting it unchanged would still
-                // rewrite its index's page.
-                try database.query(
-                    "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
-                    [.text(document.id), .integer(rowID), .text(document.id)])
-                copies = try writeAttachments(document.content.attachments, record: rowID, omittingWhatDoesNotFit: omitting)
-                if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
+                copies = try replaceRow(rowID, document: document, state: state, omitting: omitting)
                 if let session { try setChainRecord(nil, session: session) }
                 try then()
             }
@@ -154,6 +142,27 @@ extension Repository {
         warnOmitted(copies.omitted, reportID: document.id)
         // The old copies go only once the rows naming the new ones are committed.
         removeCopies(copies.replaced)
+    }
+
+    /// `replaceOnce`'s writes, inside the caller's transaction: the copies written, replaced
+    /// and left out.
+    func replaceRow(_ rowID: Int64, document: ReportDocument, state: RecordState, omitting: Bool) throws(StorageError)
+        -> AttachmentCopies
+    {
+        let stored = StoredDocument(document)
+        try database.query(
+            "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
+            [.text(stored.text), .text(state.rawValue), .integer(stored.bytes), .integer(Self.milliseconds(system.now())),
+             .integer(rowID)])
+        try writeBreadcrumbs(stored, of: rowID, isNew: false)
+        // The id changes rarely (a chain run again); setting it unchanged would still
+        // rewrite its index's page.
+        try database.query(
+            "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
+            [.text(document.id), .integer(rowID), .text(document.id)])
+        let copies = try writeAttachments(document.content.attachments, record: rowID, omittingWhatDoesNotFit: omitting)
+        if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
+        return copies
     }
 
     func removeCopies(_ files: [URL]) {
