@@ -220,4 +220,16 @@ extension DeliveryTests {
         #expect(LocalPaths.forServer("/usr/lib/libc.so.6", home: "/home/ana") == "/usr/lib/libc.so.6")
         #expect(LocalPaths.forServer("/x/libx.so", home: "/") == "/x/libx.so", "a home of / rewrites nothing")
     }
+
+    @Test("wire format: a file is named by its last path component, as Foundation's URL names it")
+    func fileNames() {
+        let paths = [
+            "/usr/lib/libc.so.6", "libx.so", "/crashes/a.crash/", "/a//b//", "/", "//", "a/b", "/tmp/with space/f%20g.txt",
+            "/tmp/caf\u{E9}/\u{1F600}.log", "/x/\u{301}combining", "./rel/../name", ".hidden", "/a/.",
+        ]
+        for path in paths {
+            #expect(LocalPaths.fileName(path) == URL(fileURLWithPath: path).lastPathComponent, "\(path)")
+        }
+        #expect(LocalPaths.fileName("/usr/lib/libc.so.6") == "libc.so.6")
+    }
 }

@@ -64,7 +64,7 @@ package struct CrashFile: Sendable {
         }
 
         /// The name reports use: the plugin's own, or its file name before it had one.
-        package var displayName: String { name ?? URL(fileURLWithPath: path).lastPathComponent }
+        package var displayName: String { name ?? LocalPaths.fileName(path) }
     }
 
     package static let signalNames: [Int32: String] = [
@@ -242,7 +242,7 @@ package struct CrashFile: Sendable {
         let code = codeName ?? "code \(self.code)"
         if isAbort { return "\(signalName) (abort() called, signal \(signal))" }
         if wasSent { return "\(signalName) (\(code), signal \(signal)) sent by pid \(senderPID.map(String.init) ?? "?")" }
-        let place = faultModule.map { " in \(URL(fileURLWithPath: $0).lastPathComponent)" } ?? ""
+        let place = faultModule.map { " in \(LocalPaths.fileName($0))" } ?? ""
         return "\(signalName) (\(code), signal \(signal)) at \(address)\(place)"
     }
 

@@ -56,7 +56,7 @@ enum FoundReports {
             }
             switch BoundedFile.read(path, limit: ReportContent.attachmentMaxBytes, system: system) {
             case .success(let data) where !data.isEmpty:
-                let name = URL(fileURLWithPath: path).lastPathComponent
+                let name = LocalPaths.fileName(path)
                 content.attachments.append(Attachment(name: name, filename: name, data: data, source: .recovered))
             case .success:
                 notes.append(note(.warn, "attachment \(LocalPaths.fileName(path)) is empty: omitted"))

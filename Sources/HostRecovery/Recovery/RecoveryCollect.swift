@@ -172,7 +172,7 @@ extension Recovery {
         let rejected = repository.crashesFolder.appendingPathComponent("rejected")
         let system = repository.system
         _ = Paths.makeFolder(rejected.path, system: system)
-        let name = URL(fileURLWithPath: path).lastPathComponent
+        let name = LocalPaths.fileName(path)
         let aside = rejected.appendingPathComponent("\(Int64(system.now().timeIntervalSince1970))-\(name)").path
         if case .failure(let error) = system.rename(path, aside) {
             if error.errno == ENOENT && system.access(path, F_OK) != 0 { return }  // gone meanwhile: nothing to set aside or report

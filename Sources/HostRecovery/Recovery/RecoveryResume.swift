@@ -241,8 +241,9 @@ extension Recovery {
         throws(HostError) -> [ReportDocument]
     {
         var finished: [Repository.EmptyChainRun] = []
+        let chains = try storing { () throws(StorageError) in try repository.emptyChains(records.map(\.rowID)) }
         for record in records where !host.isInterrupted {
-            let chain = try storing { () throws(StorageError) in try repository.emptyChain(record.rowID, newID: randomUUID()) }
+            guard let chain = chains[record.rowID] else { continue }
             let report = reopenedReport(record, chain: chain)
             let document: ReportDocument
             if noteSkippedChain(chain, on: report) {

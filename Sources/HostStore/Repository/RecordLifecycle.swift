@@ -256,13 +256,25 @@ extension Repository {
         return (Int(row?[0].int ?? 0), skip)
     }
 
-    /// A recovered report's chain about to run with nothing loaded to call (no handler, no
-    /// delegate): what `reopenChain` returns, read without a write. `emptyChainsFinished`
-    /// counts the run and re-keys the record as it stores the bundle.
-    package func emptyChain(_ rowID: Int64, newID: String) throws(StorageError) -> ReopenedChain {
-        let row = try database.query("SELECT chain_runs, skip_chain FROM reports WHERE rowid = ?", [.integer(rowID)]).first
-        return ReopenedChain(
-            id: newID, attachments: try attachments(of: rowID), runs: Int(row?[0].int ?? 0) + 1, skipReason: row?[1].string)
+    /// The chains of recovered reports (`rowIDs`) about to run with nothing
+    /// loaded to call (no handler, no delegate): what `reopenChain` returns for each, under a
+    /// new id, read without a write and in two queries for them all (the attachments of the
+    /// records that have some apart). `emptyChainsFinished` counts each run and re-keys each
+    /// record as it stores the bundle. A record not found has no entry.
+    package func emptyChains(_ rowIDs: [Int64]) throws(StorageError) -> [Int64: ReopenedChain] {
+        guard let first = rowIDs.min(), let last = rowIDs.max() else { return [:] }
+        let range: [SQLValue] = [.integer(first), .integer(last)]
+        let withAttachments = Set(
+            try database.query("SELECT DISTINCT record FROM attachments WHERE record BETWEEN ? AND ?", range).compactMap { $0[0].int })
+        let wanted = Set(rowIDs)
+        var chains: [Int64: ReopenedChain] = [:]
+        for row in try database.query("SELECT rowid, chain_runs, skip_chain FROM reports WHERE rowid BETWEEN ? AND ?", range) {
+            guard let rowID = row[0].int, wanted.contains(rowID) else { continue }
+            chains[rowID] = ReopenedChain(
+                id: randomUUID(), attachments: withAttachments.contains(rowID) ? try attachments(of: rowID) : [],
+                runs: Int(row[1].int ?? 0) + 1, skipReason: row[2].string)
+        }
+        return chains
     }
 
     /// A recovered report whose chain had nothing to call, bundled.
@@ -288,8 +300,8 @@ extension Repository {
             do throws(StorageError) {
                 try database.transaction(.committed) { () throws(StorageError) in
                     for run in runs {
-                        try database.query("UPDATE reports SET chain_runs = chain_runs + 1 WHERE rowid = ?", [.integer(run.rowID)])
-                        copies.append(try replaceRow(run.rowID, document: run.document, state: .awaitingFirstAttempt, omitting: omitting))
+                        copies.append(try replaceRow(
+                            run.rowID, document: run.document, state: .awaitingFirstAttempt, omitting: omitting, countingChainRun: true))
                     }
                 }
             } catch {

@@ -145,21 +145,25 @@ extension Repository {
     }
 
     /// `replaceOnce`'s writes, inside the caller's transaction: the copies written, replaced
-    /// and left out.
-    func replaceRow(_ rowID: Int64, document: ReportDocument, state: RecordState, omitting: Bool) throws(StorageError)
-        -> AttachmentCopies
+    /// and left out. `countingChainRun`: the document's id is new, its chain run again (the
+    /// run counted in the same write of the row: a row holding a document is kilobytes).
+    func replaceRow(_ rowID: Int64, document: ReportDocument, state: RecordState, omitting: Bool, countingChainRun: Bool = false)
+        throws(StorageError) -> AttachmentCopies
     {
         let stored = StoredDocument(document)
+        let rerun = countingChainRun ? ", report_id = ?, chain_runs = chain_runs + 1" : ""
         try database.query(
-            "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ? WHERE rowid = ?",
-            [.text(stored.text), .text(state.rawValue), .integer(stored.bytes), .integer(Self.milliseconds(system.now())),
-             .integer(rowID)])
+            "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ?\(rerun) WHERE rowid = ?",
+            [.text(stored.text), .text(state.rawValue), .integer(stored.bytes), .integer(Self.milliseconds(system.now()))]
+                + (countingChainRun ? [.text(document.id)] : []) + [.integer(rowID)])
         try writeBreadcrumbs(stored, of: rowID, isNew: false)
         // The id changes rarely (a chain run again); setting it unchanged would still
         // rewrite its index's page.
-        try database.query(
-            "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
-            [.text(document.id), .integer(rowID), .text(document.id)])
+        if !countingChainRun {
+            try database.query(
+                "UPDATE reports SET report_id = ? WHERE rowid = ? AND report_id IS NOT ?",
+                [.text(document.id), .integer(rowID), .text(document.id)])
+        }
         let copies = try writeAttachments(document.content.attachments, record: rowID, omittingWhatDoesNotFit: omitting)
         if !copies.omitted.isEmpty { try rewrite(rowID, Self.omitting(copies.omitted, from: document, folder: folder.path)) }
         return copies
