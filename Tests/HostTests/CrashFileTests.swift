@@ -67,6 +67,16 @@ import Testing
         }
     }
 
+    @Test("D-1: an address in a payload is written as \"0x\" + String(radix: 16) writes it: 0, each power of 16, the largest, and 10,000 random ones")
+    func hexText() {
+        var generator = SystemRandomNumberGenerator()
+        let values: [UInt64] = [0, 1, 9, 10, 15, .max, .max - 1] + (0..<16).map { 1 << (4 * UInt64($0)) }
+            + (0..<10_000).map { _ in UInt64.random(in: 0...UInt64.max, using: &generator) >> UInt64.random(in: 0...63, using: &generator) }
+        for value in values {
+            #expect(CrashFile.hexText(value) == "0x" + String(value, radix: 16), "\(value)")
+        }
+    }
+
     @Test("D-1: module and register lines are cut into fields exactly as String.split cuts them, multi-byte text included")
     func fieldsAsSplit() {
         let samples = [

@@ -174,14 +174,14 @@ package struct CrashFile: Sendable {
             var header = false
             var start = 0
             while start < bytes.count {
-                let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+                let end = bytes.offset(of: UInt8(ascii: "\n"), from: start) ?? bytes.count
                 let stop = end > start && bytes[end - 1] == UInt8(ascii: "\r") ? end - 1 : end
                 if stop > start {
                     let line = UnsafeRawBufferPointer(rebasing: bytes[start..<stop])
                     if header {
                         read(line, pluginFields: &pluginFields, now: now, fallbackTime: fallbackTime)
                     } else {
-                        guard line.elementsEqual("reporthost-crash 1".utf8) else { return false }
+                        guard line.holds("reporthost-crash 1") else { return false }
                         header = true
                     }
                 }

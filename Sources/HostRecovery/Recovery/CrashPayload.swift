@@ -81,5 +81,20 @@ extension CrashFile {
         }
     }
 
-    static func hexText(_ value: UInt64) -> String { "0x" + String(value, radix: 16) }
+    /// `"0x" + String(value, radix: 16)`, written in place: a backlog's payloads hold a
+    /// hundred of them each.
+    package static func hexText(_ value: UInt64) -> String {
+        let digits = max(1, (64 - value.leadingZeroBitCount + 3) / 4)
+        return String(unsafeUninitializedCapacity: digits + 2) { buffer in
+            buffer[0] = UInt8(ascii: "0")
+            buffer[1] = UInt8(ascii: "x")
+            var rest = value
+            for position in stride(from: digits + 1, through: 2, by: -1) {
+                let nibble = UInt8(truncatingIfNeeded: rest & 0xF)
+                buffer[position] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+                rest >>= 4
+            }
+            return digits + 2
+        }
+    }
 }
