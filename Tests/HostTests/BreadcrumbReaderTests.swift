@@ -8,7 +8,7 @@ import Testing
 /// A session's breadcrumb reader (SPEC B-1) over a real ring file: what it keeps between
 /// reports never changes what a report carries.
 @Suite struct BreadcrumbReaderTests {
-    @Test("B-1: report after report, a session's reader gives the last N breadcrumbs a fresh read of the ring gives, as the ring laps, from one thread and from four at once")
+    @Test("B-1: report after report, a session's reader gives the last N breadcrumbs a fresh read of the ring gives, rendered once, as the ring laps, from one thread and from four at once")
     func readerMatchesFreshRead() async throws {
         let folder = makeTemporaryDirectory("breadcrumb-reader")
         let ring = try BreadcrumbRing.create(at: folder.appendingPathComponent("session.ring").path, slots: 32).get()
@@ -24,6 +24,9 @@ import Testing
             let carried = reader.current(last: limit)
             let fresh = ring.read(last: limit).map(Breadcrumb.init)
             #expect(carried == fresh, "round \(round): \(carried.map(\.sequence)) against \(fresh.map(\.sequence))")
+            // Rendered once: a kept one is not rendered again for every report.
+            let unrendered = carried.filter { !$0.isRendered }.count
+            #expect(unrendered == 0, "round \(round): \(unrendered) of \(carried.count) not rendered")
             // Kept ones write the document's text a breadcrumb made afresh writes.
             var document = ReportDocument(id: "r", trigger: .logError, content: ReportContent(), internalLog: [], createdAt: Date())
             document.content.breadcrumbs = carried

@@ -7,16 +7,20 @@ import HostSupport
 /// watched program's standard error (category `stderr`).
 public struct Breadcrumb: Sendable, Equatable {
     /// Its place in its session's ring (1 for the session's first): Backtrace's breadcrumb id.
-    public var sequence: UInt64 { didSet { rendering = nil } }
-    public var timestamp: Date { didSet { rendering = nil } }
-    public var level: LogLevel { didSet { rendering = nil } }
-    public var category: String { didSet { rendering = nil } }
-    public var message: String { didSet { rendering = nil } }
+    public var sequence: UInt64 { didSet { if sequence != oldValue { rendering = nil } } }
+    public var timestamp: Date { didSet { if timestamp != oldValue { rendering = nil } } }
+    public var level: LogLevel { didSet { if level != oldValue { rendering = nil } } }
+    public var category: String { didSet { if category != oldValue { rendering = nil } } }
+    public var message: String { didSet { if message != oldValue { rendering = nil } } }
     /// Its timestamp's text and its JSON, made once for a breadcrumb read from its ring: it
     /// rides on every report of its session until the ring drops it, each report's document
     /// is written twice, and a scrubber reads every breadcrumb at each of its steps. A change
-    /// to any field drops it.
+    /// to any field drops it; a field set to the value it had keeps it (the session's reader
+    /// sets each kept breadcrumb's id again for every report).
     private var rendering: Rendering?
+
+    /// Whether its rendering is kept (tests).
+    package var isRendered: Bool { rendering != nil }
 
     public init(sequence: UInt64, timestamp: Date, level: LogLevel, category: String, message: String) {
         self.sequence = sequence
