@@ -160,54 +160,42 @@ import Testing
     @Test("I-6, D-1, D-2: a crash file recovered, saved, purged, chained and delivered, with each of its calls failing in turn: the crash is never lost")
     func crashFileRecovered() async throws {
         try await offPool { [self] in
-            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-crash"))
-            defer { receiver.stop() }
-            let config = try configuration(receiver)
             let handler = ["--handler", try Fixtures.plugin("marker", source: markerHandler).path]
-            let base = try prepared("crash") { (base: URL) throws in
-                #expect(try reporthost(["launch"], sweep: nil, repository: base).status == 0)
-            }
-            let counts = try sweep("a crash file's recovery", { sweep, k, errno in
-                let repository = try copy(base, as: "crash-\(errno)-\(k)")
-                let crash = ["reporthost-crash 1", "session swept", "signal 11", "code 1", "address 0x0", "thread 1", "pid 1",
-                             "time \(Int(Date().timeIntervalSince1970))", "attribute sweep.tag=crash-\(errno)-\(k)", "end", ""]
-                try crash.joined(separator: "\n").write(
-                    toFile: repository.path + "/crashes/swept-1700000000-1-1-\(k).crash", atomically: false, encoding: .utf8)
-                return try reporthost(["launch", "--config", config] + handler, sweep: sweep, repository: repository)
-            }, check: { run, k, errno in
-                try checkAfterwards(
-                    run, k: k, errno: errno, repository: folder.appendingPathComponent("crash-\(errno)-\(k)"), config: config,
-                    extra: handler, receiver: receiver, tag: "crash-\(errno)-\(k)", mustBeStored: true)
-            })
-            #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
+            try sweepCrashFiles("a crash file's recovery", as: "crash", files: 1, plugins: handler)
         }
     }
 
     @Test("I-6, D-1, H-13: two crash files recovered with no plugin loaded (their chains stored in one commit), with each call failing in turn: each crash is delivered once")
     func crashFilesRecoveredWithoutPlugins() async throws {
         try await offPool { [self] in
-            let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-unchained"))
-            defer { receiver.stop() }
-            let config = try configuration(receiver)
-            let base = try prepared("unchained") { (base: URL) throws in
-                #expect(try reporthost(["launch"], sweep: nil, repository: base).status == 0)
-            }
-            let counts = try sweep("two crash files' recovery, no plugin", { sweep, k, errno in
-                let repository = try copy(base, as: "unchained-\(errno)-\(k)")
-                for index in 1...2 {
-                    let crash = ["reporthost-crash 1", "session swept", "signal 11", "code 1", "address 0x\(index)", "thread 1", "pid 1",
-                                 "time \(Int(Date().timeIntervalSince1970))", "attribute sweep.tag=unchained-\(errno)-\(k)", "end", ""]
-                    try crash.joined(separator: "\n").write(
-                        toFile: repository.path + "/crashes/swept-1700000000-1-\(index)-\(k).crash", atomically: false, encoding: .utf8)
-                }
-                return try reporthost(["launch", "--config", config], sweep: sweep, repository: repository)
-            }, check: { run, k, errno in
-                try checkAfterwards(
-                    run, k: k, errno: errno, repository: folder.appendingPathComponent("unchained-\(errno)-\(k)"), config: config,
-                    receiver: receiver, tag: "unchained-\(errno)-\(k)", mustBeStored: true, reports: 2)
-            })
-            #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
+            try sweepCrashFiles("two crash files' recovery, no plugin", as: "unchained", files: 2, plugins: [])
         }
+    }
+
+    /// `files` crash files, tagged alike, recovered by a launch with `plugins` and delivered,
+    /// swept: each crash is delivered once. Repositories and tags are named `prefix`.
+    func sweepCrashFiles(_ name: String, as prefix: String, files: Int, plugins: [String]) throws {
+        let receiver = try LocalReceiver(folder: folder.appendingPathComponent("got-\(prefix)"))
+        defer { receiver.stop() }
+        let config = try configuration(receiver)
+        let base = try prepared(prefix) { (base: URL) throws in
+            #expect(try reporthost(["launch"], sweep: nil, repository: base).status == 0)
+        }
+        let counts = try sweep(name, { sweep, k, errno in
+            let repository = try copy(base, as: "\(prefix)-\(errno)-\(k)")
+            for index in 1...files {
+                let crash = ["reporthost-crash 1", "session swept", "signal 11", "code 1", "address 0x\(index)", "thread 1", "pid 1",
+                             "time \(Int(Date().timeIntervalSince1970))", "attribute sweep.tag=\(prefix)-\(errno)-\(k)", "end", ""]
+                try crash.joined(separator: "\n").write(
+                    toFile: repository.path + "/crashes/swept-1700000000-1-\(index)-\(k).crash", atomically: false, encoding: .utf8)
+            }
+            return try reporthost(["launch", "--config", config] + plugins, sweep: sweep, repository: repository)
+        }, check: { run, k, errno in
+            try checkAfterwards(
+                run, k: k, errno: errno, repository: folder.appendingPathComponent("\(prefix)-\(errno)-\(k)"), config: config,
+                extra: plugins, receiver: receiver, tag: "\(prefix)-\(errno)-\(k)", mustBeStored: true, reports: files)
+        })
+        #expect(counts.values.allSatisfy { $0 > 10 }, "\(counts)")
     }
 
     @Test("I-6, I-7: a held report released (its required handler loaded, the chain rerun, sent), with each of its calls failing in turn: it is never lost")
