@@ -240,7 +240,7 @@ extension Recovery {
     private func finishEmptyChains(_ records: ArraySlice<ReportRecord>, session: String, slots: ReportHost.ChainSlots)
         throws(HostError) -> [ReportDocument]
     {
-        var finished: [Repository.EmptyChainRun] = []
+        var finished: [(rowID: Int64, document: ReportDocument)] = []
         let chains = try storing { () throws(StorageError) in try repository.emptyChains(records.map(\.rowID)) }
         for record in records where !host.isInterrupted {
             guard let chain = chains[record.rowID] else { continue }
@@ -253,7 +253,7 @@ extension Recovery {
                 guard let run = try host.chain(report, mode: .recovered, slots: slots) else { continue }  // no dialog: never nil
                 document = run.document
             }
-            finished.append(Repository.EmptyChainRun(rowID: record.rowID, document: document))
+            finished.append((record.rowID, document))
         }
         try storing { () throws(StorageError) in try repository.emptyChainsFinished(finished) }
         for run in finished { log.info("recovered \(run.document.trigger.name) report \(run.document.id)") }

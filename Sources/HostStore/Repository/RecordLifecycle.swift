@@ -256,20 +256,22 @@ extension Repository {
         return (Int(row?[0].int ?? 0), skip)
     }
 
-    /// The chains of recovered reports (`rowIDs`) about to run with nothing
-    /// loaded to call (no handler, no delegate): what `reopenChain` returns for each, under a
-    /// new id, read without a write and in two queries for them all (the attachments of the
-    /// records that have some apart). `emptyChainsFinished` counts each run and re-keys each
-    /// record as it stores the bundle. A record not found has no entry.
+    /// The chains of recovered reports (`rowIDs`) about to run with nothing loaded to call (no
+    /// handler, no delegate): what `reopenChain` returns for each, under a new id, read without
+    /// a write, in two queries for them all (and one for each record that has attachments).
+    /// `emptyChainsFinished` counts each run and re-keys each record as it stores the bundle.
+    /// A record not found has no entry.
     package func emptyChains(_ rowIDs: [Int64]) throws(StorageError) -> [Int64: ReopenedChain] {
-        guard let first = rowIDs.min(), let last = rowIDs.max() else { return [:] }
-        let range: [SQLValue] = [.integer(first), .integer(last)]
-        let withAttachments = Set(
-            try database.query("SELECT DISTINCT record FROM attachments WHERE record BETWEEN ? AND ?", range).compactMap { $0[0].int })
-        let wanted = Set(rowIDs)
+        guard !rowIDs.isEmpty else { return [:] }
+        // The ids as one JSON array: one statement whatever their number, and only their rows read.
+        let ids: [SQLValue] = [.text("[" + rowIDs.map(String.init).joined(separator: ",") + "]")]
+        let withAttachments = Set(try database.query(
+            "SELECT DISTINCT record FROM attachments WHERE record IN (SELECT value FROM json_each(?))", ids).compactMap { $0[0].int })
         var chains: [Int64: ReopenedChain] = [:]
-        for row in try database.query("SELECT rowid, chain_runs, skip_chain FROM reports WHERE rowid BETWEEN ? AND ?", range) {
-            guard let rowID = row[0].int, wanted.contains(rowID) else { continue }
+        let rows = try database.query(
+            "SELECT rowid, chain_runs, skip_chain FROM reports WHERE rowid IN (SELECT value FROM json_each(?))", ids)
+        for row in rows {
+            guard let rowID = row[0].int else { continue }
             chains[rowID] = ReopenedChain(
                 id: randomUUID(), attachments: withAttachments.contains(rowID) ? try attachments(of: rowID) : [],
                 runs: Int(row[1].int ?? 0) + 1, skipReason: row[2].string)
@@ -277,22 +279,12 @@ extension Repository {
         return chains
     }
 
-    /// A recovered report whose chain had nothing to call, bundled.
-    package struct EmptyChainRun: Sendable {
-        package let rowID: Int64
-        package let document: ReportDocument
-
-        package init(rowID: Int64, document: ReportDocument) {
-            self.rowID = rowID
-            self.document = document
-        }
-    }
-
-    /// The chains of `emptyChain`: each run counted and each bundle stored as `chainFinished`
-    /// stores one, all in one commit, not flushed (see `chainFinished`). No callback ran in
-    /// them, so no callback's change can be lost (H-13): a kill before the commit leaves
-    /// every record `pending_chain` under its old id, for the next launch to run again.
-    package func emptyChainsFinished(_ runs: [EmptyChainRun]) throws(StorageError) {
+    /// The chains of `emptyChains`, each a record and its bundle: each run counted and each
+    /// bundle stored as `chainFinished` stores one, all in one commit, not flushed (see
+    /// `chainFinished`). No callback ran in them, so no callback's change can be lost (H-13):
+    /// a kill before the commit leaves every record `pending_chain` under its old id, for the
+    /// next launch to run again.
+    package func emptyChainsFinished(_ runs: [(rowID: Int64, document: ReportDocument)]) throws(StorageError) {
         guard !runs.isEmpty else { return }
         var copies: [AttachmentCopies] = []
         try makingRoom { omitting throws(StorageError) in
