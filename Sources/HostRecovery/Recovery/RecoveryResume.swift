@@ -18,11 +18,8 @@ extension Recovery {
     /// The same for the crash reports of one batch, saved together (`purged`: those whose
     /// files are gone), as soon as they are purged.
     func finishChains(of purged: [Int64], currentSession: String) throws(HostError) -> [ReportDocument] {
-        guard let first = purged.min(), let last = purged.max() else { return [] }
-        let batch = Set(purged)
-        let pending = try storing { () throws(StorageError) in
-            try repository.records(in: [.pendingChain], rowIDs: first...last, crashes: false).filter { batch.contains($0.rowID) }
-        }
+        guard !purged.isEmpty else { return [] }
+        let pending = try storing { () throws(StorageError) in try repository.records(in: [.pendingChain], rowIDs: purged, crashes: false) }
         return try settle(pending, currentSession: currentSession)
     }
 

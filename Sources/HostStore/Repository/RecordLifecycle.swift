@@ -263,13 +263,11 @@ extension Repository {
     /// A record not found has no entry.
     package func emptyChains(_ rowIDs: [Int64]) throws(StorageError) -> [Int64: ReopenedChain] {
         guard !rowIDs.isEmpty else { return [:] }
-        // The ids as one JSON array: one statement whatever their number, and only their rows read.
-        let ids: [SQLValue] = [.text("[" + rowIDs.map(String.init).joined(separator: ",") + "]")]
-        let withAttachments = Set(try database.query(
-            "SELECT DISTINCT record FROM attachments WHERE record IN (SELECT value FROM json_each(?))", ids).compactMap { $0[0].int })
+        let ids = [Self.list(rowIDs)]
+        let withAttachments = Set(
+            try database.query("SELECT DISTINCT record FROM attachments WHERE record IN \(Self.listed)", ids).compactMap { $0[0].int })
         var chains: [Int64: ReopenedChain] = [:]
-        let rows = try database.query(
-            "SELECT rowid, chain_runs, skip_chain FROM reports WHERE rowid IN (SELECT value FROM json_each(?))", ids)
+        let rows = try database.query("SELECT rowid, chain_runs, skip_chain FROM reports WHERE rowid IN \(Self.listed)", ids)
         for row in rows {
             guard let rowID = row[0].int else { continue }
             chains[rowID] = ReopenedChain(

@@ -171,10 +171,10 @@ package final class Repository: Sendable {
 
     /// Records in `states` (all when empty), oldest first. A row that cannot be read (a
     /// damaged document) is skipped, never fails the others: `unreadableRecords` names it.
-    /// - Parameter rowIDs: only the rows in this range (a batch's records, saved together).
+    /// - Parameter rowIDs: only these rows (a batch's records, saved together).
     /// - Parameter crashes: false leaves `crash` nil, unread and unparsed (recovery's chains do
     ///   not look at the payload, often most of a crash record).
-    package func records(in states: [RecordState] = [], rowIDs: ClosedRange<Int64>? = nil, crashes: Bool = true) throws(StorageError)
+    package func records(in states: [RecordState] = [], rowIDs: [Int64]? = nil, crashes: Bool = true) throws(StorageError)
         -> [ReportRecord]
     {
         try rows(in: states, rowIDs: rowIDs, crashes: crashes).compactMap { row in try? record(from: row) }
@@ -347,19 +347,26 @@ package final class Repository: Sendable {
     /// The rows in `states` (all when empty), in `rowIDs` when given. By state through
     /// `readable_by_state`, the one index on state: the rows it leaves out, and those
     /// `checkedIfWriting` leaves out, are those `record(from:)` cannot read.
-    private func rows(in states: [RecordState], rowIDs: ClosedRange<Int64>?, crashes: Bool) throws(StorageError) -> [[SQLValue]] {
+    private func rows(in states: [RecordState], rowIDs: [Int64]?, crashes: Bool) throws(StorageError) -> [[SQLValue]] {
         var conditions: [String] = []
         if !states.isEmpty {
             conditions = ["state IN (\(states.map { _ in "?" }.joined(separator: ", ")))", Self.readable, Self.checkedIfWriting]
         }
-        if rowIDs != nil { conditions.append("rowid BETWEEN ? AND ?") }
+        if rowIDs != nil { conditions.append("rowid IN \(Self.listed)") }
         let filter = (states.isEmpty ? "" : "INDEXED BY readable_by_state ") + (conditions.isEmpty ? "" : "WHERE ")
             + conditions.joined(separator: " AND ")
         let columns = crashes ? self.columns : columnsWithoutCrash
-        let range = rowIDs.map { [SQLValue.integer($0.lowerBound), .integer($0.upperBound)] } ?? []
         return try database.query(
-            "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid", states.map { .text($0.rawValue) } + range)
+            "SELECT \(columns) FROM reports \(filter) ORDER BY created_at, rowid",
+            states.map { .text($0.rawValue) } + (rowIDs.map { [Self.list($0)] } ?? []))
     }
+
+    /// Row ids given as one value (`list`), for `IN \(listed)`: one statement whatever their
+    /// number, and only their rows read.
+    static let listed = "(SELECT value FROM json_each(?))"
+
+    /// `rowIDs` as the JSON array `listed` reads.
+    static func list(_ rowIDs: [Int64]) -> SQLValue { .text("[" + rowIDs.map(String.init).joined(separator: ",") + "]") }
 
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
         let rowID = row[0].int ?? 0
