@@ -71,3 +71,13 @@ package struct ReportRecord: Sendable {
     package var reportID: String { document.id }
     package var trigger: Trigger { document.trigger }
 }
+
+/// Row ids in a query.
+extension Repository {
+    /// Row ids given as one value (`list`), for `IN \(listed)`: one statement whatever their
+    /// number, and only their rows read.
+    static let listed = "(SELECT value FROM json_each(?))"
+
+    /// `rowIDs` as the JSON array `listed` reads.
+    static func list(_ rowIDs: [Int64]) -> SQLValue { .text("[" + rowIDs.map(String.init).joined(separator: ",") + "]") }
+}

@@ -361,13 +361,6 @@ package final class Repository: Sendable {
             states.map { .text($0.rawValue) } + (rowIDs.map { [Self.list($0)] } ?? []))
     }
 
-    /// Row ids given as one value (`list`), for `IN \(listed)`: one statement whatever their
-    /// number, and only their rows read.
-    static let listed = "(SELECT value FROM json_each(?))"
-
-    /// `rowIDs` as the JSON array `listed` reads.
-    static func list(_ rowIDs: [Int64]) -> SQLValue { .text("[" + rowIDs.map(String.init).joined(separator: ",") + "]") }
-
     private func record(from row: [SQLValue]) throws(StorageError) -> ReportRecord {
         let rowID = row[0].int ?? 0
         guard var document = Self.document(text: row[1].string, breadcrumbs: row[14].string) else {
