@@ -171,3 +171,67 @@ import Testing
         #expect(plan.calls(of: .fsync) >= 2)
     }
 }
+
+/// The host's own main thread and a report's callbacks (SPEC H-8).
+@Suite struct ExpectedCallbackTests {
+    let folder = makeTemporaryDirectory("expected-callbacks").appendingPathComponent("repo")
+
+    @Test("H-8: the host's own main thread is woken as a report with callbacks begins and looks for each callback rather than sleep before it; once the chain has ended it sleeps again")
+    func mainThreadLooksForCallbacks() throws {
+        // Bounded by a minute, so only the expectation, never the machine's speed, decides.
+        let main = ThreadExecutor(name: "expecting-main", expectedSpinMicroseconds: 60_000_000)
+        defer { main.finish() }
+        var configuration = Configuration()
+        configuration.repository = folder.path
+        // Each callback after the first is queued 2 ms after the one before it returned: long
+        // past the 50 µs an idle thread looks for work when nothing is expected.
+        let queued = Locked(0)
+        let host = try ReportHost(
+            configuration: configuration, logger: .silent, mainExecutor: main,
+            observer: { event in
+                guard case .awaitingStart = event, queued.withLock({ $0 += 1; return $0 }) > 1 else { return }
+                let until = SystemClock().now().advanced(byMilliseconds: 2)
+                while SystemClock().now() < until {}
+            })
+        defer { host.stop() }
+        let session = try HostSession.open(host: host, installCrashCapture: false)
+        defer { session.end() }
+        // Each callback notes its thread and how often that thread has slept so far.
+        let seen = Locked<[(thread: String, sleeps: Int)]>([])
+        let noting = SwiftHandler.Callback.completion { _, _, done in
+            let status = Self.procText("/proc/thread-self/status")
+            let sleeps = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
+            let thread = String(Self.procText("/proc/thread-self/stat").prefix { $0 != " " })
+            seen.withLock { $0.append((thread, sleeps ?? -1)) }
+            done()
+        }
+        host.setHandler(SwiftHandler(name: "wrapper", before: noting, after: noting), for: .wrapper)
+        host.setHandler(SwiftHandler(name: "handler", before: noting, after: noting), for: .handler)
+        _ = try #require(try session.raise(ReportRequest(trigger: .logError)))
+
+        let calls = seen.withLock { $0 }
+        try #require(calls.count == 4 && Set(calls.map(\.thread)).count == 1, "four callbacks on one thread: \(calls)")
+        // Three gaps of 2 ms: a thread that slept in each would have slept three more times.
+        // One is allowed for a lock the thread found taken as it looked.
+        let slept = calls[3].sleeps - calls[0].sleeps
+        #expect(calls[0].sleeps >= 0 && slept <= 1, "the main thread slept \(slept) times between the first callback and the last: \(calls)")
+        // Nothing expected any more: the thread sleeps again (long before its minute is up).
+        let deadline = SystemClock().now().advanced(byMilliseconds: 10_000)
+        var state = ""
+        repeat {
+            state = Self.procText("/proc/self/task/\(calls[0].thread)/stat").split(separator: ")").last.map { String($0.dropFirst().prefix(1)) } ?? ""
+        } while state != "S" && SystemClock().now() < deadline
+        #expect(state == "S", "the main thread is asleep once the chain has ended, not looking for more callbacks (state \(state))")
+    }
+
+    /// A `/proc` file read whole (`String(contentsOfFile:)` cuts them).
+    static func procText(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4_096)
+        let count = read(fd, &bytes, bytes.count)
+        return count > 0 ? String(decoding: bytes[..<count], as: UTF8.self) : ""
+    }
+}

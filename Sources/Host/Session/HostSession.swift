@@ -251,26 +251,32 @@ package final class HostSession: Sendable {
     /// cancelled the dialog (nothing is stored).
     package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
         var request = request
-        // A request that brings its own (a check's planted ones) keeps them.
-        if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
-        let report = host.makeReport(request)
         let slots = host.currentSlots
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
         if request.dialog == nil && !slots.hasCallbacks {
-            return try raiseUnchained(report, mode: mode, slots: slots, crash: request.crash)
+            if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
+            return try raiseUnchained(host.makeReport(request), mode: mode, slots: slots, crash: request.crash)
         }
-        let journal = report.snapshot
-        // Committed before the first callback, flushed while the callbacks run (one flush per
-        // report; see `chainFinished`): stored once the flush is done, as before.
-        let (rowID, flush) = try storing { () throws(StorageError) in
-            try repository.journalFlushingBehind(journal, session: sessionID, dialogPending: request.dialog != nil, crash: request.crash)
+        // The callbacks run on the main thread: it is woken now, while the report is made and
+        // journaled, and looks for them instead of sleeping between them.
+        let (journal, rowID, flush, chained) = try host.expectingCallbacks { () throws(HostError) in
+            // A request that brings its own (a check's planted ones) keeps them.
+            if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
+            let report = host.makeReport(request)
+            let journal = report.snapshot
+            // Committed before the first callback, flushed while the callbacks run (one flush
+            // per report; see `chainFinished`): stored once the flush is done, as before.
+            let (rowID, flush) = try storing { () throws(StorageError) in
+                try repository.journalFlushingBehind(journal, session: sessionID, dialogPending: request.dialog != nil, crash: request.crash)
+            }
+            host.faults.hit(.afterJournal)
+            let dialog = request.dialog.map {
+                JournalingDialog(presenter: $0, repository: repository, rowID: rowID, journal: journal, log: host.logger)
+            }
+            host.faults.hit(.duringHandlers)
+            return (journal, rowID, flush, try host.chain(report, mode: mode, dialog: dialog, slots: slots))
         }
-        host.faults.hit(.afterJournal)
-        let dialog = request.dialog.map {
-            JournalingDialog(presenter: $0, repository: repository, rowID: rowID, journal: journal, log: host.logger)
-        }
-        host.faults.hit(.duringHandlers)
-        guard let run = try host.chain(report, mode: mode, dialog: dialog, slots: slots) else {
+        guard let run = chained else {
             try storing { () throws(StorageError) in try repository.discard(rowID) }
             return nil
         }

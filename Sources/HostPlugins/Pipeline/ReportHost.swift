@@ -263,6 +263,14 @@ package final class ReportHost: Sendable {
         return try chain.run(report: report, handlers: slots.handlers, delegate: slots.delegate, mode: mode, dialog: dialog)
     }
 
+    /// Runs `body`, which journals a report and runs its chain on the main thread: a main
+    /// thread of the host's own (`ThreadExecutor`, an embedding program's) is woken now and
+    /// looks for the callbacks until `body` returns, rather than sleep before each.
+    package func expectingCallbacks<T>(_ body: () throws(HostError) -> T) throws(HostError) -> T {
+        guard let executor = mainExecutor as? ThreadExecutor else { return try body() }
+        return try executor.expectingJobs(body)
+    }
+
     /// Fills a report before its first callback: host-wide attributes, then the request's
     /// (SPEC R-4 precedence), fields, and extended attachments.
     func prepare(_ report: LiveReport, from request: ReportRequest) {

@@ -54,9 +54,13 @@ package struct SystemClock: HostClock {
 ///
 /// # Thread safety
 /// `@unchecked Sendable`: every access to `state` happens while `condition` is locked.
+/// `changes` is read without it, by a spinning waiter, only to know when to look again.
 package final class WaitableState<State>: @unchecked Sendable {
     private let condition = Condition()
     private var state: State
+    /// Counts the changes made under the lock: a waiter that spins watches it, not the lock,
+    /// so the thread bringing the change never finds the lock taken by a waiter looking.
+    private let changes = Atomic<UInt64>(0)
 
     package init(_ state: State) { self.state = state }
 
@@ -65,6 +69,7 @@ package final class WaitableState<State>: @unchecked Sendable {
     package func update<T>(_ body: (inout State) -> T) -> T {
         condition.lock()
         defer {
+            changes.add(1, ordering: .releasing)
             condition.broadcast()
             condition.unlock()
         }
@@ -78,7 +83,10 @@ package final class WaitableState<State>: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let result = body(&state)
-        if wake(state) { condition.broadcast() }
+        if wake(state) {
+            changes.add(1, ordering: .releasing)
+            condition.broadcast()
+        }
         return result
     }
 
@@ -105,6 +113,23 @@ package final class WaitableState<State>: @unchecked Sendable {
     package enum Spin: Sendable {
         case none
         case microseconds(UInt64)
+        /// `microseconds(short)`, and on up to `long` while `expecting` holds: the state says a
+        /// hand-off is coming (a report's callbacks are on their way: `ThreadExecutor.expectingJobs`).
+        case expecting(short: UInt64, long: UInt64, while: @Sendable (State) -> Bool)
+
+        /// How long, in nanoseconds from its start, a waiter spins in `state`.
+        func nanoseconds(in state: State) -> UInt64 {
+            switch self {
+            case .none: 0
+            case .microseconds(let limit): limit * 1_000
+            case .expecting(let short, let long, let expecting): (expecting(state) ? max(short, long) : short) * 1_000
+            }
+        }
+
+        /// Whether a waiter woken from its sleep spins again: while a hand-off is expected.
+        func respins(_ state: State) -> Bool {
+            if case .expecting(_, _, let expecting) = self { expecting(state) } else { false }
+        }
     }
 
     /// `wait` with a deadline that depends on the state, re-read after every wake-up.
@@ -114,24 +139,34 @@ package final class WaitableState<State>: @unchecked Sendable {
     ) -> T {
         condition.lock()
         defer {
+            changes.add(1, ordering: .releasing)
             condition.broadcast()
             condition.unlock()
         }
-        if case .microseconds(let limit) = spinning, !predicate(state) {
-            let start = SystemClock().now().nanoseconds
-            repeat {
-                condition.unlock()
-                sched_yield()
-                condition.lock()
-            } while !predicate(state) && SystemClock().now().nanoseconds &- start < limit * 1_000
-        }
+        var spinningSince = predicate(state) || spinning.nanoseconds(in: state) == 0 ? nil : SystemClock().now().nanoseconds
         while !predicate(state) {
+            if let start = spinningSince {
+                let limit = spinning.nanoseconds(in: state)
+                if SystemClock().now().nanoseconds &- start < limit {
+                    // Looks at the count of changes, without the lock, until one comes or the
+                    // time is up; then at the state again, under the lock.
+                    let seen = changes.load(ordering: .acquiring)
+                    condition.unlock()
+                    repeat {
+                        sched_yield()
+                    } while changes.load(ordering: .acquiring) == seen && SystemClock().now().nanoseconds &- start < limit
+                    condition.lock()
+                    continue
+                }
+            }
+            spinningSince = nil
             if let deadline = deadline(state) {
                 if clock.now() >= deadline { return body(&state, false) }
                 clock.wait(on: condition, until: deadline)
             } else {
                 condition.wait()
             }
+            if spinning.respins(state) { spinningSince = SystemClock().now().nanoseconds }
         }
         return body(&state, true)
     }
