@@ -138,15 +138,10 @@ import Testing
         }
     }
 
-    /// A thread's name from `/proc` (read whole: `String(contentsOfFile:)` cuts `/proc` files).
+    /// A thread's name from `/proc` (nil once the thread has ended).
     static func threadName(_ thread: Int32) -> String? {
-        let fd = open("/proc/self/task/\(thread)/comm", O_RDONLY)
-        guard fd >= 0 else { return nil }  // the thread has ended
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 64)
-        let count = read(fd, &bytes, bytes.count)
-        guard count > 0 else { return nil }
-        return String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .newlines)
+        let name = ExpectedCallbackTests.procText("/proc/self/task/\(thread)/comm")
+        return name.isEmpty ? nil : name.trimmingCharacters(in: .newlines)
     }
 
     @Test("H-13, D-1: a flush of the journal that fails (EIO) fails raise with the log's path and the reason; the report is stored with its chain's changes, and the next report is flushed again")
@@ -225,13 +220,9 @@ import Testing
         #expect(state == "S", "the main thread is asleep once the chain has ended, not looking for more callbacks (state \(state))")
     }
 
-    /// A `/proc` file read whole (`String(contentsOfFile:)` cuts them).
+    /// A `/proc` file read whole (`String(contentsOfFile:)` cuts them); empty when it cannot be read.
     static func procText(_ path: String) -> String {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 4_096)
-        let count = read(fd, &bytes, bytes.count)
-        return count > 0 ? String(decoding: bytes[..<count], as: UTF8.self) : ""
+        guard case .success(let data) = BoundedFile.read(path, limit: 65_536, system: .live) else { return "" }
+        return String(decoding: data, as: UTF8.self)
     }
 }

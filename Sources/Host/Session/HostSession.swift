@@ -250,19 +250,15 @@ package final class HostSession: Sendable {
     /// (SPEC H-13), stored with the chain's result after bundling. nil when the user
     /// cancelled the dialog (nothing is stored).
     package func raise(_ request: ReportRequest) throws(HostError) -> ReportDocument? {
-        var request = request
         let slots = host.currentSlots
         let mode: ChainMode = request.isTerminating ? .terminating : .runningApp
         if request.dialog == nil && !slots.hasCallbacks {
-            if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
-            return try raiseUnchained(host.makeReport(request), mode: mode, slots: slots, crash: request.crash)
+            return try raiseUnchained(makeReport(request), mode: mode, slots: slots, crash: request.crash)
         }
         // The callbacks run on the main thread: it is woken now, while the report is made and
         // journaled, and looks for them instead of sleeping between them.
         let (journal, rowID, flush, chained) = try host.expectingCallbacks { () throws(HostError) in
-            // A request that brings its own (a check's planted ones) keeps them.
-            if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
-            let report = host.makeReport(request)
+            let report = makeReport(request)
             let journal = report.snapshot
             // Committed before the first callback, flushed while the callbacks run (one flush
             // per report; see `chainFinished`): stored once the flush is done, as before.
@@ -292,6 +288,14 @@ package final class HostSession: Sendable {
         try storing { () throws(StorageError) in try repository.waitUntilFlushed(flush) }
         stored(document)
         return document
+    }
+
+    /// The report `request` raises, with the session's breadcrumbs; a request that brings its
+    /// own (a check's planted ones) keeps them.
+    private func makeReport(_ request: ReportRequest) -> LiveReport {
+        var request = request
+        if request.breadcrumbs.isEmpty { request.breadcrumbs = currentBreadcrumbs }
+        return host.makeReport(request)
     }
 
     /// Says that `document` is stored: in the log, and as a breadcrumb of the host's own.
