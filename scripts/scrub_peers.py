@@ -45,7 +45,7 @@ def build_driver(folder):
     driver = os.path.join(folder, "scrub-pii-driver")
     sources = [os.path.join(ROOT, "scripts", "scrub_peers_driver.c")] + [
         os.path.join(PLUGIN, name) for name in ("engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c",
-                                                           "reverse.c", "rule_databases.c", "tail.c")]
+                                                           "reverse.c", "rule_databases.c", "tail.c", "sort.c")]
     subprocess.run(["cc", "-std=gnu11", "-O2", "-pthread", "-I", PLUGIN, "-I", os.path.join(ROOT, "Sources", "Digest", "include")]
                    + sources + [os.path.join(ROOT, "Sources", "Digest", "sha256.c"), "-lhs", "-o", driver], check=True)
     return driver

@@ -203,7 +203,7 @@ static bool inside_replacement(const struct rh_scrubber *scrubber, const char *t
    parts kept over a one-line part that ran past them are marked `hides`). */
 static bool select_matches(const struct rh_scrubber *scrubber, struct matches *found, const char *text, size_t size) {
     if (found->count == 0) return false;
-    qsort(found->items, found->count, sizeof *found->items, by_start);
+    scrub_sort(found->items, found->count, by_start);
     size_t kept = 0;
     bool hidden = false;
     for (size_t i = 0; i < found->count;) {
@@ -224,7 +224,7 @@ static bool select_matches(const struct rh_scrubber *scrubber, struct matches *f
         }
         i = j;
     }
-    qsort(found->items, kept, sizeof *found->items, by_start);
+    scrub_sort(found->items, kept, by_start);
     size_t out = 0, end = 0;
     for (size_t i = 0; i < kept; i++) {
         if (inside_replacement(scrubber, text, found->items[i].from)) {
@@ -325,10 +325,11 @@ static void mark(struct marks *marks, size_t at) {
    `marks`); *again when step 4 is needed. */
 static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, const struct rh_scrub_style *style, bool *again,
                   struct marks *marks) {
-    struct matches found = {0};
+    struct match room[128];
+    struct matches found = scrub_matches_in(room, sizeof room / sizeof *room);
     if (scrubber->database && size > 0) {
         if (!scrub_scan(scrubber, text, size, &found)) {
-            free(found.items);
+            scrub_matches_free(&found);
             return NULL;
         }
         *again = select_matches(scrubber, &found, text, size);
@@ -349,7 +350,7 @@ static char *pass(struct rh_scrubber *scrubber, const char *text, size_t size, c
         at = to;
     }
     put(&o, text + at, size - at);
-    free(found.items);
+    scrub_matches_free(&found);
     if (!o.failed && !(marks && marks->failed)) return o.text;
     free(o.text);
     return NULL;

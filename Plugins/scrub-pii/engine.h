@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "cache.h"
 #include "scrub.h"
@@ -68,12 +69,28 @@ struct matches {
     struct match *items;
     size_t count, capacity;
     bool failed;
+    bool borrowed; /* items is the caller's room (scrub_matches_in), never freed or grown in place */
     unsigned id;   /* the rule scanned alone */
     size_t offset; /* where the stretch it scans starts in the text */
     bool trusted;  /* a match at its start counts: the text's start, or after one of the rule's `starts` */
     size_t first;  /* the first item of this stretch's scan */
     bool collapse; /* keep one item per start: its longest end */
 };
+
+/* Matches kept in `room` (the caller's, on its stack: a scan finds few) until more come than it
+   holds, then in memory of their own. Most scans then allocate nothing: a pass over the bench's
+   100 documents asked glibc for 3,600 blocks of 2 KB or more, about 5% of its time. */
+static inline struct matches scrub_matches_in(struct match *room, size_t capacity) {
+    return (struct matches){.items = room, .capacity = capacity, .borrowed = true};
+}
+
+/* Sorts items[0..count) by `compare` (sort.c), stably. */
+void scrub_sort(struct match *items, size_t count, int (*compare)(const void *, const void *));
+
+/* Frees what `found` holds in memory of its own. */
+static inline void scrub_matches_free(struct matches *found) {
+    if (!found->borrowed) free(found->items);
+}
 
 /* Whether `pattern` ends, in each top-level branch, with the same atom repeated more times than
    its least, as many more in each (tail.c): then `cut` holds the pattern with each such tail cut

@@ -30,11 +30,13 @@ static size_t reach_of(const struct compiled *rule) { return rule->width > UNBOU
 static bool append(struct matches *found, struct match match) {
     if (found->count == found->capacity) {
         size_t capacity = found->capacity ? found->capacity * 2 : 64;
-        struct match *grown = realloc(found->items, capacity * sizeof *grown);
+        struct match *grown = found->borrowed ? malloc(capacity * sizeof *grown) : realloc(found->items, capacity * sizeof *grown);
         if (!grown) {
             found->failed = true;
             return false;
         }
+        if (found->borrowed) memcpy(grown, found->items, found->count * sizeof *grown);
+        found->borrowed = false;
         found->items = grown;
         found->capacity = capacity;
     }
@@ -256,7 +258,8 @@ static enum backward backward(struct rh_scrubber *scrubber, unsigned id, const c
     if (copy != local) free(copy);
     if (scanned == HS_SCAN_TERMINATED) return BACKWARD_NOT_HERE;
     if (scanned != HS_SUCCESS) return BACKWARD_FAILED;
-    struct matches pairs = {0};
+    struct match room[STARTS_MAX * 2];
+    struct matches pairs = scrub_matches_in(room, sizeof room / sizeof *room);
     size_t scanned_from = SIZE_MAX;
     /* Places come latest first; each anchored scan starts a byte before its place (its context),
        except at the stretch's first byte, and covers the place after its own start too. */
@@ -267,12 +270,12 @@ static enum backward backward(struct rh_scrubber *scrubber, unsigned id, const c
         struct anchored context = {&pairs, start, from};
         if (hs_scan(anchored, text + start, (unsigned)(to - start), 0, scratch, on_anchored_end, &context) != HS_SUCCESS) pairs.failed = true;
     }
-    if (!pairs.failed && pairs.count > 1) qsort(pairs.items, pairs.count, sizeof *pairs.items, by_end);
+    if (!pairs.failed) scrub_sort(pairs.items, pairs.count, by_end);
     for (size_t k = 0; k < pairs.count && !pairs.failed && !found->failed; k++)
         if (k == 0 || pairs.items[k].to != pairs.items[k - 1].to)
             on_match(id, pairs.items[k].from - from, pairs.items[k].to - from, 0, found);
     bool failed = pairs.failed || found->failed;
-    free(pairs.items);
+    scrub_matches_free(&pairs);
     return failed ? BACKWARD_FAILED : BACKWARD_DONE;
 }
 
@@ -311,7 +314,8 @@ static bool later_blocks(struct rh_scrubber *scrubber, unsigned id, const char *
 }
 
 bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, struct matches *found) {
-    struct matches ends = {0};
+    struct match room[64];
+    struct matches ends = scrub_matches_in(room, sizeof room / sizeof *room);
     size_t last[scrubber->count];
     for (size_t k = 0; k < scrubber->count; k++) last[k] = SIZE_MAX;
     struct runs runs = {&ends, scrubber, last, text, size, found};
@@ -325,6 +329,6 @@ bool scrub_scan(struct rh_scrubber *scrubber, const char *text, size_t size, str
         ok = scan_stretch(scrubber, run->id, text, stretch_start(scrubber, rule, text, run->from), run->to, found);
         if (ok && rule->first_end) ok = later_blocks(scrubber, run->id, text, found, first);
     }
-    free(ends.items);
+    scrub_matches_free(&ends);
     return ok;
 }

@@ -97,14 +97,14 @@ import Testing
         }
     }
 
-    @Test("scrub-pii: 50,000 random inputs under AddressSanitizer, after the inputs earlier runs found: no memory errors, scrubbing twice equals once, a text seen again (the memo) and rules loaded from the cache folder scrub as the first time, a damaged saved database is compiled again, never loaded; these and the 100 texts check --scrub plants (66 kinds) scrub as when each rule's second scan covers the whole text; the backward start search and the rule set with its tails cut (a bound or none) find the matches of the rules as written, match for match, on a quarter of the random inputs, the 100 texts and 10,000 texts spliced from them, and every rule of bounded length can use the search (one does); reverse.c reads every built-in rule with the engine's widths, tail.c each tail's bytes as the engine does and relaxes a rule's head as it says")
+    @Test("scrub-pii: 50,000 random inputs under AddressSanitizer, after the inputs earlier runs found: no memory errors, scrubbing twice equals once, a text seen again (the memo) and rules loaded from the cache folder scrub as the first time, a damaged saved database is compiled again, never loaded; these and the 100 texts check --scrub plants (66 kinds) scrub as when each rule's second scan covers the whole text; the backward start search and the rule set with its tails cut (a bound or none) find the matches of the rules as written, match for match, on a quarter of the random inputs, the 100 texts and 10,000 texts spliced from them, and every rule of bounded length can use the search (one does); reverse.c reads every built-in rule with the engine's widths, tail.c each tail's bytes as the engine does and relaxes a rule's head as it says; sort.c sorts as a stable sort does, and a line of 300 matches (more than a scan keeps on its stack) scrubs as the whole-text scan")
     func scrubFuzz() throws {
         let folder = Products.packageRoot.appendingPathComponent("Plugins/scrub-pii")
         let temporary = makeTemporaryDirectory("scrub-fuzz")
         let binary = temporary.appendingPathComponent("scrub_fuzz")
         let cache = temporary.appendingPathComponent("cache")
         try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: false)
-        let sources = ["fuzz/scrub_fuzz.c", "fuzz/patterns.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c", "reverse.c", "rule_databases.c", "tail.c"].map { folder.appendingPathComponent($0).path }
+        let sources = ["fuzz/scrub_fuzz.c", "fuzz/patterns.c", "engine.c", "scan.c", "breaks.c", "rules.c", "checks.c", "keys.c", "cache.c", "reverse.c", "rule_databases.c", "tail.c", "sort.c"].map { folder.appendingPathComponent($0).path }
         let digest = Products.packageRoot.appendingPathComponent("Sources/Digest")
         try Fixtures.compile(
             ["-std=gnu11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-I", digest.appendingPathComponent("include").path]

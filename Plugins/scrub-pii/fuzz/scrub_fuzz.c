@@ -12,7 +12,8 @@
  * length can be searched backwards, and one is, not with its start-of-match scan. The texts of
  * CORPUS (NUL-separated) are checked for idempotence, the stretches and the backward search,
  * and texts spliced from them (a fifth as many as the random inputs) for the backward search
- * and the cut tails.
+ * and the cut tails. First, sort.c's sort against a stable one, and a line holding more matches
+ * than a scan keeps on its stack against the whole-text scan.
  * Usage: scrub_fuzz ITERATIONS SEED EMPTY_FOLDER [CORPUS] */
 #include <dirent.h>
 #include <limits.h>
@@ -198,6 +199,52 @@ static bool matches_alike(struct rh_scrubber *scrubber, struct rh_scrubber *refe
     return alike;
 }
 
+static int differs(const char *what, const char *input, const char *once, const char *other);
+
+/* scrub_sort against an insertion sort (stable) on random runs of matches, some longer than the
+   room it keeps on the stack, ordered by start alone so that ties show whether it is stable. */
+static int by_from(const void *a, const void *b) {
+    const struct match *x = a, *y = b;
+    return (x->from > y->from) - (x->from < y->from);
+}
+
+static bool sorts_stably(void) {
+    struct match items[300], expected[300];
+    for (int round = 0; round < 2000; round++) {
+        size_t count = (size_t)(rand() % 300), runs = 1 + (size_t)(rand() % 6);
+        for (size_t k = 0; k < count; k++) /* `runs` rising runs, with repeated starts */
+            items[k] = (struct match){(unsigned)k, (k * runs / (count ? count : 1)) * 7 + (size_t)(rand() % 40) / 3, 0, false};
+        for (size_t k = 0; k < count; k++) {
+            size_t at = k;
+            for (; at > 0 && by_from(&expected[at - 1], &items[k]) > 0; at--) expected[at] = expected[at - 1];
+            expected[at] = items[k];
+        }
+        scrub_sort(items, count, by_from);
+        for (size_t k = 0; k < count; k++)
+            if (items[k].id != expected[k].id) {
+                printf("scrub_sort: %zu matches in %zu runs, item %zu: id %u where a stable sort puts %u\n", count, runs, k, items[k].id,
+                       expected[k].id);
+                return false;
+            }
+    }
+    return true;
+}
+
+/* One line holding more matches than any scan keeps on the stack (sort.c, scan.c, engine.c):
+   scrubbed whole, and as when each rule's second scan covers the whole text. */
+static bool many_matches_scrub_alike(struct rh_scrubber *reference) {
+    char text[300 * 40];
+    size_t length = 0;
+    for (unsigned k = 0; k < 300; k++)
+        length += (size_t)snprintf(text + length, sizeof text - length, "user%u@example.com 10.0.%u.%u ", k, k / 200, k % 200);
+    char *once = rh_scrub(text), *whole = rh_scrubber_apply(reference, text, NULL);
+    bool alike = once && whole && strcmp(once, whole) == 0 && !strstr(once, "example.com") && !strstr(once, "10.0.");
+    if (!alike) differs("300 matches on one line: not all scrubbed, or not as scanning the whole text", text, once, whole);
+    free(once);
+    free(whole);
+    return alike;
+}
+
 static int differs(const char *what, const char *input, const char *once, const char *other) {
     printf("%s:\n  input: [%s]\n  once:  [%s]\n  then:  [%s]\n", what, input, once, other);
     return 1;
@@ -322,7 +369,7 @@ int main(int argc, char **argv) {
         return 1;
     struct rh_scrubber *loading = saved_rules(argv[3]), *reference = reference_scrubber(true),
                        *starts = reference_scrubber(false);
-    if (!loading || !reference || !starts) return 1;
+    if (!loading || !reference || !starts || !sorts_stably() || !many_matches_scrub_alike(reference)) return 1;
     long splices = iterations / 5, corpus = argc > 4 ? corpus_scrubs_alike(argv[4], reference, loading, starts, splices) : 0;
     if (corpus < 0) return 1;
     char input[512];
