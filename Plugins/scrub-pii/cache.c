@@ -5,9 +5,10 @@
  * versions of the plugin check; Hyperscan checks the CRC32C it keeps of the database: a torn or
  * altered file is recompiled, never loaded. Written to a fresh temporary file (O_EXCL,
  * O_NOFOLLOW) and renamed, so two hosts starting at once both end with a whole file.
- * The memo of clean texts is at the end. */
+ * The memo of clean texts is at the end, and the scrub that goes through it. */
 #define _GNU_SOURCE
 #include "cache.h"
+#include "engine.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -177,4 +178,28 @@ void scrub_memo_remember(struct scrub_memo *memo, const uint8_t digest[16]) {
     pthread_mutex_lock(&memo->lock);
     memcpy(memo->slots[memo_slot(digest)], digest, 16);
     pthread_mutex_unlock(&memo->lock);
+}
+
+/* A text the memo knows had nothing to scrub is not scanned again (the style changes only what
+   replaces a value); one scanned now that has nothing is remembered. Either way nothing is
+   copied: a host's report asks this of a hundred breadcrumbs it scrubbed in the report before. */
+char *rh_scrubber_apply_if_changed(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style, bool *unchanged) {
+    size_t length = strlen(text);
+    uint8_t digest[16];
+    bool memo = length <= SCRUB_MEMO_MAX_TEXT;
+    *unchanged = memo && scrub_memo_knows(&scrubber->memo, text, length, digest);
+    char *scrubbed = *unchanged ? NULL : rh_scrubber_apply(scrubber, text, style);
+    if (scrubbed && strcmp(scrubbed, text) == 0) {
+        if (memo) scrub_memo_remember(&scrubber->memo, digest);
+        free(scrubbed);
+        scrubbed = NULL;
+        *unchanged = true;
+    }
+    return scrubbed;
+}
+
+char *rh_scrubber_apply_remembering(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style) {
+    bool unchanged = false;
+    char *scrubbed = rh_scrubber_apply_if_changed(scrubber, text, style, &unchanged);
+    return unchanged ? strdup(text) : scrubbed;
 }

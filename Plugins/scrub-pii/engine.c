@@ -411,18 +411,6 @@ char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const st
     return NULL;
 }
 
-/* A text the memo knows had nothing to scrub comes back as it is (the style changes only what
-   replaces a value); one scanned now that has nothing is remembered. */
-char *rh_scrubber_apply_remembering(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style) {
-    size_t length = strlen(text);
-    uint8_t digest[16];
-    bool memo = length <= SCRUB_MEMO_MAX_TEXT;
-    if (memo && scrub_memo_knows(&scrubber->memo, text, length, digest)) return strdup(text);
-    char *scrubbed = rh_scrubber_apply(scrubber, text, style);
-    if (memo && scrubbed && strcmp(scrubbed, text) == 0) scrub_memo_remember(&scrubber->memo, digest);
-    return scrubbed;
-}
-
 static struct rh_scrubber *every_rule;
 static pthread_once_t every_rule_once = PTHREAD_ONCE_INIT;
 

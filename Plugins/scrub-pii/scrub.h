@@ -55,6 +55,10 @@ char *rh_scrubber_apply(struct rh_scrubber *scrubber, const char *text, const st
    previous report carried, and whose after step reads what the before step scrubbed. */
 char *rh_scrubber_apply_remembering(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style);
 
+/* The same without the copy when nothing changes: NULL with *unchanged when `text` holds
+   nothing to scrub; the scrubbed copy when it held something; NULL without memory. */
+char *rh_scrubber_apply_if_changed(struct rh_scrubber *scrubber, const char *text, const struct rh_scrub_style *style, bool *unchanged);
+
 /* Whether a built-in rule has this kind. */
 bool rh_scrub_kind_known(const char *kind);
 

@@ -94,6 +94,14 @@ static char *clean(const char *text) {
     return scrubber ? rh_scrubber_apply_remembering(scrubber, text, &options.style) : NULL;
 }
 
+/* `text` scrubbed when it held something to scrub; NULL when it held nothing (no copy made)
+   or without memory: the caller leaves the field as it is. */
+static char *changed(const char *text) {
+    pthread_once(&ready_once, get_ready);
+    bool unchanged = false;
+    return scrubber ? rh_scrubber_apply_if_changed(scrubber, text, &options.style, &unchanged) : NULL;
+}
+
 /* What replaces the value of an attribute whose key names a secret, as `method` says; NULL
    when the value already is that (scrubbing twice changes nothing). */
 static char *secret_value(const char *value) {
@@ -126,8 +134,8 @@ static char *read_field(rh_report *r, getter get) {
 static void scrub_field(rh_report *r, getter get, setter set) {
     char *value = read_field(r, get);
     if (!value) return;
-    char *cleaned = clean(value);
-    if (cleaned && strcmp(cleaned, value) != 0) set(r, cleaned);
+    char *cleaned = changed(value);
+    if (cleaned) set(r, cleaned);
     free(cleaned);
     free(value);
 }
@@ -137,7 +145,7 @@ static bool scrub_attribute(void *context, const char *key, const char *value) {
     if (scrub_options_is_safe_attribute(&options, key)) return true;
     const char *const *words = options.has_sensitive_keys ? (const char *const *)options.sensitive_keys : NULL;
     bool secret = rh_scrub_key_is_secret(key, words, options.sensitive_key_count);
-    char *cleaned = secret ? secret_value(value) : clean(value);
+    char *cleaned = secret ? secret_value(value) : changed(value);
     /* The visitor sees a snapshot and the host holds no lock: setting here is allowed. */
     if (cleaned && strcmp(cleaned, value) != 0) host->set_attribute(r, key, cleaned);
     free(cleaned);
@@ -202,8 +210,8 @@ static void scrub_attachment(rh_report *r, const char *name, const char *filenam
     if (!data) return;
     if (host->attachment_data(r, name, data, size, &size) == RH_OK && memchr(data, '\0', size) == NULL) {
         data[size] = '\0';
-        char *cleaned = clean(data);
-        if (cleaned && strcmp(cleaned, data) != 0) {
+        char *cleaned = changed(data);
+        if (cleaned) {
             host->remove_attachment(r, name);
             if (strlen(cleaned) == 0 || host->add_attachment(r, name, filename, cleaned, strlen(cleaned)) != RH_OK)
                 host->log(r, RH_LOG_WARN, "scrub-pii: an attachment held personal data and could not be put back scrubbed: removed");
@@ -235,8 +243,8 @@ static bool scrub_breadcrumb(void *context, size_t index, const char *timestamp,
     (void)level;
     (void)category;
     struct breadcrumb_visit *visit = context;
-    char *cleaned = clean(message);
-    if (cleaned && strcmp(cleaned, message) != 0) host->set_breadcrumb_message(visit->report, index, cleaned);
+    char *cleaned = changed(message);
+    if (cleaned) host->set_breadcrumb_message(visit->report, index, cleaned);
     free(cleaned);
     return true;
 }

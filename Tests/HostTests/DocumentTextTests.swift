@@ -78,7 +78,7 @@ import Testing
         }
     }
 
-    @Test("report document: breadcrumbs read from a ring (written once, kept as text) write what they would write made field by field, and one changed after it was read (a scrubber's set_breadcrumb_message, any field) writes its new value")
+    @Test("report document: breadcrumbs read from a ring (written once, kept as text) write what they would write made field by field, and one changed after it was read (a scrubber's set_breadcrumb_message, any field) writes its new value; their size counted without writing them is the size written")
     func renderedBreadcrumbsMatch() {
         var random = SplitMix64(seed: 20_261_205)
         for round in 0..<1_000 {
@@ -102,6 +102,9 @@ import Testing
             let direct = document.serialized()
             let built = document.json.serialized()
             #expect(direct == built, "document \(round): \(Self.firstDifference(direct, built))")
+            // Counted without being written (a record that holds them): the same size.
+            let without = document.serializedWithoutBreadcrumbs()
+            #expect(without.bytes == direct.utf8.count && without.text == document.serializedApart().text, "document \(round)")
             // The same breadcrumbs made field by field (never rendered) write the same text.
             var unrendered = document
             unrendered.content.breadcrumbs = document.content.breadcrumbs.map {
@@ -113,7 +116,7 @@ import Testing
         }
     }
 
-    @Test("report document: stored apart (schema 16), the text without its breadcrumbs and their array make the whole text back, byte for byte, and its size, for 1,000 random documents (none, one, forty breadcrumbs)")
+    @Test("report document: stored apart (schema 16), the text without its breadcrumbs and their array make the whole text back, byte for byte, and its size (also when the array is counted, not written), for 1,000 random documents (none, one, forty breadcrumbs)")
     func storedApartMakesTheWhole() throws {
         var random = SplitMix64(seed: 20_261_206)
         var withBreadcrumbs = 0
@@ -122,6 +125,8 @@ import Testing
             let whole = document.serialized()
             let apart = document.serializedApart()
             #expect(apart.bytes == whole.utf8.count, "document \(round)")
+            let without = document.serializedWithoutBreadcrumbs()
+            #expect(without.text == apart.text && without.bytes == apart.bytes, "document \(round): counted without the array")
             #expect((try JSONValue.parse(apart.text))["breadcrumbs"] == nil, "document \(round): the text still holds them")
             // The array goes where the writer puts the member: after `changes`.
             let member = #","breadcrumbs":"# + (apart.breadcrumbs ?? "[]")

@@ -34,6 +34,33 @@ import Testing
         try #require(try repository.record(rowID)).document
     }
 
+    @Test("B-1: given the journaled document, a chain that left the breadcrumbs as they were neither writes nor reads them back (the record keeps what it holds) and counts the whole document; one that changed a breadcrumb or emptied them writes them")
+    func journaledBreadcrumbsKept() throws {
+        let journal = Self.document("journaled", breadcrumbs: 100)
+        let rowID = try repository.journal(journal, session: "s", dialogPending: false)
+        // What the record holds, changed behind the repository's back: a chainFinished that
+        // compared them with what it holds would write them again.
+        try repository.database.query(
+            "UPDATE report_breadcrumbs SET breadcrumbs = json_set(breadcrumbs, '$[0].message', 'planted') WHERE record = ?", [.integer(rowID)])
+        var chained = journal
+        chained.content.summary = "chained"
+        try repository.chainFinished(rowID, document: chained, journaled: journal)
+        #expect(try stored(rowID).content.breadcrumbs[0].message == "planted")
+        #expect(try stored(rowID).content.summary == "chained")
+        #expect(try repository.record(rowID)?.bytes == chained.serialized().utf8.count)
+
+        var masked = chained
+        masked.content.breadcrumbs[41].message = "step [email] of the order"
+        try repository.chainFinished(rowID, document: masked, journaled: chained)
+        #expect(try stored(rowID).json == masked.json)
+
+        var emptied = masked
+        emptied.content.breadcrumbs = []
+        try repository.chainFinished(rowID, document: emptied, journaled: masked)
+        #expect(try count("SELECT COUNT(*) FROM report_breadcrumbs WHERE record = ?", rowID) == 0)
+        #expect(try stored(rowID).json == emptied.json)
+    }
+
     @Test("B-1: a report's breadcrumbs are written with its journal, not again when its chain left them as they were, again when it changed one, and read back whole each time")
     func writtenOnceUnlessChanged() throws {
         // Updates of the table, counted by a trigger of the test's own.

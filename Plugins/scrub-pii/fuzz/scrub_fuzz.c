@@ -1,9 +1,10 @@
 /* A property test for rh_scrub: random inputs built from the characters the matchers care
  * about, checked under AddressSanitizer for memory errors, for idempotence (scrubbing a
  * scrubbed text changes nothing), for the memo of clean texts (a text seen again is scrubbed
- * as the first time), for the saved rules (a scrubber that loads each rule's database from
- * the cache folder on first use scrubs as one that compiled them, and a saved database that was
- * damaged is compiled again, never loaded), for the stretches (scrubbing with each rule's
+ * as the first time; rh_scrubber_apply_if_changed says unchanged exactly when it is), for
+ * the saved rules (a scrubber that loads each rule's database from the cache folder on first
+ * use scrubs as one that compiled them, and a saved database that was damaged is compiled
+ * again, never loaded), for the stretches (scrubbing with each rule's
  * second scan over the stretches scan.c chooses equals scrubbing with each over the whole
  * text) and, on a quarter of them, for the backward start search and the cut tails (each
  * rule's matches are those the start-of-match scan of the rules as written finds, match for
@@ -390,17 +391,22 @@ int main(int argc, char **argv) {
         char *loaded = rh_scrubber_apply_remembering(loading, input, NULL);
         char *again = rh_scrubber_apply_remembering(loading, input, NULL);
         char *whole = rh_scrubber_apply(reference, input, NULL);
+        bool unchanged = false;
+        char *if_changed = rh_scrubber_apply_if_changed(loading, input, NULL, &unchanged);
         int failed = 0;
         if (!once || !twice || strcmp(once, twice) != 0) failed = differs("not idempotent", input, once, twice);
         else if (!whole || strcmp(once, whole) != 0) failed = differs("not the same as scanning the whole text", input, once, whole);
         else if (!loaded || strcmp(once, loaded) != 0) failed = differs("not the same from saved rules", input, once, loaded);
         else if (!again || strcmp(once, again) != 0) failed = differs("not the same when seen again", input, once, again);
         else if (n % 4 == 0 && !matches_alike(loading, starts, input)) failed = 1;
+        else if (unchanged ? if_changed || strcmp(once, input) != 0 : !if_changed || strcmp(once, if_changed) != 0)
+            failed = differs(unchanged ? "said unchanged, or copied" : "said changed, not as the first time", input, once, if_changed);
         free(once);
         free(twice);
         free(again);
         free(loaded);
         free(whole);
+        free(if_changed);
         if (failed) return 1;
     }
     rh_scrubber_free(loading);

@@ -284,7 +284,11 @@ package final class HostSession: Sendable {
             try storing { () throws(StorageError) in try repository.waitUntilFlushed(flush) }
             return held
         }
-        try storing { () throws(StorageError) in try repository.chainFinished(rowID, document: document, flush: false) }
+        // The record holds the journal's breadcrumbs unless a dialog's edits were journaled.
+        let journaled = request.dialog == nil ? journal : nil
+        try storing { () throws(StorageError) in
+            try repository.chainFinished(rowID, document: document, flush: false, journaled: journaled)
+        }
         try storing { () throws(StorageError) in try repository.waitUntilFlushed(flush) }
         stored(document)
         return document

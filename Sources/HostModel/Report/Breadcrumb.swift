@@ -77,6 +77,14 @@ public struct Breadcrumb: Sendable, Equatable {
         }
     }
 
+    /// The length of what `write(to:)` writes.
+    package var jsonByteCount: Int {
+        if let rendering { return rendering.json.count }
+        var out = JSONWriter(reservingCapacity: 112 + category.utf8.count + message.utf8.count)
+        write(to: &out)
+        return out.utf8.count
+    }
+
     private func writeFields(to out: inout JSONWriter, timestamp: String) {
         out.openObject()
         out.member("timestamp", timestamp)

@@ -88,6 +88,20 @@ public struct ReportDocument: Sendable, Equatable {
         return (text, breadcrumbs, text.utf8.count + Self.breadcrumbsKey.utf8.count + breadcrumbs.utf8.count)
     }
 
+    /// `serializedApart` without the breadcrumbs' array, for a record that holds them already:
+    /// its text, and the length of `serialized()` (the array counted from each breadcrumb's
+    /// rendering, not written).
+    package func serializedWithoutBreadcrumbs() -> (text: String, bytes: Int) {
+        var out = JSONWriter(reservingCapacity: 1_024)
+        write(to: &out, breadcrumbs: false)
+        let text = out.text
+        let crumbs = content.breadcrumbs
+        guard !crumbs.isEmpty else { return (text, text.utf8.count + Self.emptyBreadcrumbsMember.utf8.count) }
+        // `[`, `]` and a comma between two.
+        let array = crumbs.reduce(crumbs.count + 1) { $0 + $1.jsonByteCount }
+        return (text, text.utf8.count + Self.breadcrumbsKey.utf8.count + array)
+    }
+
     /// What the `breadcrumbs` member adds to a document's text besides its array.
     private static let breadcrumbsKey = #","breadcrumbs":"#
     private static let emptyBreadcrumbsMember = breadcrumbsKey + "[]"

@@ -152,13 +152,18 @@ extension HostAPITable {
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
             guard let visit else { return RH_ERR_INVALID }
             do throws(ReportError) {
-                for (index, crumb) in try h.breadcrumbs().enumerated() {
-                    let goOn = crumb.timestampText.withCString { stamp in
-                        crumb.category.withCString { category in
-                            crumb.message.withCString { message in visit(ctx, index, stamp, crumb.level.rawValue, category, message) }
+                // Each read in place: a copy of each (six references) was most of a visit.
+                try h.breadcrumbs().withUnsafeBufferPointer { crumbs in
+                    for index in crumbs.indices {
+                        let goOn = crumbs[index].timestampText.withCString { stamp in
+                            crumbs[index].category.withCString { category in
+                                crumbs[index].message.withCString { message in
+                                    visit(ctx, index, stamp, crumbs[index].level.rawValue, category, message)
+                                }
+                            }
                         }
+                        if !goOn { break }
                     }
-                    if !goOn { break }
                 }
                 return RH_OK
             } catch {

@@ -322,12 +322,21 @@ extension Repository {
     /// `next`: the next recovered report's chain is reopened in the same transaction (one
     /// commit where there were two; a kill leaves what it left between the two: this report
     /// finished, the next one's run counted and its record named). Returns it.
+    ///
+    /// `journaled`: the document the record was journaled with and has held since; when the
+    /// chain left its breadcrumbs as they were (most chains), they are not written again, nor
+    /// read back to be compared (a full ring is 13 KB).
     @discardableResult
     package func chainFinished(
-        _ rowID: Int64, document: ReportDocument, session: String? = nil, flush: Bool = true, reopening next: ChainReopening? = nil
+        _ rowID: Int64, document: ReportDocument, session: String? = nil, flush: Bool = true, reopening next: ChainReopening? = nil,
+        journaled: ReportDocument? = nil
     ) throws(StorageError) -> ReopenedChain? {
         var reopened: (runs: Int, skip: String?)?
-        try replace(rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session, flush: flush) { () throws(StorageError) in
+        let keeps = journaled.map { $0.content.breadcrumbs == document.content.breadcrumbs } ?? false
+        try replace(
+            rowID, document: document, state: .awaitingFirstAttempt, clearingChainOf: session, flush: flush,
+            keepingStoredBreadcrumbs: keeps
+        ) { () throws(StorageError) in
             if let next { reopened = try reopen(next) }
         }
         guard let next, let reopened else { return nil }

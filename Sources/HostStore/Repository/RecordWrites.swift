@@ -116,22 +116,24 @@ extension Repository {
     /// reaches here is no longer pending. `then` runs last in the same transaction.
     func replace(
         _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String? = nil, flush: Bool = true,
-        then: () throws(StorageError) -> Void = {}
+        keepingStoredBreadcrumbs keeps: Bool = false, then: () throws(StorageError) -> Void = {}
     ) throws(StorageError) {
         try makingRoom { omitting throws(StorageError) in
-            try replaceOnce(rowID, document: document, state: state, clearingChainOf: session, flush: flush, omitting: omitting, then: then)
+            try replaceOnce(
+                rowID, document: document, state: state, clearingChainOf: session, flush: flush, omitting: omitting,
+                keepingStoredBreadcrumbs: keeps, then: then)
         }
         try enforceLimits()
     }
 
     func replaceOnce(
         _ rowID: Int64, document: ReportDocument, state: RecordState, clearingChainOf session: String?, flush: Bool, omitting: Bool,
-        then: () throws(StorageError) -> Void = {}
+        keepingStoredBreadcrumbs keeps: Bool = false, then: () throws(StorageError) -> Void = {}
     ) throws(StorageError) {
         var copies = AttachmentCopies()
         do throws(StorageError) {
             try database.transaction(flush ? .flushed : .committed) { () throws(StorageError) in
-                copies = try replaceRow(rowID, document: document, state: state, omitting: omitting)
+                copies = try replaceRow(rowID, document: document, state: state, omitting: omitting, keepingStoredBreadcrumbs: keeps)
                 if let session { try setChainRecord(nil, session: session) }
                 try then()
             }
@@ -147,10 +149,11 @@ extension Repository {
     /// `replaceOnce`'s writes, inside the caller's transaction: the copies written, replaced
     /// and left out. `countingChainRun`: the document's id is new, its chain run again (the
     /// run counted in the same write of the row: a row holding a document is kilobytes).
-    func replaceRow(_ rowID: Int64, document: ReportDocument, state: RecordState, omitting: Bool, countingChainRun: Bool = false)
-        throws(StorageError) -> AttachmentCopies
-    {
-        let stored = StoredDocument(document)
+    func replaceRow(
+        _ rowID: Int64, document: ReportDocument, state: RecordState, omitting: Bool, countingChainRun: Bool = false,
+        keepingStoredBreadcrumbs keeps: Bool = false
+    ) throws(StorageError) -> AttachmentCopies {
+        let stored = StoredDocument(document, keepingStoredBreadcrumbs: keeps)
         let rerun = countingChainRun ? ", report_id = ?, chain_runs = chain_runs + 1" : ""
         try database.query(
             "UPDATE reports SET document = ?, state = ?, dialog_pending = 0, held = NULL, bytes = ?, updated_at = ?\(rerun) WHERE rowid = ?",

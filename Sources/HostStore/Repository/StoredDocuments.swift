@@ -14,19 +14,28 @@ extension Repository {
         let breadcrumbs: String?
         /// What the record counts (`bytes`): the whole document's text and its attachments.
         let bytes: Int64
+        /// The record holds these breadcrumbs already: `breadcrumbs` is not made, nor written.
+        let keepsStoredBreadcrumbs: Bool
 
-        init(_ document: ReportDocument) {
-            let apart = document.serializedApart()
-            text = apart.text
-            breadcrumbs = apart.breadcrumbs
-            bytes = Int64(apart.bytes + document.content.attachments.reduce(0) { $0 + $1.size })
+        init(_ document: ReportDocument, keepingStoredBreadcrumbs keeps: Bool = false) {
+            let attachments = document.content.attachments.reduce(0) { $0 + $1.size }
+            keepsStoredBreadcrumbs = keeps
+            if keeps {
+                let apart = document.serializedWithoutBreadcrumbs()
+                (text, breadcrumbs, bytes) = (apart.text, nil, Int64(apart.bytes + attachments))
+            } else {
+                let apart = document.serializedApart()
+                (text, breadcrumbs, bytes) = (apart.text, apart.breadcrumbs, Int64(apart.bytes + attachments))
+            }
         }
     }
 
     /// Writes the breadcrumbs of `stored`, the document of record `rowID`, inside the caller's
     /// transaction: only when they differ from those the record holds (a chain that left them
-    /// as its journal had them writes no page of them); deleted when there are none.
+    /// as its journal had them writes no page of them); deleted when there are none. Nothing at
+    /// all when `stored` keeps what the record holds (its caller knows them unchanged).
     func writeBreadcrumbs(_ stored: StoredDocument, of rowID: Int64, isNew: Bool) throws(StorageError) {
+        if stored.keepsStoredBreadcrumbs { return }
         guard let breadcrumbs = stored.breadcrumbs else {
             if !isNew { try database.query("DELETE FROM report_breadcrumbs WHERE record = ?", [.integer(rowID)]) }
             return
