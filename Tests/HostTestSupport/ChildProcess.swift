@@ -23,26 +23,23 @@ package enum ChildProcess {
     }
 
     /// Runs `executable` with `arguments`; `environment` is added to the current one.
+    ///
+    /// Started as a `StartedChild` (`posix_spawn`, reaped with `waitpid` on its own pid), never
+    /// with Foundation's `Process`: that one learns of a child's end from a SIGCHLD its signal
+    /// source must receive, and once it did not (the child a zombie nobody reaped, the test
+    /// waiting for ever, every test compiling a fixture behind it).
     package static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil,
         input: Data? = nil
     ) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        var env = Self.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        if let directory { process.currentDirectoryURL = directory }
         let out = try closeOnExecPair()
         let err = try closeOnExecPair()
         let inPipe = try closeOnExecPair()
-        process.standardOutput = out.child
-        process.standardError = err.child
-        process.standardInput = inPipe.child
         // Closed once more at the end, whatever happened (a handle closed twice stays closed).
         defer { [out, err, inPipe].forEach { try? $0.ours.close(); try? $0.child.close() } }
-        try withNoSignalsBlocked { try process.run() }
+        let child = try StartedChild.start(
+            executable, arguments, environment: environment, directory: directory, input: inPipe.child.fileDescriptor,
+            output: out.child.fileDescriptor, errors: err.child.fileDescriptor)
         // The child's ends are the child's now: at its exit, the reads below see end of file.
         [out.child, err.child, inPipe.child].forEach { try? $0.close() }
         if let input { inPipe.ours.write(input) }
@@ -58,26 +55,15 @@ package enum ChildProcess {
         }
         let outData = out.ours.readDataToEndOfFile()
         errDone.wait()
-        process.waitUntilExit()
-        let signalled = process.terminationReason == .uncaughtSignal
+        // An uncaught signal's number stands for the status, as Foundation's `Process` gave it.
+        let (status, signal): (Int32, Int32?) =
+            switch child.wait() {
+            case .exited(let code): (code, nil)
+            case .signalled(let number): (number, number)
+            }
         return Result(
-            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-            stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self),
-            signal: signalled ? process.terminationStatus : nil)
-    }
-
-    /// Runs `body` (a spawn) with no signal blocked on this thread, then puts the mask back.
-    /// A child keeps the blocked signals of the thread that spawned it: Foundation's `Process`
-    /// does not clear them, and a test running on a thread the host started (all blocked) gave
-    /// its children a SIGTERM they never received (every run left a Bugsink server behind).
-    /// A child starts as it would from a shell.
-    static func withNoSignalsBlocked<T>(_ body: () throws -> T) rethrows -> T {
-        var none = sigset_t()
-        var previous = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        return try body()
+            status: status, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self), signal: signal)
     }
 
     /// A connected pair for a child's standard stream, close-on-exec from the start, as

@@ -1,4 +1,6 @@
 import Foundation
+import HostSupport
+import HostTestSupport
 import Testing
 
 /// The engine's targets form layers (ARCHITECTURE.md): Package.swift declares what each may
@@ -180,6 +182,33 @@ struct ArchitectureTests {
         #expect(found == [], "over the limits:\n\(found.joined(separator: "\n"))")
     }
 
+    @Test("Harness: no test starts a child with Foundation's Process, whose wait hung for ever once (it waits for a SIGCHLD its signal source may never receive): StartedChild and ChildProcess spawn and reap theirs")
+    func noFoundationProcess() throws {
+        let tests = Self.sourcesFolder.deletingLastPathComponent().appendingPathComponent("Tests")
+        var found: [String] = []
+        let enumerator = FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil)
+        while let url = enumerator?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let text = try String(contentsOf: url, encoding: .utf8)
+            if Self.startsFoundationProcess(text) { found.append(url.lastPathComponent) }
+        }
+        #expect(found == [], "Foundation's Process in: \(found)")
+        // The check sees one when there is one.
+        #expect(Self.startsFoundationProcess("let child = " + "Process" + "()\n"))
+        #expect(!Self.startsFoundationProcess("let child = try StartedChild.start(path, [])\n"))
+    }
+
+    /// Whether `text` makes a Foundation `Process`: its initializer called with no argument,
+    /// the name not the end of a longer one.
+    static func startsFoundationProcess(_ text: String) -> Bool {
+        var rest = Substring(text)
+        while let found = rest.range(of: "Process" + "()") {
+            if found.lowerBound == rest.startIndex || !rest[rest.index(before: found.lowerBound)].isLetter { return true }
+            rest = rest[found.upperBound...]
+        }
+        return false
+    }
+
     @Test("Sizes: the function check finds a function of 81 lines, not one of 80, whatever braces its strings, comments and C character literals hold")
     func sizeCheckCanFail() {
         func function(_ bodyLines: Int) -> String {
@@ -320,21 +349,16 @@ struct LayerGraph {
         guard let swiftc = search.map({ $0 + "/swiftc" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw ParseFailure(message: "swiftc is not on PATH")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: swiftc)
-        process.arguments = ["-dump-parse"] + paths
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("parse-\(UUID().uuidString).txt")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        process.waitUntilExit()
+        let ending = try StartedChild.start(swiftc, ["-dump-parse"] + paths, output: handle.fileDescriptor, errors: handle.fileDescriptor)
+            .wait()
         try handle.close()
         let tree = String(decoding: try Data(contentsOf: output), as: UTF8.self)
-        guard process.terminationStatus == 0, tree.contains("(source_file ") else {
-            throw ParseFailure(message: "swiftc -dump-parse failed (\(process.terminationStatus)): \(tree.prefix(2_000))")
+        guard ending == .exited(0), tree.contains("(source_file ") else {
+            throw ParseFailure(message: "swiftc -dump-parse failed (\(ending)): \(tree.prefix(2_000))")
         }
         return tree
     }

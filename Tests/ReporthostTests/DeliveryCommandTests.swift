@@ -123,17 +123,11 @@ import Testing
             let file = folder.appendingPathComponent("watch.json")
             try #"{"submission": {"url": "\#(receiver.url)"}, "retry": {"intervalSeconds": 1}}"#.write(to: file, atomically: true, encoding: .utf8)
             _ = try reporthost(["report", "bug", "--config", file.path], repository: repository)
-            let process = Process()
-            process.executableURL = Products.reporthost
-            process.currentDirectoryURL = folder
-            process.arguments = ["launch", "--watch", "--config", file.path, "--repository", repository]
-            process.environment = ChildProcess.environment
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try StartedChild.start(
+                Products.reporthost.path, ["launch", "--watch", "--config", file.path, "--repository", repository], directory: folder)
             #expect(delivered.wait(seconds: 30))
             process.terminate()
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+            #expect(process.wait() == .exited(0))
             let records = try Repository.openForReading(folder: URL(fileURLWithPath: repository))?.records() ?? []
             #expect(records.map(\.state) == [.terminal])
             #expect(records.first?.attempts == 2)
@@ -145,17 +139,12 @@ import Testing
         // Off the cooperative pool: child processes must not starve async handler tests.
         try await offPool { [self] in
             let dir = folder.appendingPathComponent("received")
-            let process = Process()
-            process.executableURL = Products.reporthost
-            process.currentDirectoryURL = folder
-            process.arguments = ["receive", "--port", "0", "--dir", dir.path, "--respond", "500,200"]
-            process.environment = ChildProcess.environment
             let out = try ChildProcess.closeOnExecPair()
             let err = try ChildProcess.closeOnExecPair()
             defer { [out, err].forEach { try? $0.ours.close() } }
-            process.standardOutput = out.child
-            process.standardError = err.child
-            try process.run()
+            let process = try StartedChild.start(
+                Products.reporthost.path, ["receive", "--port", "0", "--dir", dir.path, "--respond", "500,200"], directory: folder,
+                output: out.child.fileDescriptor, errors: err.child.fileDescriptor)
             [out.child, err.child].forEach { try? $0.close() }
             var banner = ""
             while !banner.contains("\n") {
@@ -176,8 +165,7 @@ import Testing
             _ = try reporthost(["launch", "--config", config.path], repository: repository)
             process.terminate()
             let lines = String(decoding: out.ours.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            #expect(process.wait() == .exited(0))
             // One line per report received: id, type, attachments, the summary on one line, the answer.
             #expect(lines == [
                 "received \(id) (Bug report, 1 attachment(s), 1 breadcrumb(s)) \"the save button is gone\" -> 500",

@@ -93,18 +93,11 @@ import Testing
             var master: Int32 = -1
             var slave: Int32 = -1
             #expect(openpty(&master, &slave, nil, nil, nil) == 0)
-            let process = Process()
-            process.executableURL = Products.reporthost
-            process.currentDirectoryURL = makeTemporaryDirectory("cwd")
-            process.arguments = ["report", "bug", "--summary", "seeded", "--label", "a", "--dialog", "--print"]
-            process.environment = ChildProcess.environment
-            let terminal = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
             let stdout = try ChildProcess.closeOnExecPair()
             defer { try? stdout.ours.close() }
-            process.standardInput = terminal
-            process.standardError = terminal
-            process.standardOutput = stdout.child
-            try process.run()
+            let process = try StartedChild.start(
+                Products.reporthost.path, ["report", "bug", "--summary", "seeded", "--label", "a", "--dialog", "--print"],
+                directory: makeTemporaryDirectory("cwd"), input: slave, output: stdout.child.fileDescriptor, errors: slave)
             close(slave)
             try stdout.child.close()
             let screen = PseudoTerminal(master: master)
@@ -116,9 +109,9 @@ import Testing
                 screen.write(answer + "\n")
             }
             let output = stdout.ours.readDataToEndOfFile()
-            process.waitUntilExit()
+            let ending = process.wait()
             close(master)
-            #expect(process.terminationStatus == 0)
+            #expect(ending == .exited(0))
             #expect(screen.text.contains("severity must be a number from 1 to 5"))
             let json = try JSONValue.parse(output)
             #expect(json["summary"] == .string("seeded"))
@@ -144,18 +137,13 @@ import Testing
                         }
                         static void on_after(void *c, rh_report *r, bool t, rh_completion d) { (void)c; (void)r; (void)t; d(); }
                         """))
-            let process = Process()
-            process.executableURL = Products.reporthost
-            process.currentDirectoryURL = makeTemporaryDirectory("cwd")
             let repository = makeTemporaryDirectory("sigterm").appendingPathComponent("repo")
-            process.arguments = ["report", "error", "--handler", plugin.path, "--print", "--repository", repository.path]
-            process.environment = ChildProcess.environment
             let stdout = try ChildProcess.closeOnExecPair()
             let stderr = try ChildProcess.closeOnExecPair()
             defer { [stdout, stderr].forEach { try? $0.ours.close() } }
-            process.standardOutput = stdout.child
-            process.standardError = stderr.child
-            try process.run()
+            let process = try StartedChild.start(
+                Products.reporthost.path, ["report", "error", "--handler", plugin.path, "--print", "--repository", repository.path],
+                directory: makeTemporaryDirectory("cwd"), output: stdout.child.fileDescriptor, errors: stderr.child.fileDescriptor)
             [stdout.child, stderr.child].forEach { try? $0.close() }
             // Wait for the plugin to say it runs, then interrupt.
             var seen = Data()
@@ -166,8 +154,7 @@ import Testing
             }
             process.terminate()
             let output = stdout.ours.readDataToEndOfFile()
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+            #expect(process.wait() == .exited(0))
             let json = try JSONValue.parse(output)
             #expect(json["summary"] == .string("set before the signal"))
             let messages = json["internal_log"]?.arrayValue?.compactMap { $0["message"]?.stringValue } ?? []

@@ -16,35 +16,26 @@ extension HostileInputTests {
         // async handler tests of its two threads.
         try await offPool { [self] in
             for target in ["/dev/full", "closed pipe"] {
-                let process = Process()
-                process.executableURL = Products.reporthost
-                process.currentDirectoryURL = folder
-                process.arguments = ["report", "error", "--log-level", "debug", "--repository", repository]
-                process.environment = ChildProcess.environment
+                let errors: FileHandle
                 if target == "/dev/full" {
-                    process.standardError = FileHandle(forWritingAtPath: "/dev/full")
+                    errors = try #require(FileHandle(forWritingAtPath: "/dev/full"))
                 } else {
                     let pipe = try ChildProcess.closeOnExecPair()
                     try pipe.ours.close()  // every write to stderr fails with EPIPE
-                    process.standardError = pipe.child
+                    errors = pipe.child
                 }
-                process.standardOutput = FileHandle.nullDevice
-                try process.run()
-                try? (process.standardError as? FileHandle)?.close()
-                process.waitUntilExit()
-                #expect(process.terminationReason == .exit, "\(target)")
-                #expect(process.terminationStatus == 0, "\(target)")
+                let process = try StartedChild.start(
+                    Products.reporthost.path, ["report", "error", "--log-level", "debug", "--repository", repository], directory: folder,
+                    errors: errors.fileDescriptor)
+                try? errors.close()
+                #expect(process.wait() == .exited(0), "\(target)")
             }
             #expect(try status()["records"]?.arrayValue?.count == 2)
             // A usage error still exits 2 when its message cannot be written.
-            let usage = Process()
-            usage.executableURL = Products.reporthost
-            usage.arguments = ["report", "nonsense"]
-            usage.environment = ChildProcess.environment
-            usage.standardError = FileHandle(forWritingAtPath: "/dev/full")
-            try usage.run()
-            usage.waitUntilExit()
-            #expect(usage.terminationReason == .exit && usage.terminationStatus == 2)
+            let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+            let usage = try StartedChild.start(Products.reporthost.path, ["report", "nonsense"], errors: full.fileDescriptor)
+            try? full.close()
+            #expect(usage.wait() == .exited(2))
         }
     }
 

@@ -208,21 +208,13 @@ import Testing
     func closedPipe() async throws {
         // Off the cooperative pool: child processes must not starve async handler tests.
         try await offPool {
-            let process = Process()
             let directory = makeTemporaryDirectory("cwd")
-            process.executableURL = Products.reporthost
-            process.currentDirectoryURL = directory
-            process.arguments = ["report", "bug", "--print"]
-            process.environment = ChildProcess.environment
             let pipe = try ChildProcess.closeOnExecPair()
             try pipe.ours.close()  // every write to stdout now fails with EPIPE
-            process.standardOutput = pipe.child
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try StartedChild.start(
+                Products.reporthost.path, ["report", "bug", "--print"], directory: directory, output: pipe.child.fileDescriptor)
             try pipe.child.close()
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit)
-            #expect(process.terminationStatus == 1)
+            #expect(process.wait() == .exited(1))
             let stored = try Repository.openForReading(folder: directory.appendingPathComponent(".reporthost"))?.records() ?? []
             #expect(stored.count == 1)
         }
