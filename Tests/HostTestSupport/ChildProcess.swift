@@ -42,7 +42,7 @@ package enum ChildProcess {
             output: out.child.fileDescriptor, errors: err.child.fileDescriptor)
         // The child's ends are the child's now: at its exit, the reads below see end of file.
         [out.child, err.child, inPipe.child].forEach { try? $0.close() }
-        if let input { inPipe.ours.write(input) }
+        if let input { Self.send(input, to: inPipe.ours.fileDescriptor) }
         try? inPipe.ours.close()
         // Read both concurrently so a chatty child cannot fill one and block. A thread of its
         // own: tests block pool threads, so the pool may have none to spare.
@@ -64,6 +64,20 @@ package enum ChildProcess {
         return Result(
             status: status, stdout: String(decoding: outData, as: UTF8.self),
             stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self), signal: signal)
+    }
+
+    /// Writes `data` to a child's input as far as it reads it: a child that exits first costs
+    /// the rest (MSG_NOSIGNAL: no SIGPIPE, and no trap as `FileHandle.write` has on EPIPE).
+    private static func send(_ data: Data, to socket: Int32) {
+        data.withUnsafeBytes { bytes in
+            var sent = 0
+            while sent < bytes.count {
+                let count = Glibc.send(socket, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return }
+                sent += count
+            }
+        }
     }
 
     /// A connected pair for a child's standard stream, close-on-exec from the start, as

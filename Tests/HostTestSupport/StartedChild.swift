@@ -6,7 +6,8 @@ import HostSupport
 /// `posix_spawn` and reaped with `waitpid` on its own pid, never through Foundation's
 /// `Process`, whose wait hung for ever once (see `ChildProcess.run`).
 package struct StartedChild {
-    package let pid: pid_t
+    private let process: Subprocess
+    package var pid: pid_t { process.pid }
 
     /// Starts `executable` with `arguments`, in `directory` (nil: this process's), with
     /// `ChildProcess.environment` and `environment` added; its standard streams are the
@@ -36,19 +37,12 @@ package struct StartedChild {
         // Every signal at its default and none blocked, as from a shell, whatever thread spawns
         // it (a mask survives exec: a Bugsink server a host thread started never received its
         // SIGTERM).
-        return StartedChild(pid: try Subprocess.spawnp(words, environment: env, actions: &actions).get())
+        return StartedChild(process: Subprocess(pid: try Subprocess.spawnp(words, environment: env, actions: &actions).get()))
     }
 
     /// Sends it SIGTERM.
     package func terminate() { kill(pid, SIGTERM) }
 
     /// Waits for it to end and reaps it: how it ended.
-    package func wait() -> Subprocess.Ending {
-        var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) < 0 {
-            guard errno == EINTR else { return .exited(-1) }
-        }
-        let signal = raw & 0x7f
-        return signal == 0 ? .exited((raw >> 8) & 0xff) : .signalled(signal)
-    }
+    package func wait() -> Subprocess.Ending { process.wait() }
 }

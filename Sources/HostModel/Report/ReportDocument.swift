@@ -78,9 +78,7 @@ public struct ReportDocument: Sendable, Equatable {
     /// `breadcrumbs` member, and that member's array apart, nil when it is empty. `bytes` is
     /// the length of `serialized()`, which the two make up.
     package func serializedApart() -> (text: String, breadcrumbs: String?, bytes: Int) {
-        var out = JSONWriter(reservingCapacity: 1_024)
-        write(to: &out, breadcrumbs: false)
-        let text = out.text
+        let text = textWithoutBreadcrumbs()
         guard !content.breadcrumbs.isEmpty else { return (text, nil, text.utf8.count + Self.emptyBreadcrumbsMember.utf8.count) }
         var array = JSONWriter(reservingCapacity: 192 * content.breadcrumbs.count)
         Self.write(content.breadcrumbs, to: &array)
@@ -92,14 +90,19 @@ public struct ReportDocument: Sendable, Equatable {
     /// its text, and the length of `serialized()` (the array counted from each breadcrumb's
     /// rendering, not written).
     package func serializedWithoutBreadcrumbs() -> (text: String, bytes: Int) {
-        var out = JSONWriter(reservingCapacity: 1_024)
-        write(to: &out, breadcrumbs: false)
-        let text = out.text
+        let text = textWithoutBreadcrumbs()
         let crumbs = content.breadcrumbs
         guard !crumbs.isEmpty else { return (text, text.utf8.count + Self.emptyBreadcrumbsMember.utf8.count) }
         // `[`, `]` and a comma between two.
         let array = crumbs.reduce(crumbs.count + 1) { $0 + $1.jsonByteCount }
         return (text, text.utf8.count + Self.breadcrumbsKey.utf8.count + array)
+    }
+
+    /// The stored row's text: the document without its `breadcrumbs` member.
+    private func textWithoutBreadcrumbs() -> String {
+        var out = JSONWriter(reservingCapacity: 1_024)
+        write(to: &out, breadcrumbs: false)
+        return out.text
     }
 
     /// What the `breadcrumbs` member adds to a document's text besides its array.

@@ -15,6 +15,13 @@ package struct Subprocess: Sendable {
     /// The read end of its standard error, when captured.
     package let errors: Int32?
 
+    /// A child started otherwise (`spawnp` with actions of the caller's), to wait for.
+    package init(pid: pid_t, output: Int32? = nil, errors: Int32? = nil) {
+        self.pid = pid
+        self.output = output
+        self.errors = errors
+    }
+
     /// Starts `arguments[0]` (looked up in PATH when it has no slash) with `arguments`, in
     /// `environment` (nil: the host's own).
     package static func spawn(
