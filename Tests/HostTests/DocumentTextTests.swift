@@ -78,7 +78,7 @@ import Testing
         }
     }
 
-    @Test("report document: breadcrumbs read from a ring (written once, kept as text) write what they would write made field by field, and one changed after it was read (a scrubber's set_breadcrumb_message, any field) writes its new value; their size counted without writing them is the size written")
+    @Test("report document: breadcrumbs read from a ring (written once, kept as text) write what they would write made field by field and visit (`each_breadcrumb`) as the same C strings, and one changed after it was read (a scrubber's set_breadcrumb_message, any field) writes its new value; their size counted without writing them is the size written")
     func renderedBreadcrumbsMatch() {
         var random = SplitMix64(seed: 20_261_205)
         for round in 0..<1_000 {
@@ -112,8 +112,25 @@ import Testing
             }
             #expect(direct == unrendered.serialized(), "document \(round): \(Self.firstDifference(direct, unrendered.serialized()))")
             #expect(document.content.breadcrumbs.map(\.timestampText) == document.content.breadcrumbs.map { Breadcrumb.timestamp($0.timestamp) })
+            #expect(Self.visited(document.content.breadcrumbs) == Self.visited(unrendered.content.breadcrumbs), "document \(round)")
             if direct != built { return }
         }
+    }
+
+    /// What `each_breadcrumb` hands a plugin, checked against the fields as `withCString`
+    /// hands them (to the first NUL); visiting stops where the visitor says.
+    static func visited(_ crumbs: [Breadcrumb]) -> [String] {
+        let cText = { (text: String) in text.withCString { String(cString: $0) } }
+        var seen: [String] = []
+        crumbs.visitCStrings { index, stamp, level, category, message in
+            let crumb = crumbs[index]
+            #expect(String(cString: stamp) == crumb.timestampText && level == crumb.level)
+            #expect(String(cString: category) == cText(crumb.category) && String(cString: message) == cText(crumb.message))
+            seen.append("\(index) \(String(cString: stamp)) \(level) \(String(cString: category)) \(String(cString: message))")
+            return index + 1 < max(1, crumbs.count - 1)
+        }
+        #expect(seen.count == min(crumbs.count, max(1, crumbs.count - 1)), "visited \(seen.count) of \(crumbs.count)")
+        return seen
     }
 
     @Test("report document: stored apart (schema 16), the text without its breadcrumbs and their array make the whole text back, byte for byte, and its size (also when the array is counted, not written), for 1,000 random documents (none, one, forty breadcrumbs)")

@@ -6,50 +6,61 @@ import HostSupport
 /// (`rh_embed_breadcrumb`), by the host itself (category `reporthost`), or by `run` from the
 /// watched program's standard error (category `stderr`).
 public struct Breadcrumb: Sendable, Equatable {
+    /// Every field behind one reference, so a copy costs one retain: each report of a session
+    /// copies its ring's breadcrumbs, and a scrubber reads every one at each of its steps.
+    fileprivate var fields: Fields
+
     /// Its place in its session's ring (1 for the session's first): Backtrace's breadcrumb id.
-    public var sequence: UInt64 { didSet { if sequence != oldValue { rendering = nil } } }
-    public var timestamp: Date { didSet { if timestamp != oldValue { rendering = nil } } }
-    public var level: LogLevel { didSet { if level != oldValue { rendering = nil } } }
-    public var category: String { didSet { if category != oldValue { rendering = nil } } }
-    public var message: String { didSet { if message != oldValue { rendering = nil } } }
-    /// Its timestamp's text and its JSON, made once for a breadcrumb read from its ring: it
-    /// rides on every report of its session until the ring drops it, each report's document
-    /// is written twice, and a scrubber reads every breadcrumb at each of its steps. A change
-    /// to any field drops it; a field set to the value it had keeps it (the session's reader
-    /// sets each kept breadcrumb's id again for every report).
-    private var rendering: Rendering?
+    public var sequence: UInt64 {
+        get { fields.sequence }
+        set { if newValue != fields.sequence { fields = fields.with(sequence: newValue) } }
+    }
+    public var timestamp: Date {
+        get { fields.timestamp }
+        set { if newValue != fields.timestamp { fields = fields.with(timestamp: newValue) } }
+    }
+    public var level: LogLevel {
+        get { fields.level }
+        set { if newValue != fields.level { fields = fields.with(level: newValue) } }
+    }
+    public var category: String {
+        get { fields.category }
+        set { if newValue != fields.category { fields = fields.with(category: newValue) } }
+    }
+    public var message: String {
+        get { fields.message }
+        set { if newValue != fields.message { fields = fields.with(message: newValue) } }
+    }
 
     /// Whether its rendering is kept (tests).
-    package var isRendered: Bool { rendering != nil }
+    package var isRendered: Bool { fields.rendered != nil }
 
     public init(sequence: UInt64, timestamp: Date, level: LogLevel, category: String, message: String) {
-        self.sequence = sequence
-        self.timestamp = timestamp
-        self.level = level
-        self.category = category
-        self.message = message
+        fields = Fields(sequence: sequence, timestamp: timestamp, level: level, category: category, message: message, rendered: nil)
     }
 
     /// A breadcrumb as its session's ring holds it: Unix milliseconds and an `RH_LOG_*` level
     /// (an unknown one reads as info), rendered at once.
     package init(_ entry: BreadcrumbRing.Entry) {
-        self.init(
-            sequence: entry.sequence, timestamp: Date(timeIntervalSince1970: TimeInterval(entry.timestampMs) / 1000),
-            level: LogLevel(rawValue: entry.level) ?? .info, category: entry.category, message: entry.message)
+        let timestamp = Date(timeIntervalSince1970: TimeInterval(entry.timestampMs) / 1000)
+        let level = LogLevel(rawValue: entry.level) ?? .info
         let stamp = Self.timestamp(timestamp)
-        var out = JSONWriter(reservingCapacity: 112 + category.utf8.count + message.utf8.count)
-        writeFields(to: &out, timestamp: stamp)
-        rendering = Rendering(timestamp: stamp, json: out.utf8)
+        var out = JSONWriter(reservingCapacity: 112 + entry.category.utf8.count + entry.message.utf8.count)
+        Fields.write(to: &out, timestamp: stamp, level: level, category: entry.category, message: entry.message, sequence: entry.sequence)
+        fields = Fields(
+            sequence: entry.sequence, timestamp: timestamp, level: level, category: entry.category, message: entry.message,
+            rendered: Rendered(stamp: stamp, category: entry.category, message: entry.message, json: out.utf8))
     }
 
     /// The fields, as breadcrumbs are compared: how one was rendered is not one of them.
     public static func == (a: Breadcrumb, b: Breadcrumb) -> Bool {
-        a.sequence == b.sequence && a.timestamp == b.timestamp && a.level == b.level && a.category == b.category
-            && a.message == b.message
+        a.fields === b.fields
+            || (a.sequence == b.sequence && a.timestamp == b.timestamp && a.level == b.level && a.category == b.category
+                && a.message == b.message)
     }
 
     /// `Breadcrumb.timestamp(timestamp)`, made once when the breadcrumb was rendered.
-    package var timestampText: String { rendering?.timestamp ?? Self.timestamp(timestamp) }
+    package var timestampText: String { fields.rendered.map { String(cString: $0.stamp) } ?? Self.timestamp(timestamp) }
 
     /// The category of the host's own breadcrumbs.
     public static let hostCategory = "reporthost"
@@ -70,29 +81,19 @@ public struct Breadcrumb: Sendable, Equatable {
 
     /// `json`, written into `out` (`ReportDocument.serialized`).
     package func write(to out: inout JSONWriter) {
-        if let rendering {
-            out.written(rendering.json)
+        if let rendered = fields.rendered {
+            out.written(rendered.json)
         } else {
-            writeFields(to: &out, timestamp: Self.timestamp(timestamp))
+            fields.write(to: &out, timestamp: Self.timestamp(timestamp))
         }
     }
 
     /// The length of what `write(to:)` writes.
     package var jsonByteCount: Int {
-        if let rendering { return rendering.json.count }
+        if let rendered = fields.rendered { return rendered.json.count }
         var out = JSONWriter(reservingCapacity: 112 + category.utf8.count + message.utf8.count)
         write(to: &out)
         return out.utf8.count
-    }
-
-    private func writeFields(to out: inout JSONWriter, timestamp: String) {
-        out.openObject()
-        out.member("timestamp", timestamp)
-        out.member("level", level.name)
-        out.member("category", category)
-        out.member("message", message)
-        out.member("sequence", int: Int(clamping: sequence))
-        out.closeObject()
     }
 
     package init?(json: JSONValue) {
@@ -127,6 +128,48 @@ public struct Breadcrumb: Sendable, Equatable {
     }
 }
 
+extension [Breadcrumb] {
+    /// Visits each breadcrumb in order until `visit` returns false, with its index, timestamp
+    /// text, level, category and message, the texts as C strings (`each_breadcrumb`). A
+    /// breadcrumb read from its ring is read in place, without counting a reference to it:
+    /// each count is a write to memory the thread that made the report last wrote.
+    package func visitCStrings(
+        _ visit: (Int, UnsafePointer<CChar>, LogLevel, UnsafePointer<CChar>, UnsafePointer<CChar>) -> Bool
+    ) {
+        withUnsafeBufferPointer { crumbs in
+            for index in crumbs.indices {
+                let goOn: Bool
+                if let rendered = crumbs[index].fields.rendered {
+                    goOn = visit(index, rendered.stamp, crumbs[index].fields.level, rendered.category, rendered.message)
+                } else {
+                    let crumb = crumbs[index]
+                    goOn = Breadcrumb.timestamp(crumb.timestamp).withCString { stamp in
+                        crumb.category.withCString { category in
+                            crumb.message.withCString { visit(index, stamp, crumb.level, category, $0) }
+                        }
+                    }
+                }
+                if !goOn { return }
+            }
+        }
+    }
+
+    /// Their JSON array (`ReportDocument.serialized`), rendered ones written in place.
+    package func writeJSON(to out: inout JSONWriter) {
+        out.openArray()
+        withUnsafeBufferPointer { crumbs in
+            for index in crumbs.indices {
+                if let rendered = crumbs[index].fields.rendered {
+                    out.written(rendered.json)
+                } else {
+                    crumbs[index].write(to: &out)
+                }
+            }
+        }
+        out.closeArray()
+    }
+}
+
 extension Int64 {
     /// Division rounding toward negative infinity (times before 1970 stay in order).
     fileprivate func floorDivided(by divisor: Int64) -> Int64 {
@@ -135,13 +178,84 @@ extension Int64 {
     }
 }
 
-/// A breadcrumb's timestamp text and its JSON object (`Breadcrumb.rendering`).
-private final class Rendering: Sendable {
-    let timestamp: String
-    let json: [UInt8]
+/// A breadcrumb's fields (`Breadcrumb.fields`), never changed: a change makes new ones.
+///
+/// # Thread safety
+/// `@unchecked Sendable`: every field is set once, in `init`; `rendered` points to memory
+/// this object alone owns, written before `init` returns and freed by `deinit`.
+private final class Fields: @unchecked Sendable {
+    let sequence: UInt64
+    let timestamp: Date
+    let level: LogLevel
+    let category: String
+    let message: String
+    /// Made once for a breadcrumb read from its ring: it rides on every report of its session
+    /// until the ring drops it, each report's document is written twice, and a scrubber reads
+    /// every breadcrumb at each of its steps. Changed fields are made without it; a field set
+    /// to the value it had keeps it (the session's reader sets each kept breadcrumb's id again
+    /// for every report).
+    let rendered: Rendered?
 
-    init(timestamp: String, json: [UInt8]) {
+    init(sequence: UInt64, timestamp: Date, level: LogLevel, category: String, message: String, rendered: Rendered?) {
+        self.sequence = sequence
         self.timestamp = timestamp
-        self.json = json
+        self.level = level
+        self.category = category
+        self.message = message
+        self.rendered = rendered
+    }
+
+    deinit { rendered?.stamp.deallocate() }
+
+    /// These fields with those given changed, unrendered.
+    func with(
+        sequence: UInt64? = nil, timestamp: Date? = nil, level: LogLevel? = nil, category: String? = nil, message: String? = nil
+    ) -> Fields {
+        Fields(
+            sequence: sequence ?? self.sequence, timestamp: timestamp ?? self.timestamp, level: level ?? self.level,
+            category: category ?? self.category, message: message ?? self.message, rendered: nil)
+    }
+
+    func write(to out: inout JSONWriter, timestamp: String) {
+        Self.write(to: &out, timestamp: timestamp, level: level, category: category, message: message, sequence: sequence)
+    }
+
+    static func write(to out: inout JSONWriter, timestamp: String, level: LogLevel, category: String, message: String, sequence: UInt64) {
+        out.openObject()
+        out.member("timestamp", timestamp)
+        out.member("level", level.name)
+        out.member("category", category)
+        out.member("message", message)
+        out.member("sequence", int: Int(clamping: sequence))
+        out.closeObject()
+    }
+}
+
+/// A rendered breadcrumb (`Fields.rendered`) in one block: its timestamp text, category and
+/// message as C strings (each ending at its first NUL, as `withCString` hands it), then its
+/// JSON object. They are read without counting a reference: each count is a write to memory
+/// the thread that made the report last wrote. The block starts at `stamp`; its owner frees it.
+private struct Rendered {
+    let stamp: UnsafeMutablePointer<CChar>
+    let category: UnsafePointer<CChar>
+    let message: UnsafePointer<CChar>
+    let json: UnsafeRawBufferPointer
+
+    init(stamp: String, category: String, message: String, json: [UInt8]) {
+        let texts = [stamp.utf8, category.utf8, message.utf8]
+        let block = UnsafeMutableRawPointer.allocate(byteCount: texts.reduce(json.count) { $0 + $1.count + 1 }, alignment: 1)
+        var next = block
+        var starts: [UnsafePointer<CChar>] = []
+        for text in texts {
+            starts.append(UnsafePointer(next.assumingMemoryBound(to: CChar.self)))
+            next += UnsafeMutableRawBufferPointer(start: next, count: text.count).initializeMemory(as: UInt8.self, fromContentsOf: text).count
+            next.storeBytes(of: 0, as: UInt8.self)
+            next += 1
+        }
+        json.withUnsafeBytes { next.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        self.stamp = block.assumingMemoryBound(to: CChar.self)
+        self.category = starts[1]
+        self.message = starts[2]
+        self.json = UnsafeRawBufferPointer(start: next, count: json.count)
     }
 }

@@ -81,7 +81,7 @@ public struct ReportDocument: Sendable, Equatable {
         let text = textWithoutBreadcrumbs()
         guard !content.breadcrumbs.isEmpty else { return (text, nil, text.utf8.count + Self.emptyBreadcrumbsMember.utf8.count) }
         var array = JSONWriter(reservingCapacity: 192 * content.breadcrumbs.count)
-        Self.write(content.breadcrumbs, to: &array)
+        content.breadcrumbs.writeJSON(to: &array)
         let breadcrumbs = array.text
         return (text, breadcrumbs, text.utf8.count + Self.breadcrumbsKey.utf8.count + breadcrumbs.utf8.count)
     }
@@ -109,11 +109,6 @@ public struct ReportDocument: Sendable, Equatable {
     private static let breadcrumbsKey = #","breadcrumbs":"#
     private static let emptyBreadcrumbsMember = breadcrumbsKey + "[]"
 
-    private static func write(_ breadcrumbs: [Breadcrumb], to out: inout JSONWriter) {
-        out.openArray()
-        for breadcrumb in breadcrumbs { breadcrumb.write(to: &out) }
-        out.closeArray()
-    }
 
     /// The breadcrumbs `serializedApart` stored apart; nil when the text is not their array.
     package static func breadcrumbs(stored text: String) -> [Breadcrumb]? {
@@ -168,7 +163,7 @@ public struct ReportDocument: Sendable, Equatable {
         out.closeArray()
         if breadcrumbs {
             out.key("breadcrumbs")
-            Self.write(content.breadcrumbs, to: &out)
+            content.breadcrumbs.writeJSON(to: &out)
         }
         out.member("duplicates", int: duplicates)
         out.member("created_at", Self.timestamp(createdAt))

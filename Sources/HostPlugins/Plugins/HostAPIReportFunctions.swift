@@ -152,18 +152,8 @@ extension HostAPITable {
             guard let h = HostAPITable.handle(r) else { return RH_ERR_CLOSED }
             guard let visit else { return RH_ERR_INVALID }
             do throws(ReportError) {
-                // Each read in place: a copy of each (six references) was most of a visit.
-                try h.breadcrumbs().withUnsafeBufferPointer { crumbs in
-                    for index in crumbs.indices {
-                        let goOn = crumbs[index].timestampText.withCString { stamp in
-                            crumbs[index].category.withCString { category in
-                                crumbs[index].message.withCString { message in
-                                    visit(ctx, index, stamp, crumbs[index].level.rawValue, category, message)
-                                }
-                            }
-                        }
-                        if !goOn { break }
-                    }
+                try h.breadcrumbs().visitCStrings { index, stamp, level, category, message in
+                    visit(ctx, index, stamp, level.rawValue, category, message)
                 }
                 return RH_OK
             } catch {

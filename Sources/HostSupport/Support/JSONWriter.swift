@@ -62,6 +62,11 @@ package struct JSONWriter {
 
     /// A value another `JSONWriter` wrote (its `utf8`), as it stands.
     package mutating func written(_ json: [UInt8]) {
+        json.withUnsafeBytes { written($0) }
+    }
+
+    /// A value written before, as it stands.
+    package mutating func written(_ json: UnsafeRawBufferPointer) {
         separate()
         bytes.append(contentsOf: json)
         follows = true
