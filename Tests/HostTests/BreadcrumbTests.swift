@@ -63,7 +63,7 @@ import Testing
         #expect(read.torn == 1)
         #expect(read.entries.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
         // A reader that reads slot by slot (a session's, keeping what it read) skips it too.
-        let bySlot = ring.read(last: 100, isKnown: { _ in false }).compactMap(\.entry)
+        let bySlot = ring.read(last: 100, known: { _ in nil }).compactMap(\.entry)
         #expect(bySlot.map(\.message) == [1, 2, 4, 5, 6, 7, 8].map { "message number \($0)" })
     }
 
@@ -78,9 +78,9 @@ import Testing
                 written += 1
                 ring.write(level: Int32(written % 5), category: "c\(written % 3)", "breadcrumb \(written)")
             }
-            let slots = ring.read(last: 12) { position in kept.contains { $0.locator == position.locator } }
+            let slots = ring.read(last: 12) { position in kept.firstIndex { $0.locator == position.locator } }
             let made = slots.filter { $0.entry != nil }.count
-            let read = slots.compactMap { slot in slot.entry ?? kept.first { $0.locator == slot.position.locator } }
+            let read = slots.compactMap { slot in slot.entry ?? slot.known.map { kept[$0] } }
             #expect(read == ring.read(last: 12), "round \(round)")
             let new = read.filter { entry in !kept.contains { $0.locator == entry.locator } }.count
             #expect(made == new, "round \(round): \(made) slots copied for \(new) new breadcrumbs")
@@ -108,8 +108,8 @@ import Testing
                     let known = kept
                     let read = pass % 2 == 0
                         ? ring.read(last: 64)
-                        : ring.read(last: 64) { position in known.contains { $0.locator == position.locator } }
-                            .compactMap { slot in slot.entry ?? known.first { $0.locator == slot.position.locator } }
+                        : ring.read(last: 64) { position in known.firstIndex { $0.locator == position.locator } }
+                            .compactMap { slot in slot.entry ?? slot.known.map { known[$0] } }
                     kept = read
                     for crumb in read {
                         let fields = crumb.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)

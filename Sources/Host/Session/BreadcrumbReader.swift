@@ -27,17 +27,14 @@ final class BreadcrumbReader: Sendable {
         kept.withLock { kept in
             let positions = kept.positions
             let breadcrumbs = kept.breadcrumbs
-            let read = ring.read(last: limit) { positions.bisecting($0) != nil }
+            let read = ring.read(last: limit) { positions.bisecting($0) }
             var current = Kept()
             current.positions.reserveCapacity(read.count)
             current.breadcrumbs.reserveCapacity(read.count)
-            var known = 0  // both in ascending order: the kept one found walks forward
             for slot in read {
                 if let entry = slot.entry {
                     current.breadcrumbs.append(Breadcrumb(entry))
-                } else {
-                    while known < positions.count && positions[known] < slot.position { known += 1 }
-                    guard known < positions.count && positions[known] == slot.position else { continue }
+                } else if let known = slot.known {
                     // Its id, counted again: lower while older breadcrumbs were being written.
                     var breadcrumb = breadcrumbs[known]
                     breadcrumb.sequence = slot.sequence
@@ -48,18 +45,5 @@ final class BreadcrumbReader: Sendable {
             kept = current
             return current.breadcrumbs
         }
-    }
-}
-
-extension [BreadcrumbRing.Position] {
-    /// The index of `value` in these values in ascending order, found by bisection.
-    fileprivate func bisecting(_ value: BreadcrumbRing.Position) -> Int? {
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = (low + high) / 2
-            if self[middle] < value { low = middle + 1 } else { high = middle }
-        }
-        return low < count && self[low] == value ? low : nil
     }
 }

@@ -108,19 +108,24 @@ package final class BreadcrumbRing: Sendable {
         @inlinable package static func < (a: Position, b: Position) -> Bool { a.key < b.key || (a.key == b.key && a.locator < b.locator) }
     }
 
-    /// One breadcrumb of `read(last:isKnown:)`: its id and position, and the breadcrumb unless
-    /// the caller holds it already.
-    package typealias Slot = (sequence: UInt64, position: Position, entry: Entry?)
+    /// One breadcrumb of `read(last:known:)`: its id and position, and either the breadcrumb
+    /// or, when the caller holds it already, where (`known`).
+    package struct Slot {
+        package var sequence: UInt64
+        package var position: Position
+        package var entry: Entry?
+        package var known: Int?
+    }
 
-    /// The last `limit` breadcrumbs, oldest first, each with its breadcrumb unless `isKnown`
-    /// says the caller holds the one at that position already: a slot keeps its breadcrumb
-    /// unchanged until its lane laps it, so a reader that keeps what it read copies only the
-    /// breadcrumbs written since. The same breadcrumbs as `read(last:)`, but for one being
-    /// written over meanwhile.
-    package func read(last limit: Int, isKnown: (Position) -> Bool) -> ReversedCollection<[Slot]> {
+    /// The last `limit` breadcrumbs, oldest first, each with its breadcrumb unless `known`
+    /// gives where the caller holds the one at that position already: a slot keeps its
+    /// breadcrumb unchanged until its lane laps it, so a reader that keeps what it read copies
+    /// only the breadcrumbs written since. The same breadcrumbs as `read(last:)`, but for one
+    /// being written over meanwhile.
+    package func read(last limit: Int, known: (Position) -> Int?) -> [Slot] {
         // The listing's room, kept from one read to the next (a report's read allocated and
         // faulted in 100 KB each time).
-        listing.withLock { refs in Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit, refs: &refs, isKnown: isKnown).slots }
+        listing.withLock { refs in Self.read(UnsafeRawPointer(address), bytes: bytes, last: limit, refs: &refs, known: known).slots }
     }
 
     /// The last `limit` breadcrumbs of the ring file at `path`, oldest first, and how many
@@ -141,7 +146,7 @@ package final class BreadcrumbRing: Sendable {
 
     private static func read(_ base: UnsafeRawPointer, bytes: Int, last limit: Int) -> (entries: [Entry], torn: Int) {
         var refs: [rh_crumb_ref] = []
-        let read = read(base, bytes: bytes, last: limit, refs: &refs) { _ in false }
+        let read = read(base, bytes: bytes, last: limit, refs: &refs) { _ in nil }
         return (read.slots.compactMap(\.entry), read.torn)
     }
 
@@ -149,20 +154,20 @@ package final class BreadcrumbRing: Sendable {
     /// (a torn one is skipped and counted), at most as many as the ring answers for
     /// (`rh_crumb_ring_window`).
     private static func read(
-        _ base: UnsafeRawPointer, bytes: Int, last limit: Int, refs: inout [rh_crumb_ref], isKnown: (Position) -> Bool
-    ) -> (slots: ReversedCollection<[Slot]>, torn: Int) {
+        _ base: UnsafeRawPointer, bytes: Int, last limit: Int, refs: inout [rh_crumb_ref], known: (Position) -> Int?
+    ) -> (slots: [Slot], torn: Int) {
         let capacity = rh_crumb_ring_capacity(base, bytes)
         let limit = min(limit, rh_crumb_ring_window(base, bytes))
         if refs.count < capacity { refs = [rh_crumb_ref](repeating: rh_crumb_ref(), count: capacity) }
         let count = refs.withUnsafeMutableBufferPointer { rh_crumb_ring_list(base, bytes, $0.baseAddress, $0.count) }
-        var newestFirst: [Slot] = []  // oldest first through `reversed()` (a view: nothing is copied)
-        newestFirst.reserveCapacity(min(limit, count))
+        var slots: [Slot] = []  // newest first until reversed
+        slots.reserveCapacity(min(limit, count))
         var torn = 0
         var text = rh_crumb_text()
-        for ref in refs[..<count].reversed() where newestFirst.count < limit {
+        for ref in refs[..<count].reversed() where slots.count < limit {
             let position = Position(key: ref.key, locator: ref.locator)
-            if isKnown(position) {
-                newestFirst.append((ref.id, position, nil))
+            if let index = known(position) {
+                slots.append(Slot(sequence: ref.id, position: position, known: index))
                 continue
             }
             var crumb = rh_crumb()
@@ -170,9 +175,23 @@ package final class BreadcrumbRing: Sendable {
                 torn += 1
                 continue
             }
-            newestFirst.append((ref.id, position, Entry(crumb, sequence: ref.id)))
+            slots.append(Slot(sequence: ref.id, position: position, entry: Entry(crumb, sequence: ref.id)))
         }
-        return (newestFirst.reversed(), torn)
+        slots.reverse()
+        return (slots, torn)
+    }
+}
+
+extension [BreadcrumbRing.Position] {
+    /// The index of `value` in these positions in ascending order, found by bisection.
+    package func bisecting(_ value: BreadcrumbRing.Position) -> Int? {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low < count && self[low] == value ? low : nil
     }
 }
 
