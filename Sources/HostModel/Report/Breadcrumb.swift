@@ -205,7 +205,7 @@ private final class Fields: @unchecked Sendable {
         self.rendered = rendered
     }
 
-    deinit { rendered?.stamp.deallocate() }
+    deinit { if let rendered { UnsafeMutableRawPointer(rendered.stamp).deallocate() } }
 
     /// These fields with those given changed, unrendered.
     func with(
