@@ -32,11 +32,12 @@ final class BreadcrumbReader: Sendable {
             current.positions.reserveCapacity(read.count)
             current.breadcrumbs.reserveCapacity(read.count)
             for slot in read {
-                if let entry = slot.entry {
+                switch slot.content {
+                case .entry(let entry):
                     current.breadcrumbs.append(Breadcrumb(entry))
-                } else if let known = slot.known {
+                case .known(let index):
                     // Its id, counted again: lower while older breadcrumbs were being written.
-                    var breadcrumb = breadcrumbs[known]
+                    var breadcrumb = breadcrumbs[index]
                     breadcrumb.sequence = slot.sequence
                     current.breadcrumbs.append(breadcrumb)
                 }

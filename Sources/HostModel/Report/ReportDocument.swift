@@ -109,7 +109,6 @@ public struct ReportDocument: Sendable, Equatable {
     private static let breadcrumbsKey = #","breadcrumbs":"#
     private static let emptyBreadcrumbsMember = breadcrumbsKey + "[]"
 
-
     /// The breadcrumbs `serializedApart` stored apart; nil when the text is not their array.
     package static func breadcrumbs(stored text: String) -> [Breadcrumb]? {
         guard let items = (try? JSONValue.parse(text))?.arrayValue else { return nil }

@@ -108,13 +108,21 @@ package final class BreadcrumbRing: Sendable {
         @inlinable package static func < (a: Position, b: Position) -> Bool { a.key < b.key || (a.key == b.key && a.locator < b.locator) }
     }
 
-    /// One breadcrumb of `read(last:known:)`: its id and position, and either the breadcrumb
-    /// or, when the caller holds it already, where (`known`).
+    /// One breadcrumb of `read(last:known:)`: its id, its position, and the breadcrumb or,
+    /// when the caller holds it already, where.
     package struct Slot {
+        package enum Content {
+            case entry(Entry)
+            /// The index `known` gave for its position.
+            case known(Int)
+        }
+
         package var sequence: UInt64
         package var position: Position
-        package var entry: Entry?
-        package var known: Int?
+        package var content: Content
+
+        /// The breadcrumb read from the ring; nil when the caller holds it already.
+        package var entry: Entry? { if case .entry(let entry) = content { entry } else { nil } }
     }
 
     /// The last `limit` breadcrumbs, oldest first, each with its breadcrumb unless `known`
@@ -167,7 +175,7 @@ package final class BreadcrumbRing: Sendable {
         for ref in refs[..<count].reversed() where slots.count < limit {
             let position = Position(key: ref.key, locator: ref.locator)
             if let index = known(position) {
-                slots.append(Slot(sequence: ref.id, position: position, known: index))
+                slots.append(Slot(sequence: ref.id, position: position, content: .known(index)))
                 continue
             }
             var crumb = rh_crumb()
@@ -175,7 +183,7 @@ package final class BreadcrumbRing: Sendable {
                 torn += 1
                 continue
             }
-            slots.append(Slot(sequence: ref.id, position: position, entry: Entry(crumb, sequence: ref.id)))
+            slots.append(Slot(sequence: ref.id, position: position, content: .entry(Entry(crumb, sequence: ref.id))))
         }
         slots.reverse()
         return (slots, torn)
