@@ -48,3 +48,13 @@ import Testing
         }
     }
 }
+
+extension BreadcrumbRing.Slot {
+    /// Its breadcrumb: read from the ring, or the reader's at the index the ring gave back.
+    func entry(or kept: [BreadcrumbRing.Entry]) -> BreadcrumbRing.Entry {
+        switch content {
+        case .entry(let entry): entry
+        case .known(let index): kept[index]
+        }
+    }
+}

@@ -16,14 +16,6 @@ import Testing
 @Suite struct BreadcrumbTests {
     let folder = makeTemporaryDirectory("breadcrumbs")
 
-    /// A slot's breadcrumb: read from the ring, or the one at the index the reader gave.
-    static func entry(_ slot: BreadcrumbRing.Slot, _ kept: [BreadcrumbRing.Entry]) -> BreadcrumbRing.Entry {
-        switch slot.content {
-        case .entry(let entry): entry
-        case .known(let index): kept[index]
-        }
-    }
-
     func ring(slots: Int) throws -> BreadcrumbRing {
         try BreadcrumbRing.create(at: folder.appendingPathComponent("\(UUID().uuidString).ring").path, slots: slots).get()
     }
@@ -88,7 +80,7 @@ import Testing
             }
             let slots = ring.read(last: 12) { position in kept.firstIndex { $0.locator == position.locator } }
             let made = slots.filter { $0.entry != nil }.count
-            let read = slots.map { slot in Self.entry(slot, kept) }
+            let read = slots.map { $0.entry(or: kept) }
             #expect(read == ring.read(last: 12), "round \(round)")
             let new = read.filter { entry in !kept.contains { $0.locator == entry.locator } }.count
             #expect(made == new, "round \(round): \(made) slots copied for \(new) new breadcrumbs")
@@ -117,7 +109,7 @@ import Testing
                     let read = pass % 2 == 0
                         ? ring.read(last: 64)
                         : ring.read(last: 64) { position in known.firstIndex { $0.locator == position.locator } }
-                            .map { slot in Self.entry(slot, known) }
+                            .map { $0.entry(or: known) }
                     kept = read
                     for crumb in read {
                         let fields = crumb.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
