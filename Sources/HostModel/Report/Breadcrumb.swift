@@ -143,7 +143,7 @@ extension [Breadcrumb] {
                     goOn = visit(index, rendered.stamp, crumbs[index].fields.level, rendered.category, rendered.message)
                 } else {
                     let crumb = crumbs[index]
-                    goOn = Breadcrumb.timestamp(crumb.timestamp).withCString { stamp in
+                    goOn = crumb.timestampText.withCString { stamp in
                         crumb.category.withCString { category in
                             crumb.message.withCString { visit(index, stamp, crumb.level, category, $0) }
                         }
@@ -167,6 +167,16 @@ extension [Breadcrumb] {
             }
         }
         out.closeArray()
+    }
+
+    /// The length of what `writeJSON` writes (`[`, `]`, a comma between two), rendered ones
+    /// counted in place.
+    package var jsonByteCount: Int {
+        withUnsafeBufferPointer { crumbs in
+            crumbs.indices.reduce(Swift.max(2, crumbs.count + 1)) { bytes, index in
+                bytes + (crumbs[index].fields.rendered?.json.count ?? crumbs[index].jsonByteCount)
+            }
+        }
     }
 }
 

@@ -91,11 +91,7 @@ public struct ReportDocument: Sendable, Equatable {
     /// rendering, not written).
     package func serializedWithoutBreadcrumbs() -> (text: String, bytes: Int) {
         let text = textWithoutBreadcrumbs()
-        let crumbs = content.breadcrumbs
-        guard !crumbs.isEmpty else { return (text, text.utf8.count + Self.emptyBreadcrumbsMember.utf8.count) }
-        // `[`, `]` and a comma between two.
-        let array = crumbs.reduce(crumbs.count + 1) { $0 + $1.jsonByteCount }
-        return (text, text.utf8.count + Self.breadcrumbsKey.utf8.count + array)
+        return (text, text.utf8.count + Self.breadcrumbsKey.utf8.count + content.breadcrumbs.jsonByteCount)
     }
 
     /// The stored row's text: the document without its `breadcrumbs` member.
